@@ -1,0 +1,116 @@
+"""The package layout is the architecture: no module imports a layer above its own.
+
+Layers follow DESIGN.md's table, top (lowest) first. A module may import its own layer and
+any layer listed before it. ``tilecraft/__init__.py`` (the public surface, importing lazily)
+and ``tilecraft.testing`` (helpers for tests, free to use everything) are outside the order.
+Only import statements are checked; ``Node.script()`` reaches the printer through
+``importlib`` at call time, the one deliberate hook from ``ir`` into ``script``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "tilecraft"
+
+LAYERS: list[set[str]] = [
+    {"errors", "config", "target"},
+    {"ir"},
+    {"script"},
+    {"arith"},
+    {"te"},
+    {"topi"},
+    {"schedule"},
+    {"lower"},
+    {"codegen"},
+    {"runtime"},
+    {"graph"},
+    {"frontend"},
+    {"rules"},
+    {"tune"},
+    {"dispatch"},
+    {"cli"},
+]
+UNRANKED = {"testing", "__init__", "__main__"}
+RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+
+
+def _layer_of(module: Path) -> str:
+    rel = module.relative_to(ROOT)
+    return rel.parts[0].removesuffix(".py")
+
+
+def _imported_layers(module: Path) -> list[tuple[int, str]]:
+    return _imports_of(module.read_text(encoding="utf-8"), module.relative_to(ROOT).parent.parts)
+
+
+def _imports_of(source: str, rel_pkg: tuple[str, ...]) -> list[tuple[int, str]]:
+    """(line, top-level tilecraft package) for each import in ``source``."""
+    tree = ast.parse(source)
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "tilecraft" and len(parts) > 1:
+                    out.append((node.lineno, parts[1]))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                parts = (node.module or "").split(".")
+                if parts[0] != "tilecraft":
+                    continue
+                if len(parts) > 1:
+                    out.append((node.lineno, parts[1]))
+                else:
+                    out.extend((node.lineno, a.name) for a in node.names)
+            else:
+                base = list(rel_pkg)
+                up = node.level - 1
+                if up > len(base):
+                    continue
+                base = base[: len(base) - up] if up else base
+                target = [*base, *((node.module or "").split(".") if node.module else [])]
+                if target:
+                    out.append((node.lineno, target[0]))
+                else:
+                    out.extend((node.lineno, a.name) for a in node.names)
+    return out
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in ROOT.rglob("*.py") if p.parent != ROOT or p.stem != "__init__")
+
+
+def test_every_top_level_package_has_a_layer() -> None:
+    names = {_layer_of(p) for p in _modules()}
+    unknown = sorted(n for n in names if n not in RANK and n not in UNRANKED)
+    assert not unknown, f"add these packages to LAYERS in {__file__}: {unknown}"
+
+
+@pytest.mark.parametrize("module", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_upward_imports(module: Path) -> None:
+    layer = _layer_of(module)
+    if layer in UNRANKED:
+        return
+    bad = [
+        f"line {line}: {layer} imports {target}"
+        for line, target in _imported_layers(module)
+        if target in RANK and RANK[target] > RANK[layer]
+    ]
+    assert not bad, "upward imports:\n" + "\n".join(bad)
+
+
+def test_checker_sees_upward_imports() -> None:
+    # Absolute, relative (from a subpackage two levels deep) and plain imports are all seen.
+    src = (
+        "from tilecraft.schedule import Schedule\n"
+        "import tilecraft.runtime.build\n"
+        "from ...lower import pipeline\n"
+        "from .. import codegen\n"
+        "from .expr import Var\n"
+    )
+    edges = _imports_of(src, ("ir", "sub"))
+    assert edges == [(1, "schedule"), (2, "runtime"), (3, "lower"), (4, "ir"), (5, "ir")]

@@ -1,0 +1,39 @@
+"""Process-wide settings; the only module that reads environment variables.
+
+``TILECRAFT_CACHE_DIR``  where compiled kernels are cached (default: the user cache directory,
+                         ``$XDG_CACHE_HOME/tilecraft`` or ``~/.cache/tilecraft``).
+``CC``                   the C compiler to use (default: the first of cc, gcc, clang on PATH).
+``TILECRAFT_NVCC``       the nvcc executable (default: ``nvcc`` on PATH).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_dir() -> Path:
+    """Directory of the content-addressed compile cache (created on demand by its users)."""
+    env = os.environ.get("TILECRAFT_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tilecraft"
+
+
+def c_compiler() -> str | None:
+    """The C compiler named by ``CC``, or None to search PATH."""
+    return os.environ.get("CC") or None
+
+
+def nvcc_path() -> str | None:
+    """The nvcc executable named by ``TILECRAFT_NVCC``, or None to search PATH."""
+    return os.environ.get("TILECRAFT_NVCC") or None
+
+
+def env_flag(name: str, default: bool = False) -> bool:
+    """Read a boolean ``TILECRAFT_<name>`` switch ("1", "true", "yes" are true)."""
+    value = os.environ.get(f"TILECRAFT_{name}")
+    if value is None:
+        return default
+    return value.strip().lower() in ("1", "true", "yes", "on")

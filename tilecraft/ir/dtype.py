@@ -1,0 +1,177 @@
+"""Data types of IR values: scalar kinds with a bit width and vector lanes."""
+
+from __future__ import annotations
+
+import enum
+import functools
+import re
+from dataclasses import dataclass
+
+from ..errors import IRError
+
+
+class TypeCode(enum.Enum):
+    """The kind of a scalar type."""
+
+    BOOL = "bool"
+    INT = "int"
+    UINT = "uint"
+    FLOAT = "float"
+    BFLOAT = "bfloat"
+
+
+_ALLOWED_BITS = {
+    TypeCode.BOOL: (1,),
+    TypeCode.INT: (8, 16, 32, 64),
+    TypeCode.UINT: (8, 16, 32, 64),
+    TypeCode.FLOAT: (16, 32, 64),
+    TypeCode.BFLOAT: (16,),
+}
+
+_ALIASES = {
+    "f16": "float16",
+    "f32": "float32",
+    "f64": "float64",
+    "bf16": "bfloat16",
+    "i8": "int8",
+    "i16": "int16",
+    "i32": "int32",
+    "i64": "int64",
+    "u8": "uint8",
+    "u16": "uint16",
+    "u32": "uint32",
+    "u64": "uint64",
+    "float": "float32",
+    "int": "int32",
+    "double": "float64",
+    "half": "float16",
+}
+
+_DTYPE_RE = re.compile(r"^(bool|int|uint|float|bfloat)(\d*)(?:x(\d+))?$")
+
+
+@dataclass(frozen=True, slots=True)
+class DataType:
+    """A scalar or vector data type, e.g. ``float32`` or ``float16x4``.
+
+    Instances are interned: build them with :func:`dtype` and compare with ``==``.
+    """
+
+    code: TypeCode
+    bits: int
+    lanes: int = 1
+
+    def __post_init__(self) -> None:
+        if self.bits not in _ALLOWED_BITS[self.code]:
+            raise IRError(f"dtype: {self.code.value} does not come in {self.bits} bits")
+        if self.lanes < 1:
+            raise IRError(f"dtype: lanes must be >= 1, got {self.lanes}")
+
+    def __str__(self) -> str:
+        base = "bool" if self.code is TypeCode.BOOL else f"{self.code.value}{self.bits}"
+        return base if self.lanes == 1 else f"{base}x{self.lanes}"
+
+    def __repr__(self) -> str:
+        return f"dtype({str(self)!r})"
+
+    @property
+    def is_bool(self) -> bool:
+        """True for ``bool``."""
+        return self.code is TypeCode.BOOL
+
+    @property
+    def is_int(self) -> bool:
+        """True for signed integer types."""
+        return self.code is TypeCode.INT
+
+    @property
+    def is_uint(self) -> bool:
+        """True for unsigned integer types."""
+        return self.code is TypeCode.UINT
+
+    @property
+    def is_integer(self) -> bool:
+        """True for signed or unsigned integer types (not bool)."""
+        return self.code in (TypeCode.INT, TypeCode.UINT)
+
+    @property
+    def is_float(self) -> bool:
+        """True for float16/32/64 and bfloat16."""
+        return self.code in (TypeCode.FLOAT, TypeCode.BFLOAT)
+
+    @property
+    def is_scalar(self) -> bool:
+        """True when ``lanes == 1``."""
+        return self.lanes == 1
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes one element occupies in memory (bool takes one byte)."""
+        return max(self.bits // 8, 1) * self.lanes
+
+    def with_lanes(self, lanes: int) -> DataType:
+        """The same scalar type with ``lanes`` lanes."""
+        return _make(self.code, self.bits, lanes)
+
+    def element_of(self) -> DataType:
+        """The scalar type of one lane."""
+        return _make(self.code, self.bits, 1)
+
+    def numpy_name(self) -> str:
+        """The numpy dtype name used to store one lane (bfloat16 is stored as uint16)."""
+        if self.is_bool:
+            return "bool"
+        if self.code is TypeCode.BFLOAT:
+            return "uint16"
+        return f"{self.code.value}{self.bits}"
+
+
+@functools.lru_cache(maxsize=None)
+def _make(code: TypeCode, bits: int, lanes: int) -> DataType:
+    return DataType(code, bits, lanes)
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(text: str) -> DataType:
+    name = _ALIASES.get(text, text)
+    m = _DTYPE_RE.match(name)
+    if m is None:
+        raise IRError(f"dtype: unknown data type {text!r}")
+    code = TypeCode(m.group(1))
+    if code is TypeCode.BOOL:
+        if m.group(2):
+            raise IRError(f"dtype: unknown data type {text!r}")
+        bits = 1
+    else:
+        if not m.group(2):
+            raise IRError(f"dtype: {text!r} needs a bit width")
+        bits = int(m.group(2))
+    lanes = int(m.group(3)) if m.group(3) else 1
+    return _make(code, bits, lanes)
+
+
+def dtype(value: str | DataType) -> DataType:
+    """Return the interned :class:`DataType` named by ``value``.
+
+    Accepts canonical names (``"float32"``, ``"int64"``, ``"bool"``, ``"float16x4"``) and the
+    short aliases ``f16 f32 f64 bf16 i8 i16 i32 i64 u8 u16 u32 u64``.
+    """
+    if isinstance(value, DataType):
+        return value
+    if not isinstance(value, str):
+        raise IRError(f"dtype: expected a string or DataType, got {type(value).__name__}")
+    return _parse(value)
+
+
+bool_ = dtype("bool")
+int8 = dtype("int8")
+int16 = dtype("int16")
+int32 = dtype("int32")
+int64 = dtype("int64")
+uint8 = dtype("uint8")
+float16 = dtype("float16")
+bfloat16 = dtype("bfloat16")
+float32 = dtype("float32")
+float64 = dtype("float64")
+
+DTypeLike = str | DataType

@@ -1,0 +1,161 @@
+"""Generic traversal of IR trees: a read-only :class:`Visitor` and a rebuilding :class:`Mutator`.
+
+Both dispatch on the node's class name: define ``visit_For(self, node)`` to handle loops and
+call ``self.generic_visit(node)`` to recurse into the children. Children are found from the
+dataclass fields (nodes, tuples of nodes); enum, string and attribute fields are leaves.
+
+A :class:`Mutator` rebuilds a node only when a child changed (``node.update``), and maps each
+buffer to one replacement for the whole traversal, so buffer identity survives rewriting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from .buffer import Buffer
+from .expr import Expr, Var
+from .module import IRModule
+from .node import Attrs, Node
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def node_fields(cls: type) -> tuple[str, ...]:
+    """Names of the dataclass fields of ``cls`` that are set at construction."""
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+        _FIELDS[cls] = names
+    return names
+
+
+def iter_children(node: Node) -> Iterator[Node]:
+    """Direct child nodes of ``node`` in field order (modules: their functions)."""
+    if isinstance(node, IRModule):
+        yield from node.functions.values()
+        return
+    for name in node_fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, Node):
+            yield value
+        elif isinstance(value, tuple):
+            for item in value:
+                if isinstance(item, Node):
+                    yield item
+
+
+class Visitor:
+    """Read-only traversal; override ``visit_<ClassName>`` methods."""
+
+    def __init__(self) -> None:
+        self._dispatch: dict[type, Callable[[Any], None]] = {}
+
+    def visit(self, node: Node) -> None:
+        """Visit ``node`` with its ``visit_<ClassName>`` method or :meth:`generic_visit`."""
+        cls = type(node)
+        fn = self._dispatch.get(cls)
+        if fn is None:
+            fn = getattr(self, "visit_" + cls.__name__, self.generic_visit)
+            self._dispatch[cls] = fn
+        fn(node)
+
+    def generic_visit(self, node: Node) -> None:
+        """Visit every child of ``node``."""
+        for child in iter_children(node):
+            self.visit(child)
+
+
+class Mutator:
+    """Rebuilding traversal; ``visit_<ClassName>`` methods return the replacement node."""
+
+    def __init__(self) -> None:
+        self._dispatch: dict[type, Callable[[Any], Any]] = {}
+        self.buffer_map: dict[int, Buffer] = {}
+
+    def visit(self, node: Any) -> Any:
+        """Return the replacement of ``node`` (``node`` itself when unchanged)."""
+        cls = type(node)
+        fn = self._dispatch.get(cls)
+        if fn is None:
+            fn = getattr(self, "visit_" + cls.__name__, self.generic_visit)
+            self._dispatch[cls] = fn
+        return fn(node)
+
+    def visit_Buffer(self, buf: Buffer) -> Buffer:  # noqa: N802
+        """Rewrite a buffer's shape once per traversal; later uses get the same object."""
+        done = self.buffer_map.get(id(buf))
+        if done is not None:
+            return done
+        new = self.generic_visit(buf)
+        self.buffer_map[id(buf)] = new
+        return new  # type: ignore[no-any-return]
+
+    def generic_visit(self, node: Any) -> Any:
+        """Rebuild ``node`` from its visited children; return it unchanged if none changed."""
+        if isinstance(node, IRModule):
+            funcs = {k: self.visit(f) for k, f in node.functions.items()}
+            changed = any(funcs[k] is not f for k, f in node.functions.items())
+            return IRModule(funcs, node.attrs) if changed else node
+        changes: dict[str, Any] = {}
+        for name in node_fields(type(node)):
+            value = getattr(node, name)
+            if isinstance(value, Node):
+                new = self.visit(value)
+                if new is not value:
+                    changes[name] = new
+            elif isinstance(value, tuple) and value and not isinstance(value, Attrs):
+                items = tuple(self.visit(v) if isinstance(v, Node) else v for v in value)
+                if any(a is not b for a, b in zip(items, value)):
+                    changes[name] = items
+        return node.update(**changes) if changes else node
+
+
+def post_order_visit(node: Node, fn: Callable[[Node], None]) -> None:
+    """Call ``fn`` on every node under ``node`` (children first), each buffer once."""
+    seen: set[int] = set()
+
+    def walk(n: Node) -> None:
+        if isinstance(n, Buffer):
+            if id(n) in seen:
+                return
+            seen.add(id(n))
+        for c in iter_children(n):
+            walk(c)
+        fn(n)
+
+    walk(node)
+
+
+class _Substitute(Mutator):
+    def __init__(self, vmap: Mapping[Var, Expr]) -> None:
+        super().__init__()
+        self.vmap = {id(k): v for k, v in vmap.items()}
+
+    def visit_Var(self, var: Var) -> Expr:  # noqa: N802
+        return self.vmap.get(id(var), var)
+
+
+def substitute(node: Any, vmap: Mapping[Var, Expr]) -> Any:
+    """Replace every use of the variables in ``vmap`` inside ``node``."""
+    if not vmap:
+        return node
+    return _Substitute(vmap).visit(node)
+
+
+def collect_vars(node: Node) -> list[Var]:
+    """Distinct variables used under ``node``, in order of first appearance (post-order)."""
+    found: dict[int, Var] = {}
+
+    def fn(n: Node) -> None:
+        if isinstance(n, Var) and id(n) not in found:
+            found[id(n)] = n
+
+    post_order_visit(node, fn)
+    return list(found.values())
+
+
+def uses_var(node: Node, var: Var) -> bool:
+    """True if ``var`` occurs under ``node``."""
+    return any(v is var for v in collect_vars(node))

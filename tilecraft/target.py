@@ -1,0 +1,179 @@
+"""Compilation targets: the host CPU and NVIDIA GPUs, with presets and a current target.
+
+``Target("cpu")`` describes the host (ISA features, core count); ``Target("cuda -arch=sm_90")``
+or a preset name (``"h100"``, ``"h200"``, ``"a100"``, ``"l4"``, ``"rtx4090"``) describes a GPU.
+``with target:`` makes a target current for passes that need one (:func:`Target.current`).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import threading
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import ClassVar
+
+from .errors import TilecraftError
+
+
+class TargetError(TilecraftError):
+    """A target string could not be understood."""
+
+
+@dataclass(frozen=True)
+class GPUInfo:
+    """Resource limits of one NVIDIA GPU model."""
+
+    arch: str
+    warp_size: int = 32
+    max_threads_per_block: int = 1024
+    max_shared_memory_per_block: int = 48 * 1024
+    max_shared_memory_per_block_optin: int = 48 * 1024
+    registers_per_block: int = 65536
+    registers_per_sm: int = 65536
+    max_registers_per_thread: int = 255
+    sm_count: int = 1
+    l2_bytes: int = 0
+
+
+GPU_PRESETS: dict[str, GPUInfo] = {
+    "h100": GPUInfo("sm_90", max_shared_memory_per_block_optin=227 * 1024, sm_count=132,
+                    l2_bytes=50 * 2**20),
+    "h200": GPUInfo("sm_90", max_shared_memory_per_block_optin=227 * 1024, sm_count=132,
+                    l2_bytes=50 * 2**20),
+    "a100": GPUInfo("sm_80", max_shared_memory_per_block_optin=163 * 1024, sm_count=108,
+                    l2_bytes=40 * 2**20),
+    "l4": GPUInfo("sm_89", max_shared_memory_per_block_optin=99 * 1024, sm_count=58,
+                  l2_bytes=48 * 2**20),
+    "rtx4090": GPUInfo("sm_89", max_shared_memory_per_block_optin=99 * 1024, sm_count=128,
+                       l2_bytes=72 * 2**20),
+}  # fmt: skip
+
+_ARCH_DEFAULT_PRESET = {"sm_90": "h100", "sm_80": "a100", "sm_89": "l4"}
+
+
+def _host_features() -> tuple[str, ...]:
+    feats: set[str] = set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    feats.update(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    wanted = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "f16c",
+              "neon", "asimd", "sve")  # fmt: skip
+    return tuple(sorted(f for f in feats if f in wanted))
+
+
+@dataclass(frozen=True)
+class Target:
+    """A compilation target parsed from a string such as ``"cpu"`` or ``"cuda -arch=sm_90"``.
+
+    Attributes
+    ----------
+    kind
+        ``"cpu"`` or ``"cuda"``.
+    arch
+        ``"sm_90"`` etc. for CUDA; the machine name (``"x86_64"``) for the CPU.
+    gpu
+        Resource limits for CUDA targets (None on CPU).
+    features
+        Host ISA features for CPU targets (``"avx2"``, ``"fma"``...).
+    num_cores
+        Cores available to this process for CPU targets.
+    """
+
+    spec: str
+    kind: str = field(init=False)
+    arch: str = field(init=False)
+    gpu: GPUInfo | None = field(init=False)
+    features: tuple[str, ...] = field(init=False)
+    num_cores: int = field(init=False)
+
+    _stack: ClassVar[threading.local] = threading.local()
+
+    def __post_init__(self) -> None:
+        text = self.spec.strip() if isinstance(self.spec, str) else ""
+        if not text:
+            raise TargetError(f"Target: expected a target string, got {self.spec!r}")
+        words = text.split()
+        head, opts = words[0].lower(), words[1:]
+        options = {}
+        for opt in opts:
+            if not opt.startswith("-") or "=" not in opt:
+                raise TargetError(f"Target {text!r}: options look like -key=value, got {opt!r}")
+            k, v = opt.lstrip("-").split("=", 1)
+            options[k] = v
+        if head in ("cpu", "llvm", "c"):
+            kind, arch, gpu = "cpu", platform.machine() or "unknown", None
+            feats = _host_features()
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        elif head == "cuda" or head in GPU_PRESETS:
+            preset = head if head in GPU_PRESETS else None
+            arch = options.get("arch") or (GPU_PRESETS[preset].arch if preset else "sm_90")
+            if not arch.startswith("sm_") or not arch[3:].isdigit():
+                raise TargetError(f"Target {text!r}: -arch must look like sm_90, got {arch!r}")
+            name = preset or _ARCH_DEFAULT_PRESET.get(arch)
+            base = GPU_PRESETS[name] if name else GPUInfo(arch)
+            gpu = GPUInfo(**{**base.__dict__, "arch": arch})
+            kind, feats, cores = "cuda", (), 0
+        else:
+            raise TargetError(
+                f"Target: unknown target {head!r}; expected 'cpu', 'cuda -arch=sm_XY' or one of "
+                f"{sorted(GPU_PRESETS)}"
+            )
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "arch", arch)
+        object.__setattr__(self, "gpu", gpu)
+        object.__setattr__(self, "features", feats)
+        object.__setattr__(self, "num_cores", cores)
+
+    @property
+    def is_gpu(self) -> bool:
+        """True for CUDA targets."""
+        return self.kind == "cuda"
+
+    @property
+    def compute_capability(self) -> int:
+        """``90`` for sm_90 (0 for the CPU)."""
+        return int(self.arch[3:]) if self.is_gpu else 0
+
+    def __str__(self) -> str:
+        return "cpu" if self.kind == "cpu" else f"cuda -arch={self.arch}"
+
+    def __enter__(self) -> Target:
+        stack = getattr(Target._stack, "items", None)
+        if stack is None:
+            stack = Target._stack.items = []
+        stack.append(self)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        Target._stack.items.pop()
+
+    @staticmethod
+    def current(allow_none: bool = True) -> Target | None:
+        """The innermost target of an enclosing ``with target:`` block."""
+        stack = getattr(Target._stack, "items", None)
+        if stack:
+            return stack[-1]  # type: ignore[no-any-return]
+        if not allow_none:
+            raise TargetError("no current target: use `with tc.Target(...):`")
+        return None
+
+
+def as_target(value: str | Target | None) -> Target:
+    """Coerce a string (or None: the current target, else the CPU) to a :class:`Target`."""
+    if isinstance(value, Target):
+        return value
+    if value is None:
+        return Target.current() or Target("cpu")
+    return Target(value)
