@@ -46,6 +46,7 @@ from .node import Node as Node
 from .op import cast as cast
 from .op import if_then_else as if_then_else
 from .op import select as select
+from .serialize import SerializeError as SerializeError
 from .serialize import from_json as from_json
 from .serialize import to_json as to_json
 from .stmt import THREAD_TAGS as THREAD_TAGS
@@ -65,6 +66,9 @@ from .stmt import SeqStmt as SeqStmt
 from .stmt import Stmt as Stmt
 from .stmt import block_realize as block_realize
 from .stmt import seq as seq
+from .structural import assert_structural_equal as assert_structural_equal
+from .structural import register_enum as register_enum
+from .structural import register_node as register_node
 from .structural import structural_equal as structural_equal
 from .structural import structural_hash as structural_hash
 from .visitor import Mutator as Mutator

@@ -1,0 +1,306 @@
+"""JSON round trip of IR nodes, safe on untrusted input.
+
+Document layout (format ``"tilecraft.ir"``, version 1)::
+
+    {"format": "tilecraft.ir", "version": 1,
+     "nodes": [["Var", {"name": "i", "dtype": {"dtype": "int32"}}],
+               ["IntImm", {"dtype": {"dtype": "int32"}, "value": 0}], ...],
+     "root": {"ref": 12}}
+
+``nodes`` is a table in post-order: every distinct node object appears once, as
+``[tag, {field: value}]``, and may refer only to entries *before* it, so a shared Var or
+Buffer comes back as one object and a document cannot describe a cycle. Field values are
+encoded as: node -> ``{"ref": k}``; tuple -> list; ``Attrs`` -> ``{"attrs": {...}}``; other
+mappings -> ``{"map": {...}}``; DataType -> ``{"dtype": "float32"}``; enum ->
+``{"enum": "ForKind", "value": "serial"}``; float -> ``{"float": float.hex(x)}`` (exact, NaN
+and infinities included); bool, int, str and None as themselves.
+
+Decoding looks node classes up in the registry of :mod:`tilecraft.ir.structural` (so classes
+registered there by later layers round-trip too), never imports or evaluates anything, and
+turns every problem into a :class:`SerializeError` naming the table entry and field.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import IRError
+from .dtype import DataType, dtype
+from .node import Attrs, Node
+from .structural import NodeSpec, enum_by_name, node_spec, spec_by_tag
+
+FORMAT = "tilecraft.ir"
+VERSION = 1
+_MAX_VALUE_DEPTH = 64
+
+
+class SerializeError(IRError):
+    """A JSON document does not describe valid IR."""
+
+
+# encoding -----------------------------------------------------------------------------------
+def _children(value: Any, out: list[Node]) -> None:
+    """Append the nodes directly held by a field value (through tuples and mappings)."""
+    if isinstance(value, Node):
+        out.append(value)
+    elif isinstance(value, tuple):
+        for v in value:
+            _children(v, out)
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            _children(v, out)
+
+
+def _post_order(root: object) -> list[Node]:
+    """Distinct nodes under ``root``, children before parents, in field order."""
+    order: list[Node] = []
+    done: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in done:
+            continue
+        if expanded:
+            done.add(id(node))
+            order.append(node)
+            continue
+        kids: list[Node] = []
+        if isinstance(node, Node):
+            spec = node_spec(type(node))
+            stack.append((node, True))
+            for name in spec.fields:
+                _children(getattr(node, name), kids)
+        else:
+            _children(node, kids)
+        stack.extend((k, False) for k in reversed(kids) if id(k) not in done)
+    return order
+
+
+def _encode_value(value: Any, index: Mapping[int, int]) -> Any:
+    if isinstance(value, Node):
+        return {"ref": index[id(value)]}
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return {"float": value.hex()}
+    if isinstance(value, tuple):
+        return [_encode_value(v, index) for v in value]
+    if isinstance(value, DataType):
+        return {"dtype": str(value)}
+    if isinstance(value, enum.Enum):
+        if enum_by_name(type(value).__name__) is not type(value):
+            raise IRError(f"to_json: enum {type(value).__name__} is not registered")
+        return {"enum": type(value).__name__, "value": value.value}
+    if isinstance(value, Attrs):
+        return {"attrs": {k: _encode_value(v, index) for k, v in value.items_tuple()}}
+    if isinstance(value, Mapping):
+        for k in value:
+            if not isinstance(k, str):
+                raise IRError(f"to_json: mapping keys must be strings, got {k!r}")
+        return {"map": {k: _encode_value(v, index) for k, v in value.items()}}
+    raise IRError(f"to_json: cannot serialise a {type(value).__name__} value")
+
+
+def to_json(node: object, indent: int | None = None) -> str:
+    """Serialise ``node`` (any registered node, ``Attrs``, or a tuple of those) to JSON.
+
+    Parameters
+    ----------
+    node
+        The value to write.
+    indent
+        Passed to :func:`json.dumps` for a readable layout; the default is compact.
+
+    Returns
+    -------
+    str
+        A document that :func:`from_json` turns back into an identical structure, sharing
+        preserved.
+    """
+    nodes = _post_order(node)
+    index = {id(n): i for i, n in enumerate(nodes)}
+    table = []
+    for n in nodes:
+        spec = node_spec(type(n))
+        fields = {name: _encode_value(getattr(n, name), index) for name in spec.fields}
+        table.append([spec.tag, fields])
+    doc = {"format": FORMAT, "version": VERSION, "nodes": table,
+           "root": _encode_value(node, index)}  # fmt: skip
+    return json.dumps(doc, indent=indent, ensure_ascii=True, allow_nan=False)
+
+
+# decoding -----------------------------------------------------------------------------------
+def _reject_constant(name: str) -> Any:
+    raise SerializeError(f"from_json: bare {name} is not allowed; write floats as {{'float': hex}}")
+
+
+_TAGGED = ("ref", "float", "dtype", "enum", "attrs", "map")
+
+
+class _Decoder:
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+
+    def value(self, raw: Any, where: str, depth: int = 0) -> Any:
+        if depth > _MAX_VALUE_DEPTH:
+            raise SerializeError(f"{where}: values nested more than {_MAX_VALUE_DEPTH} deep")
+        if raw is None or isinstance(raw, (bool, int, str, float)):
+            return raw
+        if isinstance(raw, list):
+            return tuple(self.value(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(raw))
+        if not isinstance(raw, dict):  # pragma: no cover - json only yields the types above
+            raise SerializeError(f"{where}: unexpected {type(raw).__name__}")
+        keys = set(raw)
+        kind = next((k for k in _TAGGED if k in keys), None)
+        expected = {"enum", "value"} if kind == "enum" else {kind}
+        if kind is None or keys != expected:
+            raise SerializeError(
+                f"{where}: expected an object with one of the keys {list(_TAGGED)} (enum also "
+                f"takes 'value'), got keys {sorted(keys)}"
+            )
+        body = raw[kind]
+        if kind == "ref":
+            return self.ref(body, where)
+        if kind == "float":
+            return self.float_(body, where)
+        if kind == "dtype":
+            if not isinstance(body, str):
+                raise SerializeError(f"{where}: dtype must be a string, got {body!r}")
+            try:
+                return dtype(body)
+            except IRError as e:
+                raise SerializeError(f"{where}: {e}") from None
+        if kind == "enum":
+            return self.enum_(body, raw["value"], where)
+        if not isinstance(body, dict):
+            raise SerializeError(
+                f"{where}: {kind} must be a JSON object, got {type(body).__name__}"
+            )
+        items = {k: self.value(v, f"{where}[{k!r}]", depth + 1) for k, v in body.items()}
+        if kind == "attrs":
+            try:
+                return Attrs(items)
+            except IRError as e:
+                raise SerializeError(f"{where}: {e}") from None
+        return items
+
+    def ref(self, body: Any, where: str) -> Node:
+        if isinstance(body, bool) or not isinstance(body, int):
+            raise SerializeError(f"{where}: a ref must be an integer, got {body!r}")
+        if not 0 <= body < len(self.nodes):
+            raise SerializeError(
+                f"{where}: ref {body} does not name an earlier node (only 0..{len(self.nodes) - 1} "
+                "are defined here; forward references and cycles are not allowed)"
+            )
+        return self.nodes[body]
+
+    @staticmethod
+    def float_(body: Any, where: str) -> float:
+        if not isinstance(body, str):
+            raise SerializeError(f"{where}: a float must be a float.hex string, got {body!r}")
+        try:
+            return float.fromhex(body)
+        except ValueError:
+            raise SerializeError(f"{where}: {body!r} is not a float.hex string") from None
+
+    @staticmethod
+    def enum_(name: Any, value: Any, where: str) -> enum.Enum:
+        cls = enum_by_name(name) if isinstance(name, str) else None
+        if cls is None:
+            raise SerializeError(f"{where}: unknown enum type {name!r}")
+        try:
+            return cls(value)
+        except (ValueError, TypeError):
+            known = [m.value for m in cls]
+            raise SerializeError(
+                f"{where}: {value!r} is not a {name}; expected one of {known}"
+            ) from None
+
+    def node(self, k: int, entry: Any) -> Node:
+        where = f"from_json: nodes[{k}]"
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
+                and isinstance(entry[1], dict)):  # fmt: skip
+            raise SerializeError(
+                f"{where}: expected [type_name, {{field: value}}], got {_brief(entry)}"
+            )
+        tag, raw_fields = entry
+        spec = spec_by_tag(tag)
+        if spec is None:
+            raise SerializeError(f"{where}: unknown node type {tag!r}")
+        where = f"{where} ({tag})"
+        unknown = sorted(set(raw_fields) - set(spec.fields))
+        if unknown:
+            raise SerializeError(
+                f"{where}: unknown fields {unknown}; {tag} has {list(spec.fields)}"
+            )
+        fields = {n: self.value(v, f"{where}.{n}") for n, v in raw_fields.items()}
+        return _build(spec, fields, where)
+
+
+def _brief(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _build(spec: NodeSpec, fields: dict[str, Any], where: str) -> Node:
+    try:
+        node = spec.build(**fields)
+    except IRError as e:
+        raise SerializeError(f"{where}: {e}") from None
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as e:
+        # constructors validate meaning; ill-typed fields can trip them before that
+        raise SerializeError(f"{where}: invalid field values ({type(e).__name__}: {e})") from None
+    if not isinstance(node, Node):
+        raise SerializeError(f"{where}: the constructor did not return a node")
+    return node
+
+
+def from_json(text: str | bytes) -> Any:
+    """Rebuild the value serialised by :func:`to_json`.
+
+    Parameters
+    ----------
+    text
+        A document produced by :func:`to_json` (or written by hand in the same format).
+
+    Returns
+    -------
+    Any
+        The node (or ``Attrs``/tuple) that was serialised; its type depends on the document.
+
+    Raises
+    ------
+    SerializeError
+        (an :class:`~tilecraft.errors.IRError`) for malformed JSON, a wrong format tag or
+        version, unknown node types or enums, wrong field names or types, dangling or forward
+        references, and any node that fails its own validation.
+    """
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise SerializeError(f"from_json: expected a JSON string, got {type(text).__name__}")
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise SerializeError(f"from_json: not valid JSON: {e}") from None
+    except (ValueError, RecursionError) as e:  # huge integers, absurd nesting
+        raise SerializeError(f"from_json: unreadable JSON ({type(e).__name__}: {e})") from None
+    if not isinstance(doc, dict):
+        raise SerializeError(f"from_json: expected a JSON object, got {type(doc).__name__}")
+    if doc.get("format") != FORMAT:
+        raise SerializeError(f"from_json: format must be {FORMAT!r}, got {doc.get('format')!r}")
+    if doc.get("version") != VERSION or isinstance(doc.get("version"), bool):
+        raise SerializeError(
+            f"from_json: unsupported version {doc.get('version')!r}; this reader knows {VERSION}"
+        )
+    extra = sorted(set(doc) - {"format", "version", "nodes", "root"})
+    if extra or "root" not in doc or not isinstance(doc.get("nodes"), list):
+        raise SerializeError(
+            "from_json: a document has exactly the keys format, version, nodes (a list) and "
+            f"root; got {sorted(doc)}"
+        )
+    dec = _Decoder()
+    for k, entry in enumerate(doc["nodes"]):
+        dec.nodes.append(dec.node(k, entry))
+    return dec.value(doc["root"], "from_json: root")
