@@ -438,7 +438,12 @@ class Not(Expr):
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Select(Expr):
-    """``true_value if condition else false_value``; both branches may be evaluated."""
+    """``true_value if condition else false_value``.
+
+    Only the chosen branch is evaluated (like C's ``?:``), so a branch may hold a load that
+    is out of bounds when the condition is false (padding, concatenation). Backends keep it
+    lazy.
+    """
 
     condition: Expr
     true_value: Expr

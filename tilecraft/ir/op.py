@@ -43,7 +43,7 @@ def max(a: ExprLike, b: ExprLike) -> Expr:  # noqa: A001
 
 
 def select(cond: ExprLike, t: ExprLike, f: ExprLike) -> Expr:
-    """``t if cond else f`` (both branches may be evaluated)."""
+    """``t if cond else f``; only the chosen branch is evaluated."""
     x, y = _pair(t, f)
     return Select(as_expr(cond, "bool"), x, y)
 

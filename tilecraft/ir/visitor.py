@@ -1,6 +1,6 @@
 """Generic traversal of IR trees: a read-only :class:`Visitor` and a rebuilding :class:`Mutator`.
 
-Both dispatch on the node's class name: define ``visit_For(self, node)`` to handle loops and
+Both dispatch on the node's class name (falling back to its base classes): define ``visit_For(self, node)`` to handle loops and
 call ``self.generic_visit(node)`` to recurse into the children. Children are found from the
 dataclass fields (nodes, tuples of nodes); enum, string and attribute fields are leaves.
 
@@ -46,6 +46,15 @@ def iter_children(node: Node) -> Iterator[Node]:
                     yield item
 
 
+def _lookup(obj: object, cls: type, default: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``visit_<Name>`` for ``cls`` or its nearest base class that has one."""
+    for base in cls.__mro__:
+        fn = getattr(obj, "visit_" + base.__name__, None)
+        if fn is not None:
+            return fn  # type: ignore[no-any-return]
+    return default
+
+
 class Visitor:
     """Read-only traversal; override ``visit_<ClassName>`` methods."""
 
@@ -57,7 +66,7 @@ class Visitor:
         cls = type(node)
         fn = self._dispatch.get(cls)
         if fn is None:
-            fn = getattr(self, "visit_" + cls.__name__, self.generic_visit)
+            fn = _lookup(self, cls, self.generic_visit)
             self._dispatch[cls] = fn
         fn(node)
 
@@ -79,7 +88,7 @@ class Mutator:
         cls = type(node)
         fn = self._dispatch.get(cls)
         if fn is None:
-            fn = getattr(self, "visit_" + cls.__name__, self.generic_visit)
+            fn = _lookup(self, cls, self.generic_visit)
             self._dispatch[cls] = fn
         return fn(node)
 
