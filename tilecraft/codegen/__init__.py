@@ -1,0 +1,11 @@
+"""Code generation: source text from lowered IR (C for the CPU; CUDA to follow)."""
+
+from .base import LineBuffer as LineBuffer
+from .base import NameTable as NameTable
+from .c import CCodegen as CCodegen
+from .c import CSource as CSource
+from .c import build_c_source as build_c_source
+from .c import c_source as c_source
+from .c import c_symbol as c_symbol
+from .c import compute_ctype as compute_ctype
+from .c import storage_ctype as storage_ctype

@@ -1,0 +1,93 @@
+"""C helper functions the C emitter adds to a translation unit when the code uses them."""
+
+from __future__ import annotations
+
+F16 = r"""static inline float tc_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t ex = (h >> 10) & 0x1Fu;
+  uint32_t mant = h & 0x3FFu;
+  uint32_t bits;
+  if (ex == 0x1Fu) {
+    bits = sign | 0x7F800000u | (mant << 13);
+  } else if (ex != 0u) {
+    bits = sign | ((ex + 112u) << 23) | (mant << 13);
+  } else {
+    float sub = (float)mant * 5.9604644775390625e-8f;  /* mant * 2^-24 */
+    return sign ? -sub : sub;
+  }
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+static inline uint16_t tc_f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t ax = x & 0x7FFFFFFFu;
+  if (ax > 0x7F800000u) return (uint16_t)(sign | 0x7E00u);        /* NaN */
+  if (ax >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u);       /* rounds to infinity */
+  if (ax < 0x38800000u) {                                         /* subnormal or zero */
+    float a;
+    memcpy(&a, &ax, sizeof a);
+    return (uint16_t)(sign | (uint32_t)nearbyintf(a * 16777216.0f));
+  }
+  uint32_t h = (((ax >> 23) - 112u) << 10) | ((ax & 0x7FFFFFu) >> 13);
+  uint32_t rest = ax & 0x1FFFu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h += 1u;  /* round to nearest even */
+  return (uint16_t)(sign | h);
+}
+
+static inline float tc_round_f16(float f) { return tc_f16_to_f32(tc_f32_to_f16(f)); }
+"""
+
+BF16 = r"""static inline float tc_bf16_to_f32(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+static inline uint16_t tc_f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40u);  /* NaN */
+  x += 0x7FFFu + ((x >> 16) & 1u);                                            /* nearest even */
+  return (uint16_t)(x >> 16);
+}
+
+static inline float tc_round_bf16(float f) { return tc_bf16_to_f32(tc_f32_to_bf16(f)); }
+"""
+
+ALLOC = r"""static void* tc_alloc(size_t bytes) {
+  size_t size = (bytes + 63u) / 64u * 64u;
+  void* p = aligned_alloc(64, size ? size : 64u);
+  if (p == NULL) {
+    fprintf(stderr, "tilecraft: out of memory allocating %zu bytes\n", bytes);
+    abort();
+  }
+  return p;
+}
+"""
+
+
+def floordiv(ctype: str, suffix: str) -> str:
+    """Floor division and modulo (rounding toward negative infinity) for a signed type."""
+    return (
+        f"static inline {ctype} tc_floordiv_{suffix}({ctype} a, {ctype} b) {{\n"
+        f"  {ctype} q = a / b, r = a % b;\n"
+        f"  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;\n"
+        f"}}\n\n"
+        f"static inline {ctype} tc_floormod_{suffix}({ctype} a, {ctype} b) {{\n"
+        f"  {ctype} r = a % b;\n"
+        f"  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
+        f"}}\n"
+    )
+
+
+def minmax(ctype: str, suffix: str) -> str:
+    """``min``/``max`` evaluating each operand once."""
+    return (
+        f"static inline {ctype} tc_min_{suffix}({ctype} a, {ctype} b) {{ return a < b ? a : b; }}\n"
+        f"static inline {ctype} tc_max_{suffix}({ctype} a, {ctype} b) {{ return a > b ? a : b; }}\n"
+    )

@@ -1,0 +1,109 @@
+"""The lowering pipeline: from a (scheduled) PrimFunc with blocks to flat loops for codegen."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import overload
+
+from ..ir import IRModule, PrimFunc
+from ..target import Target, as_target
+from .base import FunctionPass, PassHook, Sequential
+from .convert_blocks_to_loops import ConvertBlocksToLoops
+from .expose_shape_vars import ExposeShapeVars
+from .flatten_buffer import FlattenBuffer
+from .lower_init_block import LowerInitBlock
+from .lower_thread_bindings import LowerThreadBindings
+from .plan_allocations import PlanAllocations
+from .simplify import Simplify
+
+LOWERED_ATTR = "tc.lowered"
+"""Function attribute set on the output of :func:`lower`."""
+
+
+def get_pipeline(
+    target: Target | str | None = None, *, emulate_gpu: bool = False
+) -> list[FunctionPass]:
+    """The passes :func:`lower` runs for ``target``, in order.
+
+    Parameters
+    ----------
+    target
+        CPU targets reject thread-bound loops unless ``emulate_gpu``; CUDA targets keep them.
+    emulate_gpu
+        Lower thread-bound loops to serial loops (GPU emulation on the CPU).
+    """
+    tgt = as_target(target)
+    keep_threads = tgt.is_gpu and not emulate_gpu
+    return [
+        LowerInitBlock(),
+        PlanAllocations(),
+        ConvertBlocksToLoops(),
+        *([] if keep_threads else [LowerThreadBindings(emulate_gpu)]),
+        ExposeShapeVars(),
+        FlattenBuffer(),
+        Simplify(),
+    ]
+
+
+@overload
+def lower(
+    func: PrimFunc,
+    target: Target | str | None = None,
+    *,
+    emulate_gpu: bool = False,
+    hooks: Sequence[PassHook] = (),
+) -> PrimFunc: ...
+
+
+@overload
+def lower(
+    func: IRModule,
+    target: Target | str | None = None,
+    *,
+    emulate_gpu: bool = False,
+    hooks: Sequence[PassHook] = (),
+) -> IRModule: ...
+
+
+def lower(
+    func: PrimFunc | IRModule,
+    target: Target | str | None = None,
+    *,
+    emulate_gpu: bool = False,
+    hooks: Sequence[PassHook] = (),
+) -> PrimFunc | IRModule:
+    """Lower a PrimFunc (or every PrimFunc of a module) to flat loops ready for codegen.
+
+    Parameters
+    ----------
+    func
+        A PrimFunc with or without blocks, scheduled or not; or an IRModule.
+    target
+        The target (default: the current target, else the CPU).
+    emulate_gpu
+        Run thread-bound loops as serial loops; without it a CPU target rejects them with
+        :class:`~tilecraft.errors.LowerError`.
+    hooks
+        ``hook(pass_name, before, after)`` callbacks run after each pass (e.g. to dump IR).
+
+    Returns
+    -------
+    PrimFunc or IRModule
+        Functions without blocks whose buffers are one-dimensional, with the symbolic shape
+        variables appended to the parameters and the attribute ``tc.lowered`` set.
+    """
+    seq = Sequential(get_pipeline(target, emulate_gpu=emulate_gpu), hooks)
+
+    def one(f: PrimFunc) -> PrimFunc:
+        if f.attrs.get(LOWERED_ATTR):
+            return f
+        return seq.transform_function(f).with_attr(LOWERED_ATTR, True)
+
+    if isinstance(func, PrimFunc):
+        return one(func)
+    if isinstance(func, IRModule):
+        mod = func
+        for name, f in func.prim_funcs():
+            mod = mod.with_function(name, one(f))
+        return mod
+    raise TypeError(f"lower: expected a PrimFunc or IRModule, got {type(func).__name__}")

@@ -1,0 +1,13 @@
+"""CPU runtime: compile generated C (cached), load it, check arguments and time kernels."""
+
+from .arguments import ArgumentError as ArgumentError
+from .arguments import ArgumentTypeError as ArgumentTypeError
+from .build import build as build
+from .compiler import cache_key as cache_key
+from .compiler import compile_flags as compile_flags
+from .compiler import compile_shared as compile_shared
+from .compiler import find_compiler as find_compiler
+from .module import Function as Function
+from .module import Module as Module
+from .module import TimingResult as TimingResult
+from .module import written_params as written_params

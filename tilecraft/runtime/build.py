@@ -1,0 +1,58 @@
+"""``tilecraft.build``: lower, generate C, compile (cached) and load a PrimFunc or IRModule."""
+
+from __future__ import annotations
+
+from ..codegen import build_c_source
+from ..errors import BuildError
+from ..ir import IRModule, PrimFunc
+from ..target import Target, as_target
+from .compiler import compile_shared
+from .module import Module
+
+
+def build(
+    func_or_module: PrimFunc | IRModule,
+    target: Target | str | None = "cpu",
+    *,
+    emulate: bool = False,
+) -> Module:
+    """Compile a PrimFunc (exposed as its own name) or the PrimFuncs of a module.
+
+    Parameters
+    ----------
+    func_or_module
+        Scheduled or unscheduled functions; they are lowered here.
+    target
+        ``"cpu"`` (default) or a :class:`~tilecraft.target.Target`.
+    emulate
+        For a CUDA target: run the GPU schedule on the CPU (thread-bound loops become serial).
+
+    Returns
+    -------
+    Module
+        ``lib[name](*args)`` runs a function; ``lib.source`` is the generated C.
+
+    Raises
+    ------
+    BuildError
+        When the target is unsupported or the C compiler fails (command and stderr attached).
+    """
+    tgt = as_target(target)
+    if tgt.is_gpu and not emulate:
+        raise BuildError(
+            f"build: target {tgt} needs the CUDA runtime, which this build does not provide yet; "
+            "pass emulate=True to run the GPU schedule on the CPU"
+        )
+    if isinstance(func_or_module, PrimFunc):
+        originals = {func_or_module.name: func_or_module}
+    elif isinstance(func_or_module, IRModule):
+        originals = dict(func_or_module.prim_funcs())
+        if not originals:
+            raise BuildError("build: the module has no PrimFunc to compile")
+    else:
+        kind = type(func_or_module).__name__
+        raise TypeError(f"build: expected a PrimFunc or IRModule, got {kind}")
+    csrc = build_c_source(func_or_module, tgt, emulate_gpu=emulate)
+    path = compile_shared(csrc.text)
+    functions = {name: (originals[name], csrc.functions[name]) for name in csrc.functions}
+    return Module(path, csrc.text, functions, csrc.symbols)

@@ -1,0 +1,125 @@
+"""Compile C source to a shared library through the system compiler, with a content cache.
+
+The cache lives in :func:`tilecraft.config.cache_dir` (``cpu/`` subfolder); an entry's name is
+the sha256 of (source, compiler, flags), so a second build of the same source runs no compiler.
+Writers compile into a temporary file in the cache folder and ``os.replace`` it into place, so
+several processes building the same source at once all end with a complete library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+from .. import config
+from ..errors import BuildError
+
+BASE_FLAGS = ("-O3", "-std=gnu11", "-shared", "-fPIC")
+OPTIONAL_FLAGS = ("-march=native", "-fopenmp")
+LINK_FLAGS = ("-lm",)
+
+_PROBE_SOURCE = """#include <math.h>
+int tc_probe(int n) { int s = 0;
+#pragma omp parallel for reduction(+:s)
+  for (int i = 0; i < n; ++i) s += i;
+  return s + (int)sqrtf((float)n); }
+"""
+_flag_cache: dict[str, tuple[str, ...]] = {}
+_lock = threading.Lock()
+
+
+def find_compiler() -> str:
+    """The C compiler: ``CC`` (via :mod:`tilecraft.config`), else cc, gcc or clang on PATH."""
+    chosen = config.c_compiler()
+    if chosen:
+        return chosen
+    for name in ("cc", "gcc", "clang"):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise BuildError("no C compiler found: set CC or install cc, gcc or clang")
+
+
+def run_compiler(command: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run one compiler command (a separate function so tests can observe invocations)."""
+    try:
+        return subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
+    except FileNotFoundError as e:
+        raise BuildError(f"C compiler {command[0]!r} not found", command, str(e)) from e
+    except subprocess.TimeoutExpired as e:
+        raise BuildError("C compiler timed out after 300 s", command, str(e.stderr or "")) from e
+
+
+def compile_flags(compiler: str) -> tuple[str, ...]:
+    """The flags used with ``compiler``: base flags plus the optional ones it accepts."""
+    with _lock:
+        cached = _flag_cache.get(compiler)
+    if cached is not None:
+        return cached
+    flags = list(BASE_FLAGS)
+    with tempfile.TemporaryDirectory(prefix="tilecraft-probe-") as tmp:
+        src = Path(tmp) / "probe.c"
+        src.write_text(_PROBE_SOURCE)
+        for opt in OPTIONAL_FLAGS:
+            cmd = [compiler, *flags, opt, str(src), "-o", str(Path(tmp) / "probe.so"), *LINK_FLAGS]
+            if run_compiler(cmd).returncode == 0:
+                flags.append(opt)
+    result = tuple(flags)
+    with _lock:
+        _flag_cache[compiler] = result
+    return result
+
+
+def cache_key(source: str, compiler: str, flags: tuple[str, ...]) -> str:
+    """sha256 hex digest of (source, compiler, flags)."""
+    h = hashlib.sha256()
+    for part in (source, compiler, "\0".join(flags)):
+        h.update(part.encode())
+        h.update(b"\x00\x01")
+    return h.hexdigest()
+
+
+def compile_shared(source: str) -> Path:
+    """Compile ``source`` to a shared library and return its path (cached by content).
+
+    Raises
+    ------
+    BuildError
+        When no compiler is found or compilation fails (command and stderr attached).
+    """
+    compiler = find_compiler()
+    flags = compile_flags(compiler)
+    key = cache_key(source, compiler, flags)
+    folder = config.cache_dir() / "cpu"
+    lib = folder / f"{key}.so"
+    if lib.exists():
+        return lib
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp_src = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".c", dir=folder)
+    with os.fdopen(fd, "w") as f:
+        f.write(source)
+    fd, tmp_lib = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".so", dir=folder)
+    os.close(fd)
+    command = [compiler, *flags, tmp_src, "-o", tmp_lib, *LINK_FLAGS]
+    try:
+        proc = run_compiler(command)
+        if proc.returncode != 0:
+            kept = folder / f"{key}.failed.c"
+            os.replace(tmp_src, kept)
+            raise BuildError(
+                f"C compilation failed (exit status {proc.returncode}); source kept at {kept}",
+                command,
+                proc.stderr,
+            )
+        os.replace(tmp_src, folder / f"{key}.c")
+        os.replace(tmp_lib, lib)
+    finally:
+        for leftover in (tmp_src, tmp_lib):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
+    return lib

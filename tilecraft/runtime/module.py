@@ -1,0 +1,180 @@
+"""Loaded kernels: :class:`Module` (``lib["main"](a, b, c)``) and timing."""
+
+from __future__ import annotations
+
+import ctypes
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..ir import Buffer, BufferStore, Node, PrimFunc, post_order_visit
+from .arguments import ArgumentChecker, ctype_of
+
+
+@dataclass(frozen=True)
+class TimingResult:
+    """Seconds per call of each repeat; ``median``, ``mean`` and ``std`` summarize them."""
+
+    results: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        """Median seconds per call."""
+        return statistics.median(self.results)
+
+    @property
+    def mean(self) -> float:
+        """Mean seconds per call."""
+        return statistics.fmean(self.results)
+
+    @property
+    def std(self) -> float:
+        """Population standard deviation of the repeats (0 for one repeat)."""
+        return statistics.pstdev(self.results) if len(self.results) > 1 else 0.0
+
+    def __str__(self) -> str:
+        return (
+            f"median {self.median * 1e3:.4f} ms, mean {self.mean * 1e3:.4f} ms, "
+            f"std {self.std * 1e3:.4f} ms ({len(self.results)} repeats)"
+        )
+
+
+def _written(func: PrimFunc) -> set[int]:
+    out: set[int] = set()
+
+    def fn(n: Node) -> None:
+        if isinstance(n, BufferStore):
+            out.add(id(n.buffer))
+
+    post_order_visit(func.body, fn)
+    return out
+
+
+def written_params(func: PrimFunc) -> list[Buffer]:
+    """The buffer parameters ``func`` stores into (its outputs), in parameter order."""
+    ids = _written(func)
+    return [p for p in func.buffer_params if id(p) in ids]
+
+
+class Function:
+    """One compiled kernel; call it with numpy arrays / DLPack tensors / scalars."""
+
+    def __init__(self, cfunc: Any, func: PrimFunc, lowered: PrimFunc) -> None:
+        self.name = func.name
+        self.func = func
+        self.lowered = lowered
+        self._cfunc = cfunc
+        cfunc.restype = None
+        cfunc.argtypes = [
+            ctypes.c_void_p if isinstance(p, Buffer) else ctype_of(p.dtype) for p in lowered.params
+        ]
+        self._checker = ArgumentChecker(func, lowered, _written(func))
+
+    def __call__(self, *args: Any) -> None:
+        """Check ``args`` against the parameters (raising ArgumentError) and run the kernel."""
+        prepared = self._checker.prepare(args)
+        self._cfunc(*prepared.cargs)
+
+    def bind(self, *args: Any) -> Callable[[], None]:
+        """Check ``args`` once and return a no-argument callable running the kernel on them."""
+        prepared = self._checker.prepare(args)
+        cfunc, cargs = self._cfunc, prepared.cargs
+
+        def run() -> None:
+            _ = prepared.arrays  # keep the arrays alive while the closure exists
+            cfunc(*cargs)
+
+        return run
+
+    def __repr__(self) -> str:
+        return f"<tilecraft Function {self.name}({', '.join(p.name for p in self.func.params)})>"
+
+
+class Module:
+    """A built library: ``lib["name"]`` gives a :class:`Function`; ``lib.source`` the C text."""
+
+    def __init__(
+        self,
+        path: Path,
+        source: str,
+        functions: dict[str, tuple[PrimFunc, PrimFunc]],
+        symbols: dict[str, str],
+    ) -> None:
+        self.path = path
+        self.source = source
+        self._lib = ctypes.CDLL(str(path))
+        self._functions = {
+            name: Function(getattr(self._lib, symbols[name]), orig.update(name=name), low)
+            for name, (orig, low) in functions.items()
+        }
+
+    @property
+    def function_names(self) -> list[str]:
+        """Names of the functions in this module."""
+        return list(self._functions)
+
+    def __getitem__(self, name: str) -> Function:
+        try:
+            return self._functions[name]
+        except KeyError:
+            names = self.function_names
+            raise KeyError(f"module has no function {name!r}; it has {names}") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._functions
+
+    def get_function(self, name: str) -> Function:
+        """``self[name]``."""
+        return self[name]
+
+    def time_evaluator(
+        self, name: str, number: int = 10, repeat: int = 5, min_repeat_ms: float = 0
+    ) -> Callable[..., TimingResult]:
+        """A callable timing function ``name`` on given arguments.
+
+        Parameters
+        ----------
+        name
+            The function to time.
+        number
+            Calls per repeat (the time of a repeat is divided by it).
+        repeat
+            Number of measurements.
+        min_repeat_ms
+            Raise ``number`` until one repeat takes at least this long.
+
+        Returns
+        -------
+        callable
+            ``evaluator(*args) -> TimingResult`` (seconds per call); it runs once to warm up.
+        """
+        fn = self[name]
+        if number < 1 or repeat < 1:
+            raise ValueError(
+                f"time_evaluator: number and repeat must be >= 1, got {number}, {repeat}"
+            )
+
+        def evaluator(*args: Any) -> TimingResult:
+            run = fn.bind(*args)
+            run()
+            n = number
+            results = []
+            for _ in range(repeat):
+                while True:
+                    start = time.perf_counter()
+                    for _ in range(n):
+                        run()
+                    elapsed = time.perf_counter() - start
+                    if elapsed * 1e3 >= min_repeat_ms or n >= 1 << 30:
+                        break
+                    n = max(n * 2, int(n * min_repeat_ms / max(elapsed * 1e3, 1e-3)) + 1)
+                results.append(elapsed / n)
+            return TimingResult(tuple(results))
+
+        return evaluator
+
+    def __repr__(self) -> str:
+        return f"<tilecraft Module {self.function_names} at {self.path}>"
