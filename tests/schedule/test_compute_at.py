@@ -1,0 +1,134 @@
+"""compute_at and reverse_compute_at: expected IR, numerics and one failure per rule."""
+
+from __future__ import annotations
+
+import pytest
+from test_compute_interp import assert_same_result, elementwise_chain, matmul, row_sum_scale
+
+from tilecraft.errors import ScheduleError
+from tilecraft.schedule import _tree
+from tilecraft.schedule.primitives.cache import cache_read, cache_write
+from tilecraft.schedule.primitives.compute_location import compute_at, reverse_compute_at
+from tilecraft.schedule.primitives.reduction import decompose_reduction
+
+EXPECTED_AT = """\
+@T.prim_func
+def main(A: T.Buffer((8, 8), "float32"), C: T.Buffer((8, 8), "float32")):
+    with T.block("root"):
+        B = T.alloc_buffer((8, 8), "float32")
+        for i in range(8):
+            for ax0 in range(8):
+                with T.block("B"):
+                    vi = T.axis.spatial(8, ax0)
+                    vj = T.axis.spatial(8, i)
+                    T.reads(A[vi, vj])
+                    T.writes(B[vi, vj])
+                    B[vi, vj] = A[vi, vj] + T.float32(1.0)
+            for j in range(8):
+                with T.block("C"):
+                    vi = T.axis.spatial(8, i)
+                    vj = T.axis.spatial(8, j)
+                    T.reads(B[vj, vi])
+                    T.writes(C[vi, vj])
+                    C[vi, vj] = B[vj, vi] * T.float32(2.0)"""
+
+
+def loop(func, block, k):
+    return _tree.loops_above(func, block)[k].loop_var
+
+
+def test_compute_at_transposed_consumer() -> None:
+    before = elementwise_chain()
+    after = compute_at(before, "B", loop(before, "C", 0))
+    assert after.script().strip() == EXPECTED_AT
+    assert_same_result(before, after)
+
+
+def test_compute_at_inner_loop_and_reduction_producer() -> None:
+    before = matmul(8, relu=True)
+    after = compute_at(before, "C", loop(before, "D", 1))
+    assert [lp.loop_var.name for lp in _tree.loops_above(after, "C")] == ["i", "j", "ax2"]
+    assert_same_result(before, after)
+
+
+def test_compute_at_preserve_unit_loops() -> None:
+    before = matmul(4, relu=True)
+    after = compute_at(before, "C", loop(before, "D", 1), preserve_unit_loops=True)
+    assert len(_tree.loops_above(after, "C")) == 5
+    assert_same_result(before, after)
+
+
+def test_compute_at_row_reduction() -> None:
+    before = row_sum_scale()
+    after = compute_at(before, "S", loop(before, "Y", 0))
+    assert_same_result(before, after)
+
+
+def test_cache_read_then_compute_at() -> None:
+    before = matmul(8, relu=True)
+    func, name = cache_read(before, "C", 1, "shared")
+    after = compute_at(func, name, loop(func, "C", 0))
+    assert_same_result(before, after)
+
+
+def test_reverse_compute_at() -> None:
+    before = matmul(8, relu=True)
+    func, name = cache_write(before, "C", 0, "local")
+    after = reverse_compute_at(func, name, loop(func, "C", 0))
+    assert next(lp.loop_var.name for lp in _tree.loops_above(after, name)) == "i"
+    assert_same_result(before, after)
+    after2 = reverse_compute_at(after, "D", loop(after, "C", 0))
+    assert_same_result(before, after2)
+
+
+def test_compute_at_rejects_loop_above_block() -> None:
+    f = elementwise_chain()
+    with pytest.raises(ScheduleError, match=r"compute_at: .*already under loop"):
+        compute_at(f, "B", loop(f, "B", 0))
+
+
+def test_compute_at_rejects_output_buffer() -> None:
+    f = elementwise_chain()
+    with pytest.raises(ScheduleError, match=r'compute_at: .*function output "C"'):
+        compute_at(f, "C", loop(f, "B", 0))
+
+
+def test_compute_at_rejects_consumer_outside_loop() -> None:
+    f = matmul(4, relu=True)
+    func, _name = cache_write(f, "C", 0, "local")
+    # "C" writes C_local, read by the copy block; the copy block's loops are not above it
+    with pytest.raises(ScheduleError, match=r"(?s)compute_at: .*every consumer"):
+        compute_at(func, "C", loop(func, "D", 0))
+
+
+def test_compute_at_rejects_other_writers() -> None:
+    f = matmul(4, relu=True)
+    func, _ = decompose_reduction(f, "C", loop(f, "C", 0))
+    with pytest.raises(ScheduleError, match=r"compute_at: .*other writers"):
+        compute_at(func, "C", loop(func, "D", 0))
+
+
+def test_compute_at_rejects_bad_index() -> None:
+    f = elementwise_chain()
+    with pytest.raises(ScheduleError, match=r"compute_at: index 5 is not a valid position"):
+        compute_at(f, "B", loop(f, "C", 0), index=5)
+
+
+def test_compute_at_rejects_unknown_loop() -> None:
+    f = elementwise_chain()
+    other = elementwise_chain()
+    with pytest.raises(ScheduleError, match=r"compute_at: no loop"):
+        compute_at(f, "B", loop(other, "C", 0))
+
+
+def test_reverse_compute_at_rejects_no_producer() -> None:
+    f = elementwise_chain()
+    with pytest.raises(ScheduleError, match=r'reverse_compute_at: block "B" has no producers'):
+        reverse_compute_at(f, "B", loop(f, "C", 0))
+
+
+def test_reverse_compute_at_rejects_producer_outside() -> None:
+    f = matmul(4, relu=True)
+    func, _name = cache_write(f, "C", 0, "local")
+    with pytest.raises(ScheduleError, match=r"(?s)reverse_compute_at: .*every producer"):
+        reverse_compute_at(func, "D", loop(func, "C", 0))

@@ -1,0 +1,95 @@
+"""compute_inline and reverse_compute_inline: expected IR, numerics and one failure per rule."""
+
+from __future__ import annotations
+
+import pytest
+from test_compute_interp import assert_same_result, elementwise_chain, matmul, row_sum_scale
+
+from tilecraft.errors import ScheduleError
+from tilecraft.schedule.primitives.compute_location import compute_inline, reverse_compute_inline
+
+INLINED = """\
+@T.prim_func
+def main(A: T.Buffer((8, 8), "float32"), C: T.Buffer((8, 8), "float32")):
+    with T.block("root"):
+        for i, j in T.grid(8, 8):
+            with T.block("C"):
+                vi = T.axis.spatial(8, i)
+                vj = T.axis.spatial(8, j)
+                T.reads(A[vj, vi])
+                T.writes(C[vi, vj])
+                C[vi, vj] = (A[vj, vi] + T.float32(1.0)) * T.float32(2.0)"""
+
+REVERSE_INLINED = """\
+@T.prim_func
+def main(A: T.Buffer((8, 8), "float32"), C: T.Buffer((8, 8), "float32")):
+    with T.block("root"):
+        for i, j in T.grid(8, 8):
+            with T.block("B"):
+                vi = T.axis.spatial(8, i)
+                vj = T.axis.spatial(8, j)
+                T.reads(A[vi, vj])
+                T.writes(C[vj, vi])
+                C[vj, vi] = (A[vi, vj] + T.float32(1.0)) * T.float32(2.0)"""
+
+
+def test_compute_inline_elementwise() -> None:
+    before = elementwise_chain()
+    after = compute_inline(before, "B")
+    assert after.script().strip() == INLINED
+    assert_same_result(before, after)
+
+
+def test_compute_inline_leaves_input_untouched() -> None:
+    before = elementwise_chain()
+    text = before.script()
+    compute_inline(before, "B")
+    assert before.script() == text
+
+
+def test_compute_inline_rejects_block_with_init() -> None:
+    with pytest.raises(ScheduleError, match=r'compute_inline: block "S" is not a single store'):
+        compute_inline(row_sum_scale(), "S")
+
+
+def test_reverse_compute_inline() -> None:
+    before = elementwise_chain()
+    after = reverse_compute_inline(before, "C")
+    assert after.script().strip() == REVERSE_INLINED
+    assert_same_result(before, after)
+
+
+def test_compute_inline_rejects_output() -> None:
+    with pytest.raises(ScheduleError, match=r'compute_inline: .*function output "C"'):
+        compute_inline(elementwise_chain(), "C")
+
+
+def test_compute_inline_rejects_reduction() -> None:
+    with pytest.raises(ScheduleError, match=r"compute_inline: .*not a single store"):
+        compute_inline(matmul(4, relu=True), "C")
+
+
+def test_compute_inline_rejects_missing_block() -> None:
+    with pytest.raises(ScheduleError, match=r'compute_inline: no block named "X"'):
+        compute_inline(elementwise_chain(), "X")
+
+
+def test_compute_inline_rejects_root() -> None:
+    with pytest.raises(ScheduleError, match=r"root block"):
+        compute_inline(elementwise_chain(), "root")
+
+
+def test_reverse_compute_inline_rejects_reduction_producer() -> None:
+    with pytest.raises(ScheduleError, match=r"reverse_compute_inline: .*not a single elementwise"):
+        reverse_compute_inline(matmul(4, relu=True), "D")
+
+
+def test_reverse_compute_inline_rejects_two_produced_reads() -> None:
+    # Y reads A (a parameter) and S; only S is produced, but Y reads S at [vi] only.
+    with pytest.raises(ScheduleError, match=r"reverse_compute_inline: .*at its iterators"):
+        reverse_compute_inline(row_sum_scale(), "Y")
+
+
+def test_reverse_compute_inline_rejects_no_producer() -> None:
+    with pytest.raises(ScheduleError, match=r"reverse_compute_inline: .*0 produced"):
+        reverse_compute_inline(elementwise_chain(), "B")

@@ -1,0 +1,27 @@
+"""Schedules: handles, queries, primitives, sampling and replayable traces over a PrimFunc."""
+
+from .instruction import INSTRUCTION_KINDS as INSTRUCTION_KINDS
+from .instruction import Instruction as Instruction
+from .instruction import InstructionKind as InstructionKind
+from .instruction import primitive as primitive
+from .schedule import Schedule as Schedule
+from .state import BlockRV as BlockRV
+from .state import ExprRV as ExprRV
+from .state import LoopRV as LoopRV
+from .state import ScheduleState as ScheduleState
+from .trace import Trace as Trace
+from .trace import TraceFormatError as TraceFormatError
+
+__all__ = [
+    "INSTRUCTION_KINDS",
+    "BlockRV",
+    "ExprRV",
+    "Instruction",
+    "InstructionKind",
+    "LoopRV",
+    "Schedule",
+    "ScheduleState",
+    "Trace",
+    "TraceFormatError",
+    "primitive",
+]

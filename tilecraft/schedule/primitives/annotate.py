@@ -1,0 +1,188 @@
+"""Loop-kind and annotation primitives: ``parallel``, ``vectorize``, ``unroll``, ``bind``,
+``annotate``, ``unannotate``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...ir import THREAD_TAGS, For, ForKind, IterKind, uses_var
+from .. import _tree
+from ..instruction import primitive
+from ..state import BlockRV, LoopRV, ScheduleState
+from .loop import check_serial, loop_error_fragment, loop_node
+
+
+def check_iters_bound_by(
+    state: ScheduleState, node: For, allowed: tuple[IterKind, ...], what: str
+) -> None:
+    """Require every block iterator bound to an expression of ``node``'s variable to be of an
+    ``allowed`` kind, and every block with reduction iterators to depend on the loop."""
+    var = node.loop_var
+    for br in _tree.blocks_under(node.body):
+        used = False
+        for iv, val in zip(br.block.iter_vars, br.iter_values, strict=True):
+            if not uses_var(val, var):
+                continue
+            used = True
+            if iv.kind not in allowed:
+                raise state.error(
+                    f'loop "{var.name}" binds {iv.kind.value} iterator "{iv.var.name}" of block '
+                    f'"{br.block.name}"',
+                    requires=f"{what} every block iterator bound by the loop to be "
+                    + " or ".join(k.value for k in allowed),
+                    fragment=loop_error_fragment(state, node),
+                    hint="split/reorder so that only spatial iterators depend on the loop",
+                    locations=[var.name, br.block.name],
+                )
+        has_reduce = any(iv.kind is IterKind.REDUCE for iv in br.block.iter_vars)
+        if has_reduce and not used and IterKind.REDUCE not in allowed:
+            raise state.error(
+                f'block "{br.block.name}" reduces but does not depend on loop "{var.name}"; '
+                "iterations would update the same element",
+                requires=f"{what} every reduction block under the loop to bind it spatially",
+                fragment=loop_error_fragment(state, node),
+                locations=[var.name, br.block.name],
+            )
+
+
+def _set_kind(state: ScheduleState, node: For, kind: ForKind, thread: str | None = None) -> None:
+    state.commit(_tree.replace_stmt(state.func, node, node.update(kind=kind, thread=thread)))
+
+
+@primitive("parallel", inputs=("loop",))
+def parallel(state: ScheduleState, loop: LoopRV) -> None:
+    """Run ``loop`` in parallel (CPU threads).
+
+    Requires: (1) the loop is serial; (2) every block iterator bound by the loop is spatial,
+    and every reduction block under it depends on the loop.
+    Rewrite:  for i in range(n)  ->  for i in parallel(n)
+    """
+    node, _ = loop_node(state, loop)
+    check_serial(state, node, "parallel needs")
+    check_iters_bound_by(state, node, (IterKind.SPATIAL,), "parallel needs")
+    _set_kind(state, node, ForKind.PARALLEL)
+
+
+@primitive("vectorize", inputs=("loop",))
+def vectorize(state: ScheduleState, loop: LoopRV) -> None:
+    """Vectorize ``loop``.
+
+    Requires: (1) the loop is serial; (2) every block iterator bound by the loop is spatial,
+    and every reduction block under it depends on the loop.
+    Rewrite:  for i in range(8)  ->  for i in vectorized(8)
+    """
+    node, _ = loop_node(state, loop)
+    check_serial(state, node, "vectorize needs")
+    check_iters_bound_by(state, node, (IterKind.SPATIAL,), "vectorize needs")
+    _set_kind(state, node, ForKind.VECTORIZED)
+
+
+@primitive("unroll", inputs=("loop",))
+def unroll(state: ScheduleState, loop: LoopRV) -> None:
+    """Unroll ``loop``.
+
+    Requires: the loop is serial.
+    Rewrite:  for i in range(4)  ->  for i in unroll(4)
+    """
+    node, _ = loop_node(state, loop)
+    check_serial(state, node, "unroll needs")
+    _set_kind(state, node, ForKind.UNROLLED)
+
+
+@primitive("bind", inputs=("loop",))
+def bind(state: ScheduleState, loop: LoopRV, thread: str) -> None:
+    """Bind ``loop`` to a GPU thread axis.
+
+    Requires: (1) ``thread`` is blockIdx.x/y/z, threadIdx.x/y/z or vthread(.x/y/z);
+    (2) the loop is serial; (3) no enclosing or enclosed loop is bound to the same axis;
+    (4) blockIdx/vthread bind spatial iterators only; threadIdx may also bind reduction
+    iterators (a cross-thread reduction).
+    Rewrite:  for i in range(256)  ->  for i in thread_binding(256, "threadIdx.x")
+    """
+    if thread not in THREAD_TAGS:
+        raise state.error(f"argument 'thread': expected one of {list(THREAD_TAGS)}, got {thread!r}")
+    node, path = loop_node(state, loop)
+    check_serial(state, node, "bind needs")
+    nested = [s for s in path if isinstance(s, For)] + [
+        s for s, _ in _tree.walk(node.body) if isinstance(s, For)
+    ]
+    for other in nested:
+        if other.thread == thread:
+            raise state.error(
+                f'loop "{other.loop_var.name}" is already bound to "{thread}"',
+                requires="bind needs no nested loop bound to the same thread axis",
+                fragment=loop_error_fragment(state, node),
+                locations=[node.loop_var.name, other.loop_var.name],
+            )
+    allowed = (
+        (IterKind.SPATIAL, IterKind.REDUCE)
+        if thread.startswith("threadIdx")
+        else (IterKind.SPATIAL,)
+    )
+    check_iters_bound_by(state, node, allowed, "bind needs")
+    _set_kind(state, node, ForKind.THREAD_BINDING, thread)
+
+
+def _check_value(state: ScheduleState, value: Any) -> Any:
+    """The value with sampled ints (ExprRV) made plain; ScheduleError if not allowed."""
+    ok = (bool, int, float, str)
+
+    def plain(v: Any) -> Any:
+        return int(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    if isinstance(value, ok):
+        return plain(value)
+    if isinstance(value, list | tuple) and all(isinstance(v, ok) for v in value):
+        return [plain(v) for v in value]
+    raise state.error(
+        f"argument 'value': expected a bool, int, float, str or a list of those, got {value!r}"
+    )
+
+
+@primitive("annotate", inputs=("block_or_loop", "value"))
+def annotate(state: ScheduleState, block_or_loop: BlockRV | LoopRV, key: str, value: Any) -> None:
+    """Set annotation ``key`` to ``value`` on a block or loop.
+
+    Requires: ``key`` is a non-empty string; ``value`` is a bool, int, float, str or a list.
+    Rewrite:  with block("C")  ->  with block("C"): T.block_attr({key: value})
+    """
+    if not isinstance(key, str) or not key:
+        raise state.error(f"argument 'key': expected a non-empty string, got {key!r}")
+    value = _check_value(state, value)
+    if isinstance(block_or_loop, BlockRV):
+        br = state.get_block(block_or_loop)
+        blk = br.block.update(annotations=br.block.annotations.with_item(key, value))
+        state.commit(_tree.replace_stmt(state.func, br, br.update(block=blk)))
+    else:
+        node = state.get_loop(block_or_loop)
+        new = node.update(annotations=node.annotations.with_item(key, value))
+        state.commit(_tree.replace_stmt(state.func, node, new))
+
+
+@primitive("unannotate", inputs=("block_or_loop",))
+def unannotate(state: ScheduleState, block_or_loop: BlockRV | LoopRV, key: str) -> None:
+    """Remove annotation ``key`` from a block or loop.
+
+    Requires: the annotation is present.
+    Rewrite:  with block("C"): T.block_attr({key: v})  ->  with block("C")
+    """
+    if isinstance(block_or_loop, BlockRV):
+        br = state.get_block(block_or_loop)
+        attrs, where = br.block.annotations, f'block "{br.block.name}"'
+    else:
+        node = state.get_loop(block_or_loop)
+        attrs, where = node.annotations, f'loop "{node.loop_var.name}"'
+    if key not in attrs:
+        raise state.error(
+            f"{where} has no annotation {key!r}",
+            requires="unannotate needs the annotation to be present",
+            hint=f"its annotations are {sorted(attrs)}",
+        )
+    if isinstance(block_or_loop, BlockRV):
+        blk = br.block.update(annotations=attrs.without(key))
+        state.commit(_tree.replace_stmt(state.func, br, br.update(block=blk)))
+    else:
+        state.commit(
+            _tree.replace_stmt(state.func, node, node.update(annotations=attrs.without(key)))
+        )

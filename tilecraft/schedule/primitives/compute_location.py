@@ -1,0 +1,670 @@
+"""Compute-location primitives: compute_at, reverse_compute_at, compute_inline,
+reverse_compute_inline.
+
+All functions are pure: they take a PrimFunc and return a new one (the input is never
+changed), identify blocks by name and loops by their ``loop_var`` identity, and keep the
+variables of every loop they do not touch. Each checks all of its requirements before
+building anything and raises :class:`~tilecraft.errors.ScheduleError` on the first broken one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...errors import ScheduleError
+from ...ir import (
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferRegion,
+    BufferStore,
+    Expr,
+    For,
+    IntImm,
+    IterKind,
+    Mutator,
+    PrimFunc,
+    Range,
+    Stmt,
+    Var,
+    substitute,
+)
+from .. import _tree
+from ._blockutil import (
+    blocks_accessing,
+    body_items,
+    bounds_to_region,
+    contains,
+    direct_dims,
+    fragment,
+    fresh_var_names,
+    get_block,
+    get_loop,
+    insert_at,
+    is_ancestor,
+    is_param,
+    loops_between,
+    nest_for,
+    point_region,
+    region_bounds,
+    union_bounds,
+    var_dom,
+)
+from .index_map import Bounds, const_value, simplify_index
+
+# ------------------------------------------------------------------------------------------
+# compute_at / reverse_compute_at
+
+
+def compute_at(
+    func: PrimFunc, block: str, loop: Var, preserve_unit_loops: bool = False, index: int = -1
+) -> PrimFunc:
+    """Move producer ``block`` under ``loop`` of its consumers, computing only what they need.
+
+    Requires: (1) the block is not the root and writes exactly one buffer, an intermediate
+    (not a parameter) written by no other block; (2) the loop is not above the block and both
+    share a scope; (3) the block has consumers and every one lies under the loop; (4) the
+    block writes the buffer at its iterators (``B[vi, vj] = ...``); (5) the consumers' read
+    regions under the loop can be bounded; (6) ``index`` (-1: just before the first consumer)
+    is after every child of the loop that writes a buffer the block reads and not after the
+    first consumer.
+
+    Rewrite::
+
+        for i, j: B[i, j] = f(A[i, j])          for i:
+        for i, j: C[i, j] = g(B[i, j])   ->        for ax1: B[i, ax1] = f(A[i, ax1])
+                                                   for j: C[i, j] = g(B[i, j])
+    """
+    return _move(func, block, loop, preserve_unit_loops, index, reverse=False)
+
+
+def reverse_compute_at(
+    func: PrimFunc, block: str, loop: Var, preserve_unit_loops: bool = False, index: int = -1
+) -> PrimFunc:
+    """Move consumer ``block`` under ``loop`` of its producers, consuming what they produced.
+
+    Requires: (1) the block is not the root; (2) the loop is not above the block and both
+    share a scope; (3) the block has producers in its scope and every one lies under the
+    loop; (4) the block reads a produced buffer at its iterators (``C[vi, vj]``); (5) the
+    producers' write regions under the loop can be bounded; (6) ``index`` (-1: right after the
+    last producer) is after every producer child and before any child reading what the block
+    writes.
+
+    Rewrite::
+
+        for i, j: B[i, j] = f(A[i, j])          for i:
+        for i, j: C[i, j] = g(B[i, j])   ->        for j: B[i, j] = f(A[i, j])
+                                                   for ax1: C[i, ax1] = g(B[i, ax1])
+    """
+    return _move(func, block, loop, preserve_unit_loops, index, reverse=True)
+
+
+def _move(
+    func: PrimFunc, name: str, loop_var: Var, preserve: bool, index: int, *, reverse: bool
+) -> PrimFunc:
+    prim = "reverse_compute_at" if reverse else "compute_at"
+    realize, path = get_block(func, name, prim)
+    loop, loop_path = get_loop(func, loop_var, prim)
+    check_loop_not_above(prim, realize, path, loop)
+    check_same_scope(prim, realize, path, loop, loop_path)
+    blk = realize.block
+    if reverse:
+        buffers = [r.buffer for r in blk.reads]
+        others = _related(func, blk, buffers, write=True)
+    else:
+        check_single_intermediate_output(prim, func, blk)
+        buffers = [blk.writes[0].buffer]
+        others = _related(func, blk, buffers, write=False)
+    check_related_under_loop(prim, func, name, others, loop, reverse=reverse)
+    under = [(r, p) for r, p in others if is_ancestor(p, loop)]
+    bounds_by_buf = _demanded(prim, func, under, buffers, loop, reverse=reverse)
+    ranges = _iter_ranges(prim, blk, bounds_by_buf, reverse=reverse)
+    position = check_position(prim, func, loop, blk, [r for r, _ in under], index, reverse=reverse)
+    names = fresh_var_names(func, [f"ax{k}" for k in range(len(blk.iter_vars))])
+    outer = var_dom([*_tree.loops_in_path(loop_path), loop])
+    nest = nest_for(blk, ranges, names, preserve_unit_loops=preserve, outer=outer)
+    return _tree.replace_stmts(func, {id(realize): None, id(loop): insert_at(loop, nest, position)})
+
+
+def _related(
+    func: PrimFunc, blk: Block, buffers: Sequence[Buffer], *, write: bool
+) -> list[tuple[BlockRealize, _tree.Path]]:
+    """Other blocks writing (``write``) or reading any of ``buffers``, with their paths."""
+    out = []
+    for node, p in _tree.walk(func.body):
+        if not isinstance(node, BlockRealize) or node.block is blk or not p:
+            continue
+        regions = node.block.writes if write else node.block.reads
+        if any(r.buffer is b for r in regions for b in buffers):
+            out.append((node, p))
+    return out
+
+
+def check_loop_not_above(prim: str, realize: BlockRealize, path: _tree.Path, loop: For) -> None:
+    """The target loop must not enclose the block being moved."""
+    if is_ancestor(path, loop):
+        raise ScheduleError(
+            prim,
+            f'block "{realize.block.name}" is already under loop "{loop.loop_var.name}"',
+            requires="the target loop is not an ancestor of the block",
+            fragment=fragment(loop, {id(loop): "<- target loop"}),
+            hint="choose a loop of the consumer (producer) nest",
+            locations=[realize.block.name, loop.loop_var.name],
+        )
+
+
+def check_same_scope(
+    prim: str, realize: BlockRealize, path: _tree.Path, loop: For, loop_path: _tree.Path
+) -> None:
+    """Block and loop must have the same scope block."""
+    if _tree.scope_of(path) is not _tree.scope_of(loop_path):
+        raise ScheduleError(
+            prim,
+            f'block "{realize.block.name}" and loop "{loop.loop_var.name}" are in different scopes',
+            requires="the block and the loop share their scope block",
+            locations=[realize.block.name, loop.loop_var.name],
+        )
+
+
+def check_single_intermediate_output(prim: str, func: PrimFunc, blk: Block) -> None:
+    """The block writes one buffer, allocated in the function, with no other writer."""
+    bufs = _tree.buffers_written(blk)
+    if len(bufs) != 1:
+        raise ScheduleError(
+            prim,
+            f'block "{blk.name}" writes {len(bufs)} buffers',
+            requires="the block writes exactly one buffer",
+            locations=[blk.name],
+        )
+    buf = bufs[0]
+    if is_param(func, buf):
+        raise ScheduleError(
+            prim,
+            f'block "{blk.name}" writes the function output "{buf.name}"',
+            requires="the block writes an intermediate buffer (not a parameter)",
+            hint="cache_write the block first, then compute_at the copy or this block",
+            locations=[blk.name],
+        )
+    writers = [r.block.name for r in blocks_accessing(func, buf, write=True) if r.block is not blk]
+    if writers:
+        raise ScheduleError(
+            prim,
+            f'buffer "{buf.name}" has other writers {_tree.names_of(writers)}',
+            requires="the block is the only writer of its output",
+            hint="decompose_reduction after compute_at, not before",
+            locations=[blk.name],
+        )
+
+
+def check_related_under_loop(
+    prim: str,
+    func: PrimFunc,
+    name: str,
+    others: Sequence[tuple[BlockRealize, _tree.Path]],
+    loop: For,
+    *,
+    reverse: bool,
+) -> None:
+    """Every consumer (producer) exists and lies under the target loop."""
+    role = "producer" if reverse else "consumer"
+    if not others:
+        raise ScheduleError(
+            prim,
+            f'block "{name}" has no {role}s',
+            requires=f"the block has at least one {role}",
+            locations=[name],
+        )
+    outside = [r.block.name for r, p in others if not is_ancestor(p, loop)]
+    if outside:
+        raise ScheduleError(
+            prim,
+            f'block "{name}" cannot move under loop "{loop.loop_var.name}"',
+            requires=f'every {role} of "{name}" lies under the target loop; '
+            f"{_tree.names_of(outside)} do not",
+            fragment=fragment(loop, {id(loop): "<- target loop"}),
+            hint=f"move {_tree.names_of(outside)} under the loop first, or choose a loop above",
+            locations=[name, loop.loop_var.name, *outside],
+        )
+
+
+def _demanded(
+    prim: str,
+    func: PrimFunc,
+    under: Sequence[tuple[BlockRealize, _tree.Path]],
+    buffers: Sequence[Buffer],
+    loop: For,
+    *,
+    reverse: bool,
+) -> dict[int, list[Bounds]]:
+    """Per buffer: hull of the regions the related blocks access under ``loop``."""
+    out: dict[int, list[Bounds]] = {}
+    for r, p in under:
+        vmap = {iv.var: v for iv, v in zip(r.block.iter_vars, r.iter_values, strict=False)}
+        dom = var_dom(loops_between(p, loop))
+        regions = r.block.writes if reverse else r.block.reads
+        for reg in regions:
+            if not any(reg.buffer is b for b in buffers):
+                continue
+            got = region_bounds(reg.region, vmap, dom)
+            if got is None:
+                raise ScheduleError(
+                    prim,
+                    f'cannot bound the region of "{reg.buffer.name}" accessed by "{r.block.name}"',
+                    requires="access regions are affine in the loops below the target loop",
+                    locations=[r.block.name],
+                )
+            key = id(reg.buffer)
+            out[key] = union_bounds(out[key], got) if key in out else got
+    return out
+
+
+def _iter_ranges(
+    prim: str, blk: Block, demanded: dict[int, list[Bounds]], *, reverse: bool
+) -> list[Range | None]:
+    """Iterator ranges of ``blk`` covering the demanded regions (None: the full domain)."""
+    regions = blk.reads if reverse else blk.writes
+    ranges: list[Range | None] = [None] * len(blk.iter_vars)
+    used = False
+    for reg in regions:
+        bnd = demanded.get(id(reg.buffer))
+        if bnd is None:
+            continue
+        dims = direct_dims(reg.region, blk.iter_vars)
+        if dims is None:
+            raise ScheduleError(
+                prim,
+                f'block "{blk.name}" accesses "{reg.buffer.name}" at non-trivial indices',
+                requires="the buffer is indexed directly by block iterators (B[vi, vj])",
+                hint="use reindex or transform_layout first",
+                locations=[blk.name],
+            )
+        reg_ranges = bounds_to_region(bnd)
+        for k, d in dims.items():
+            if blk.iter_vars[k].kind is not IterKind.SPATIAL:
+                continue
+            if ranges[k] is None:
+                ranges[k] = reg_ranges[d]
+        used = True
+        if reverse:
+            break
+    if not used:
+        raise ScheduleError(
+            prim,
+            f'block "{blk.name}" accesses none of the demanded buffers',
+            requires="the block reads (writes) a buffer its producers (consumers) write (read)",
+            locations=[blk.name],
+        )
+    return ranges
+
+
+def check_position(
+    prim: str,
+    func: PrimFunc,
+    loop: For,
+    blk: Block,
+    related: Sequence[BlockRealize],
+    index: int,
+    *,
+    reverse: bool,
+) -> int:
+    """Resolve ``index`` into a child position of ``loop``'s body and validate it."""
+    items = body_items(loop)
+    holds_related = [any(contains(it, r) for r in related) for it in items]
+    reads = _tree.buffers_read(blk)
+    writes = _tree.buffers_written(blk)
+
+    def touches(it: Stmt, bufs: list[Buffer], *, write: bool) -> bool:
+        for n in _tree.blocks_under(it):
+            regs = n.block.writes if write else n.block.reads
+            if any(r.buffer is b for r in regs for b in bufs):
+                return True
+        return False
+
+    if reverse:
+        lo = max(k for k, h in enumerate(holds_related)) + 1
+        hi = min(
+            (k for k, it in enumerate(items) if k >= lo and touches(it, writes, write=False)),
+            default=len(items),
+        )
+        default = lo
+    else:
+        hi = min(k for k, h in enumerate(holds_related) if h)
+        lo = max(
+            (k + 1 for k, it in enumerate(items) if k < hi and touches(it, reads, write=True)),
+            default=0,
+        )
+        default = hi
+    pos = default if index == -1 else (lo if index == -2 else index)
+    if not lo <= pos <= hi:
+        raise ScheduleError(
+            prim,
+            f'index {index} is not a valid position under loop "{loop.loop_var.name}"',
+            requires=f"the position lies between {lo} and {hi} (dependences inside the loop)",
+            fragment=fragment(loop, {id(loop): "<- target loop"}),
+            hint="use index=-1",
+            locations=[blk.name, loop.loop_var.name],
+        )
+    return pos
+
+
+# ------------------------------------------------------------------------------------------
+# compute_inline
+
+
+def compute_inline(func: PrimFunc, block: str) -> PrimFunc:
+    """Inline the elementwise producer ``block`` into every consumer and remove it.
+
+    Requires: (1) the block is not the root; (2) its body is one store ``B[v0, v1, ...] =
+    f(...)`` at its iterators, all spatial, with no init and a true predicate; (3) it is the
+    only writer of ``B``, ``B`` is allocated in the function (not a parameter) and ``f`` does
+    not read ``B``.
+
+    Rewrite::
+
+        B[vi, vj] = A[vi, vj] + 1.0                   (removed)
+        C[vi, vj] = B[vi, vj] * 2.0      ->   C[vi, vj] = (A[vi, vj] + 1.0) * 2.0
+    """
+    prim = "compute_inline"
+    realize, _ = get_block(func, block, prim)
+    store = check_inlinable_producer(prim, func, realize)
+    blk = realize.block
+    buf = store.buffer
+    inliner = _Inliner(store, blk)
+    mapping: dict[int, Stmt | None] = {id(realize): None}
+    for r in blocks_accessing(func, buf, write=False):
+        new_blk = inliner.visit(r.block.update(reads=(), writes=()))
+        assert isinstance(new_blk, Block)
+        reads = _inlined_reads(r.block, buf, blk, store)
+        mapping[id(r)] = r.update(block=new_blk.update(reads=reads, writes=r.block.writes))
+    out = _tree.replace_stmts(func, mapping)
+    return _drop_alloc(out, buf)
+
+
+def check_inlinable_producer(prim: str, func: PrimFunc, realize: BlockRealize) -> BufferStore:
+    """The block is a single spatial store at its iterators into an intermediate buffer."""
+    blk = realize.block
+    frag = fragment(realize)
+
+    def fail(short: str, requires: str, hint: str = "") -> ScheduleError:
+        return ScheduleError(
+            prim,
+            f'block "{blk.name}" {short}',
+            requires=requires,
+            fragment=frag,
+            hint=hint,
+            locations=[blk.name],
+        )
+
+    store = blk.body
+    if not isinstance(store, BufferStore) or blk.init is not None:
+        raise fail("is not a single store", "the block body is one BufferStore with no init")
+    if any(iv.kind is not IterKind.SPATIAL for iv in blk.iter_vars):
+        raise fail(
+            "has reduction iterators",
+            "every block iterator is spatial",
+            "inline only elementwise producers",
+        )
+    ivars = [iv.var for iv in blk.iter_vars]
+    idx = [simplify_index(i) for i in store.indices]
+    if (
+        len(idx) != len(ivars)
+        or not all(isinstance(i, Var) for i in idx)
+        or {id(i) for i in idx} != {id(v) for v in ivars}
+    ):
+        raise fail(
+            "does not store at its iterators",
+            "the store indices are the block iterators, each exactly once",
+        )
+    if not (isinstance(realize.predicate, IntImm) and realize.predicate.value == 1):
+        raise fail("has a predicate", "the block realize has no predicate")
+    buf = store.buffer
+    if is_param(func, buf):
+        raise fail(
+            f'writes the function output "{buf.name}"',
+            "the stored buffer is allocated in the function (not a parameter)",
+            "use reverse_compute_inline on the output's producer instead",
+        )
+    writers = [r for r in blocks_accessing(func, buf, write=True) if r is not realize]
+    if writers:
+        raise fail(f'is not the only writer of "{buf.name}"', "the block is the only writer")
+    from ._blockutil import access_indices
+
+    if access_indices(store.value, buf):
+        raise fail(f'reads its own output "{buf.name}"', "the stored value does not read it")
+    return store
+
+
+class _Inliner(Mutator):
+    """Replace loads of the producer's buffer by its value at the loaded indices."""
+
+    def __init__(self, store: BufferStore, blk: Block) -> None:
+        super().__init__()
+        self.store = store
+        self.pos = {id(v): k for k, v in enumerate(simplify_index(i) for i in store.indices)}
+        self.ivars = [iv.var for iv in blk.iter_vars]
+
+    def visit_BufferLoad(self, load: BufferLoad) -> Expr:  # noqa: N802
+        load = self.generic_visit(load)
+        if load.buffer is not self.store.buffer:
+            return load
+        vmap = {v: load.indices[self.pos[id(v)]] for v in self.ivars}
+        out: Expr = substitute(self.store.value, vmap)
+        return out
+
+
+def _inlined_reads(
+    consumer: Block, buf: Buffer, producer: Block, store: BufferStore
+) -> tuple[BufferRegion, ...]:
+    """The consumer's reads with ``buf``'s region replaced by the producer's reads."""
+    reads: list[BufferRegion] = []
+    for reg in consumer.reads:
+        if reg.buffer is not buf:
+            reads.append(reg)
+            continue
+        pos = {id(simplify_index(i)): k for k, i in enumerate(store.indices)}
+        dom = {iv.var: reg.region[pos[id(iv.var)]] for iv in producer.iter_vars}
+        for preg in producer.reads:
+            b = region_bounds(preg.region, {}, dom)
+            new = BufferRegion(preg.buffer, bounds_to_region(b) if b else preg.region)
+            reads = _merge_region(reads, new)
+    return tuple(reads)
+
+
+def _merge_region(reads: list[BufferRegion], new: BufferRegion) -> list[BufferRegion]:
+    for k, reg in enumerate(reads):
+        if reg.buffer is new.buffer:
+            from ._blockutil import same_region
+
+            if same_region(reg.region, new.region):
+                return reads
+            a = [(r.min, simplify_index(r.min + r.extent - 1)) for r in reg.region]
+            b = [(r.min, simplify_index(r.min + r.extent - 1)) for r in new.region]
+            merged = BufferRegion(reg.buffer, bounds_to_region(union_bounds(a, b)))
+            return [*reads[:k], merged, *reads[k + 1 :]]
+    return [*reads, new]
+
+
+def _drop_alloc(func: PrimFunc, buf: Buffer) -> PrimFunc:
+    """Remove ``buf`` from the ``alloc_buffers`` of the block that allocates it."""
+    from ._blockutil import alloc_owner
+
+    owner = alloc_owner(func, buf)
+    if owner is None:
+        return func
+    blk = owner.block.update(
+        alloc_buffers=tuple(b for b in owner.block.alloc_buffers if b is not buf)
+    )
+    return _tree.replace_stmt(func, owner, owner.update(block=blk))
+
+
+# ------------------------------------------------------------------------------------------
+# reverse_compute_inline
+
+
+def reverse_compute_inline(func: PrimFunc, block: str) -> PrimFunc:
+    """Fold consumer ``block`` (``D[f(v)] = g(C[v])``) into the single producer of ``C``.
+
+    Requires: (1) the block is not the root; its body is one store with no init, all
+    iterators spatial, a true predicate, and it reads ``C`` once, at its iterators
+    (``C[v0, v1, ...]``, each exactly once), whose domains are ``C``'s shape; (2) ``C`` is an
+    intermediate buffer with exactly one writer (the producer) and one reader (the block);
+    (3) the producer is a single store at its iterators (no init), covering ``C``.
+
+    Rewrite::
+
+        C[vi, vj] = A[vi, vj] * 2.0                      D[vj, vi] = A[vi, vj] * 2.0 + 1.0
+        D[vj, vi] = C[vi, vj] + 1.0      ->    (consumer removed)
+    """
+    prim = "reverse_compute_inline"
+    realize, _ = get_block(func, block, prim)
+    store, load = check_inlinable_consumer(prim, func, realize)
+    buf = load.buffer
+    prod = blocks_accessing(func, buf, write=True)[0]
+    pstore = check_complete_producer(prim, func, prod, buf)
+    cvars = [iv.var for iv in realize.block.iter_vars]
+    vmap = {
+        v: pstore.indices[[id(simplify_index(i)) for i in load.indices].index(id(v))] for v in cvars
+    }
+    value = _ReplaceLoad(load, pstore.value).visit(store.value)
+    new_store = BufferStore(
+        store.buffer,
+        substitute(value, vmap),
+        tuple(simplify_index(substitute(i, vmap)) for i in store.indices),
+    )
+    pblk = prod.block
+    reads = list(pblk.reads)
+    for reg in realize.block.reads:
+        if reg.buffer is not buf:
+            reads = _merge_region(reads, substitute(reg, vmap))
+    new_blk = pblk.update(
+        body=new_store,
+        reads=tuple(reads),
+        writes=(BufferRegion(store.buffer, point_region(new_store.indices)),),
+    )
+    out = _tree.replace_stmts(func, {id(realize): None, id(prod): prod.update(block=new_blk)})
+    return _drop_alloc(out, buf)
+
+
+def check_inlinable_consumer(
+    prim: str, func: PrimFunc, realize: BlockRealize
+) -> tuple[BufferStore, BufferLoad]:
+    """The block is one spatial store reading an intermediate buffer once at its iterators."""
+    blk = realize.block
+    frag = fragment(realize)
+
+    def fail(short: str, requires: str, hint: str = "") -> ScheduleError:
+        return ScheduleError(
+            prim,
+            f'block "{blk.name}" {short}',
+            requires=requires,
+            fragment=frag,
+            hint=hint,
+            locations=[blk.name],
+        )
+
+    store = blk.body
+    if not isinstance(store, BufferStore) or blk.init is not None:
+        raise fail("is not a single store", "the block body is one BufferStore with no init")
+    if any(iv.kind is not IterKind.SPATIAL for iv in blk.iter_vars):
+        raise fail("has reduction iterators", "every block iterator is spatial")
+    if not (isinstance(realize.predicate, IntImm) and realize.predicate.value == 1):
+        raise fail("has a predicate", "the block realize has no predicate")
+    loads: list[BufferLoad] = []
+    candidates = [
+        r.buffer
+        for r in blk.reads
+        if not is_param(func, r.buffer) and blocks_accessing(func, r.buffer, write=True)
+    ]
+    if len(candidates) != 1:
+        raise fail(
+            f"reads {len(candidates)} produced intermediate buffers",
+            "the block reads exactly one buffer produced in the function",
+        )
+    buf = candidates[0]
+
+    def fn(n: object) -> None:
+        if isinstance(n, BufferLoad) and n.buffer is buf:
+            loads.append(n)
+
+    from ...ir import post_order_visit
+
+    post_order_visit(store.value, fn)
+    ivars = [iv.var for iv in blk.iter_vars]
+    if len(loads) != 1:
+        raise fail(f'reads "{buf.name}" {len(loads)} times', "the block reads it exactly once")
+    idx = [simplify_index(i) for i in loads[0].indices]
+    if (
+        not all(isinstance(i, Var) for i in idx)
+        or sorted(id(i) for i in idx) != sorted(id(v) for v in ivars)
+        or len(idx) != len(ivars)
+    ):
+        raise fail(
+            f'does not read "{buf.name}" at its iterators',
+            "the load indices are the block iterators, each exactly once",
+        )
+    for i, extent in zip(idx, buf.shape, strict=False):
+        iv = next(v for v in blk.iter_vars if v.var is i)
+        if const_value(iv.dom.min) != 0 or const_value(iv.dom.extent - extent) != 0:
+            raise fail(
+                f'does not cover "{buf.name}"', "the iterator domains equal the buffer's shape"
+            )
+    writers = blocks_accessing(func, buf, write=True)
+    readers = [
+        r
+        for r in blocks_accessing(func, buf, write=False)
+        if r is not realize and all(r is not w for w in writers)
+    ]
+    if readers:
+        raise fail(
+            f'is not the only reader of "{buf.name}"',
+            "the block is the only consumer of the buffer",
+        )
+    return store, loads[0]
+
+
+def check_complete_producer(
+    prim: str, func: PrimFunc, prod: BlockRealize, buf: Buffer
+) -> BufferStore:
+    """The single producer of ``buf`` stores it at its iterators, covering its shape."""
+    writers = blocks_accessing(func, buf, write=True)
+    blk = prod.block
+    store = blk.body
+    ok = (
+        len(writers) == 1
+        and isinstance(store, BufferStore)
+        and store.buffer is buf
+        and blk.init is None
+        and all(iv.kind is IterKind.SPATIAL for iv in blk.iter_vars)
+        and direct_dims(point_region(store.indices), blk.iter_vars) is not None
+        and isinstance(prod.predicate, IntImm)
+        and all(const_value(iv.dom.min) == 0 for iv in blk.iter_vars)
+        and sorted(const_value(iv.dom.extent) or -1 for iv in blk.iter_vars)
+        == sorted(const_value(s) or -2 for s in buf.shape)
+    )
+    if not ok:
+        raise ScheduleError(
+            prim,
+            f'the producer "{blk.name}" of "{buf.name}" is not a single elementwise store',
+            requires="the buffer has one writer, a single store at its spatial iterators",
+            fragment=fragment(prod),
+            hint="reverse_compute_inline needs a complete producer",
+            locations=[blk.name],
+        )
+    assert isinstance(store, BufferStore)
+    return store
+
+
+class _ReplaceLoad(Mutator):
+    """Replace one specific load (identity) by an expression."""
+
+    def __init__(self, load: BufferLoad, value: Expr) -> None:
+        super().__init__()
+        self.load = load
+        self.value = value
+
+    def visit_BufferLoad(self, load: BufferLoad) -> Expr:  # noqa: N802
+        if load is self.load:
+            return self.value
+        out: Expr = self.generic_visit(load)
+        return out

@@ -1,0 +1,384 @@
+"""Reduction primitives: decompose_reduction and rfactor.
+
+Both are pure PrimFunc -> PrimFunc transforms. ``decompose_reduction`` keeps the reduction
+block's name for the update block (so handles to it stay valid) and returns the name of the
+new init block; ``rfactor`` keeps the original name for the final write-back block and
+returns the name of the new ``*_rf`` block.
+"""
+
+from __future__ import annotations
+
+from ...errors import ScheduleError
+from ...ir import (
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferRegion,
+    BufferStore,
+    Expr,
+    FloatImm,
+    For,
+    ForKind,
+    IntImm,
+    IterKind,
+    IterVar,
+    Max,
+    Min,
+    Mul,
+    PrimFunc,
+    Range,
+    SeqStmt,
+    Stmt,
+    Var,
+    collect_vars,
+    substitute,
+)
+from ...ir.expr import Add
+from .. import _tree
+from ._blockutil import (
+    add_alloc,
+    fragment,
+    fresh_buffer_name,
+    get_block,
+    get_loop,
+    is_ancestor,
+    loops_between,
+    point_region,
+    rename_iters,
+)
+from .index_map import simplify_index
+
+
+def _reduce_vars(realize: BlockRealize, kind: IterKind) -> set[int]:
+    """Ids of loop variables used by the bindings of iterators of ``kind``."""
+    out: set[int] = set()
+    for iv, v in zip(realize.block.iter_vars, realize.iter_values, strict=False):
+        if iv.kind is kind:
+            out |= {id(x) for x in collect_vars(v)}
+    return out
+
+
+def check_has_init(prim: str, realize: BlockRealize) -> None:
+    """The block is a reduction block with an init statement."""
+    if realize.block.init is None:
+        raise ScheduleError(
+            prim,
+            f'block "{realize.block.name}" has no init',
+            requires="the block is a reduction block with an init statement",
+            fragment=fragment(realize),
+            locations=[realize.block.name],
+        )
+
+
+def check_loop_above(prim: str, realize: BlockRealize, path: _tree.Path, loop: For) -> None:
+    """``loop`` encloses the block."""
+    if not is_ancestor(path, loop):
+        raise ScheduleError(
+            prim,
+            f'loop "{loop.loop_var.name}" is not above block "{realize.block.name}"',
+            requires="the loop is an ancestor of the block",
+            locations=[realize.block.name, loop.loop_var.name],
+        )
+
+
+def decompose_reduction(func: PrimFunc, block: str, loop: Var) -> tuple[PrimFunc, str]:
+    """Split ``block``'s init into its own block placed right before ``loop``.
+
+    Requires: (1) the block has an init; (2) the loop is above the block; (3) no loop above
+    ``loop`` (inside the scope) is used by a reduce iterator's binding; (4) the predicate
+    only uses loops kept for the init block.
+
+    Rewrite::
+
+        for i, k:                                   for i:
+            C[vi] (init 0) += A[vi, vk]      ->         C_init: C[vi] = 0
+                                                        for k: C[vi] += A[vi, vk]   (no init)
+
+    The init block copies the loops from ``loop`` down that bind spatial iterators only.
+    Returns the new function and the init block's name.
+    """
+    prim = "decompose_reduction"
+    realize, path = get_block(func, block, prim)
+    target, _ = get_loop(func, loop, prim)
+    check_has_init(prim, realize)
+    check_loop_above(prim, realize, path, target)
+    red = _reduce_vars(realize, IterKind.REDUCE)
+    above = [
+        lp
+        for lp in _tree.loops_in_path(path)
+        if not is_ancestor((*loops_between(path, target), target), lp)
+    ]
+    bad = [lp.loop_var.name for lp in above if id(lp.loop_var) in red]
+    if bad:
+        raise ScheduleError(
+            prim,
+            f"loops {_tree.names_of(bad)} above the target loop carry the reduction",
+            requires="every loop above the target loop binds spatial iterators only",
+            hint="choose an outer loop that is above every reduction loop",
+            locations=[block, loop.name],
+        )
+    below = [target, *loops_between(path, target)]
+    kept = [lp for lp in below if id(lp.loop_var) not in red]
+    kept_ids = {id(lp.loop_var) for lp in kept} | {id(lp.loop_var) for lp in above}
+    pred_vars = collect_vars(realize.predicate)
+    if any(id(v) not in kept_ids and id(v) in {id(lp.loop_var) for lp in below} for v in pred_vars):
+        raise ScheduleError(
+            prim,
+            f'the predicate of "{block}" uses a reduction loop',
+            requires="the predicate only uses loops kept for the init block",
+            fragment=fragment(realize),
+            locations=[block],
+        )
+    name = _tree.fresh_name(func, f"{block}_init")
+    init_realize = _init_realize(realize, name, kept)
+    update = realize.update(block=realize.block.update(init=None))
+    parent_new = SeqStmt(
+        (init_realize, _tree.replace_stmt(func.update(body=target), realize, update).body)
+    )
+    return _tree.replace_stmt(func, target, parent_new), name
+
+
+def _init_realize(realize: BlockRealize, name: str, kept: list[For]) -> Stmt:
+    blk = realize.block
+    spatial = [
+        (iv, v)
+        for iv, v in zip(blk.iter_vars, realize.iter_values, strict=False)
+        if iv.kind is not IterKind.REDUCE
+    ]
+    lmap: dict[Var, Expr] = {
+        lp.loop_var: Var(lp.loop_var.name + "_init", lp.loop_var.dtype) for lp in kept
+    }
+    init_blk = Block(name, tuple(iv for iv, _ in spatial), (), blk.writes, blk.init or blk.body)
+    init_blk, _ = rename_iters(init_blk)
+    values = tuple(substitute(v, lmap) for _, v in spatial)
+    stmt: Stmt = BlockRealize(values, substitute(realize.predicate, lmap), init_blk)
+    for lp in reversed(kept):
+        nv = lmap[lp.loop_var]
+        assert isinstance(nv, Var)
+        stmt = For(nv, lp.min, lp.extent, lp.kind, stmt, lp.thread, lp.annotations)
+    return stmt
+
+
+# ------------------------------------------------------------------------------------------
+
+_COMBINERS = (Add, Mul, Max, Min)
+
+
+def _identity(kind: type, dt: object) -> Expr:
+    from ...ir import dtype as mk
+
+    d = mk(str(dt))
+    if kind is Add:
+        return FloatImm(d, 0.0) if d.is_float else IntImm(d, 0)
+    if kind is Mul:
+        return FloatImm(d, 1.0) if d.is_float else IntImm(d, 1)
+    big = float("inf")
+    if d.is_float:
+        return FloatImm(d, -big if kind is Max else big)
+    bits = d.bits
+    return IntImm(d, -(2 ** (bits - 1)) if kind is Max else 2 ** (bits - 1) - 1)
+
+
+def check_combiner(prim: str, realize: BlockRealize) -> tuple[BufferStore, type, Expr]:
+    """The body is ``C[s] = C[s] op rhs`` (or ``rhs op C[s]``) with op in + * max min."""
+    blk = realize.block
+    store = blk.body
+    if isinstance(store, BufferStore) and isinstance(store.value, _COMBINERS):
+        for self_side, rhs in ((store.value.a, store.value.b), (store.value.b, store.value.a)):
+            if (
+                isinstance(self_side, BufferLoad)
+                and self_side.buffer is store.buffer
+                and all(
+                    simplify_index(x) is simplify_index(y) or x is y or _same(x, y)
+                    for x, y in zip(self_side.indices, store.indices, strict=False)
+                )
+            ):
+                from ._blockutil import access_indices
+
+                if not access_indices(rhs, store.buffer):
+                    return store, type(store.value), rhs
+    raise ScheduleError(
+        prim,
+        f'block "{blk.name}" is not a recognised reduction',
+        requires="the body is C[s] = C[s] op rhs with op one of +, *, max, min",
+        fragment=fragment(realize),
+        locations=[blk.name],
+    )
+
+
+def _same(a: Expr, b: Expr) -> bool:
+    from .index_map import same_index
+
+    return same_index(a, b)
+
+
+def rfactor(func: PrimFunc, block: str, loop: Var, factor_axis: int = 0) -> tuple[PrimFunc, str]:
+    """Factor the reduction of ``block`` over ``loop`` into an rf block and a final block.
+
+    Requires: (1) the block has an init and a body ``C[s] = C[s] op rhs`` (op in +, *, max,
+    min); (2) the loop is above the block, its variable is used by reduce iterator bindings
+    and by no spatial binding; (3) the realize has no predicate; (4)
+    ``-(ndim + 1) <= factor_axis <= ndim``.
+
+    Rewrite (``loop`` = ``ki``)::
+
+        C[vi] (init 0) += A[vi, vk]        C_rf[vki, vi] (init 0) += A[vi, vk]   # same loops
+                                    ->     for i, ki: C[vi] (init as before) += C_rf[vki, vi]
+
+    Returns the new function and the name of the rf block.
+    """
+    prim = "rfactor"
+    realize, path = get_block(func, block, prim)
+    target, _ = get_loop(func, loop, prim)
+    check_has_init(prim, realize)
+    store, op, rhs = check_combiner(prim, realize)
+    check_loop_above(prim, realize, path, target)
+    check_rfactor_loop(prim, realize, target)
+    buf = store.buffer
+    ndim = buf.ndim
+    if not -(ndim + 1) <= factor_axis <= ndim:
+        raise ScheduleError(
+            prim,
+            f"argument 'factor_axis': {factor_axis} is out of range for a {ndim}-d output",
+            requires="-(ndim + 1) <= factor_axis <= ndim",
+            locations=[block],
+        )
+    axis = factor_axis % (ndim + 1)
+    shape = list(buf.shape)
+    shape.insert(axis, target.extent)
+    rf_buf = Buffer(fresh_buffer_name(func, f"{buf.name}_rf"), tuple(shape), buf.dtype, buf.scope)
+    rf_name = _tree.fresh_name(func, f"{block}_rf")
+    rf_realize = _rf_block(realize, path, store, op, rhs, rf_buf, rf_name, target, axis)
+    final = _final_nest(realize, path, store, op, rf_buf, target, axis)
+    top = _top_of(path, realize)
+    func = _tree.replace_stmt(
+        func,
+        top,
+        SeqStmt((_tree.replace_stmt(func.update(body=top), realize, rf_realize).body, final)),
+    )
+    return add_alloc(func, rf_buf, func.body), rf_name
+
+
+def check_rfactor_loop(prim: str, realize: BlockRealize, target: For) -> None:
+    """The loop feeds reduce iterators only, and the realize has no predicate."""
+    lid = id(target.loop_var)
+    if lid in _reduce_vars(realize, IterKind.SPATIAL) or lid not in _reduce_vars(
+        realize, IterKind.REDUCE
+    ):
+        raise ScheduleError(
+            prim,
+            f'loop "{target.loop_var.name}" is not a reduction loop of "{realize.block.name}"',
+            requires="the loop is bound only into reduce iterators",
+            fragment=fragment(realize),
+            locations=[realize.block.name, target.loop_var.name],
+        )
+    if not (isinstance(realize.predicate, IntImm) and realize.predicate.value == 1):
+        raise ScheduleError(
+            prim,
+            f'block "{realize.block.name}" has a predicate',
+            requires="the block realize has no predicate (split the loop evenly)",
+            locations=[realize.block.name],
+        )
+
+
+def _rf_block(
+    realize: BlockRealize,
+    path: _tree.Path,
+    store: BufferStore,
+    op: type,
+    rhs: Expr,
+    rf_buf: Buffer,
+    name: str,
+    target: For,
+    axis: int,
+) -> BlockRealize:
+    blk = realize.block
+    red = _reduce_vars(realize, IterKind.REDUCE)
+    red_loops = [lp for lp in _tree.loops_in_path(path) if id(lp.loop_var) in red]
+    # One iterator per reduction loop: the factored loop becomes spatial, the rest reduce.
+    lmap: dict[Var, Expr] = {}
+    new_ivs: list[IterVar] = []
+    for lp in red_loops:
+        v = Var(f"v{lp.loop_var.name}", lp.loop_var.dtype)
+        kind = IterKind.SPATIAL if lp is target else IterKind.REDUCE
+        new_ivs.append(IterVar(v, Range(lp.min, lp.extent), kind))
+        lmap[lp.loop_var] = v
+    vmap = {
+        iv.var: substitute(val, lmap)
+        for iv, val in zip(blk.iter_vars, realize.iter_values, strict=False)
+        if iv.kind is IterKind.REDUCE
+    }
+    vrf = lmap[target.loop_var]
+    idx = list(store.indices)
+    idx.insert(axis, simplify_index(vrf - target.min))
+    idx_t = tuple(idx)
+    body = BufferStore(rf_buf, op(BufferLoad(rf_buf, idx_t), substitute(rhs, vmap)), idx_t)
+    init = BufferStore(rf_buf, _identity(op, store.buffer.dtype), idx_t)
+    reads = tuple(substitute(r, vmap) for r in blk.reads if r.buffer is not store.buffer)
+    region = BufferRegion(rf_buf, point_region(idx_t))
+    spatial = [
+        (iv, v)
+        for iv, v in zip(blk.iter_vars, realize.iter_values, strict=False)
+        if iv.kind is not IterKind.REDUCE
+    ]
+    new = Block(
+        name, (*(iv for iv, _ in spatial), *new_ivs), (*reads, region), (region,), body, init
+    )
+    new, _ = rename_iters(new)
+    values = (*(v for _, v in spatial), *(lp.loop_var for lp in red_loops))
+    return BlockRealize(values, realize.predicate, new)
+
+
+def _final_nest(
+    realize: BlockRealize,
+    path: _tree.Path,
+    store: BufferStore,
+    op: type,
+    rf_buf: Buffer,
+    target: For,
+    axis: int,
+) -> Stmt:
+    blk = realize.block
+    red = _reduce_vars(realize, IterKind.REDUCE)
+    loops = [lp for lp in _tree.loops_in_path(path) if id(lp.loop_var) not in red or lp is target]
+    lmap: dict[Var, Expr] = {lp.loop_var: Var(lp.loop_var.name, lp.loop_var.dtype) for lp in loops}
+    spatial = [
+        (iv, v)
+        for iv, v in zip(blk.iter_vars, realize.iter_values, strict=False)
+        if iv.kind is IterKind.SPATIAL
+    ]
+    vrf = Var(f"v{target.loop_var.name}", target.loop_var.dtype)
+    rf_iv = IterVar(vrf, Range(target.min, target.extent), IterKind.REDUCE)
+    idx = list(store.indices)
+    idx.insert(axis, simplify_index(vrf - target.min))
+    load = BufferLoad(rf_buf, tuple(idx))
+    body = BufferStore(
+        store.buffer, op(BufferLoad(store.buffer, store.indices), load), store.indices
+    )
+    out_region = BufferRegion(store.buffer, point_region(store.indices))
+    new = Block(
+        blk.name,
+        (*(iv for iv, _ in spatial), rf_iv),
+        (BufferRegion(rf_buf, point_region(tuple(idx))), out_region),
+        (out_region,),
+        body,
+        blk.init,
+        annotations=blk.annotations,
+    )
+    new, _ = rename_iters(new)
+    values = (*(substitute(v, lmap) for _, v in spatial), lmap[target.loop_var])
+    stmt: Stmt = BlockRealize(values, IntImm(realize.predicate.dtype, 1), new)
+    for lp in reversed(loops):
+        nv = lmap[lp.loop_var]
+        assert isinstance(nv, Var)
+        stmt = For(nv, lp.min, lp.extent, ForKind.SERIAL, stmt)
+    return stmt
+
+
+def _top_of(path: _tree.Path, realize: BlockRealize) -> Stmt:
+    """The outermost statement of ``realize``'s loop nest inside its scope."""
+    scope = _tree.scope_of(path)
+    k = path.index(scope) if scope is not None else -1
+    rest = [*path[k + 2 :], realize]
+    return rest[1] if isinstance(rest[0], SeqStmt) else rest[0]

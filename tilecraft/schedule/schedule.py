@@ -1,0 +1,342 @@
+"""The :class:`Schedule`: handles, queries and every primitive over one PrimFunc.
+
+Each public method is a thin call of a traced state-level primitive (``primitives/*.py``);
+its docstring repeats the primitive's Requires/Rewrite. A primitive either commits a new
+PrimFunc or raises :class:`~tilecraft.errors.ScheduleError` and leaves the schedule unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from ..errors import ScheduleError
+from ..ir import Block, For, IRModule, PrimFunc
+from . import _tree
+from .instruction import primitive
+from .primitives import annotate as _annotate
+from .primitives import bridge as _bridge
+from .primitives import loop as _loop
+from .primitives import sampling as _sampling
+from .state import BlockRV, ExprRV, LoopRV, ScheduleState
+from .trace import Trace
+
+_T = TypeVar("_T")
+
+
+# ------------------------------------------------------------------------------------------
+# queries (traced, so replay can map the handles they return)
+@primitive("get_block", outputs="one")
+def get_block(state: ScheduleState, name: str) -> BlockRV:
+    """The handle of block ``name``; requires the block to exist."""
+    return state.block_rv(name)
+
+
+@primitive("get_loops", inputs=("block",), outputs="many")
+def get_loops(state: ScheduleState, block: BlockRV) -> list[LoopRV]:
+    """Handles of the loops above ``block`` up to its scope block, outermost first."""
+    name = state.block_name(block)
+    return [LoopRV(f.loop_var) for f in _tree.loops_above(state.func, name)]
+
+
+@primitive("get_child_blocks", inputs=("block_or_loop",), outputs="many")
+def get_child_blocks(state: ScheduleState, block_or_loop: BlockRV | LoopRV) -> list[BlockRV]:
+    """Handles of the blocks directly under a block or loop, in program order."""
+    node = (
+        state.get_block(block_or_loop)
+        if isinstance(block_or_loop, BlockRV)
+        else state.get_loop(block_or_loop)
+    )
+    return [state.block_rv(br.block.name) for br in _tree.child_blocks(node)]
+
+
+@primitive("get_producers", inputs=("block",), outputs="many")
+def get_producers(state: ScheduleState, block: BlockRV) -> list[BlockRV]:
+    """Blocks in the same scope writing a buffer ``block`` reads, in program order."""
+    name = state.block_name(block)
+    return [state.block_rv(n) for n in _tree.producers(state.func, name)]
+
+
+@primitive("get_consumers", inputs=("block",), outputs="many")
+def get_consumers(state: ScheduleState, block: BlockRV) -> list[BlockRV]:
+    """Blocks in the same scope reading a buffer ``block`` writes, in program order."""
+    name = state.block_name(block)
+    return [state.block_rv(n) for n in _tree.consumers(state.func, name)]
+
+
+class Schedule:
+    """A schedule of one PrimFunc: handles, queries, primitives and the trace.
+
+    Parameters
+    ----------
+    func
+        The function to schedule, or an IRModule holding it.
+    seed
+        Seed of the random state used by sampling instructions (None: nondeterministic).
+    func_name
+        The function to schedule when ``func`` is a module.
+
+    Examples
+    --------
+    >>> sch = Schedule(func, seed=0)
+    >>> i, j, k = sch.get_loops(sch.get_block("C"))
+    >>> io, ii = sch.split(i, factors=[None, 32])
+    """
+
+    def __init__(
+        self, func: PrimFunc | IRModule, seed: int | None = None, func_name: str = "main"
+    ) -> None:
+        if isinstance(func, IRModule):
+            if func_name not in func:
+                raise ScheduleError(
+                    "schedule",
+                    f"the module has no function {func_name!r}",
+                    hint=f"its functions are {sorted(func)}",
+                )
+            target = func[func_name]
+            self._module: IRModule | None = func
+        else:
+            target = func
+            self._module = None
+        if not isinstance(target, PrimFunc):
+            raise ScheduleError("schedule", f"expected a PrimFunc, got {type(target).__name__}")
+        self.func_name = func_name
+        self.state = ScheduleState(_tree.ensure_root(target), seed)
+
+    # -- results ----------------------------------------------------------------------------
+    @property
+    def func(self) -> PrimFunc:
+        """The scheduled PrimFunc."""
+        return self.state.func
+
+    @property
+    def mod(self) -> IRModule:
+        """The module with the scheduled function under ``func_name``."""
+        if self._module is None:
+            return IRModule({self.func_name: self.state.func})
+        return self._module.with_function(self.func_name, self.state.func)
+
+    @property
+    def trace(self) -> Trace:
+        """The instructions applied so far."""
+        return self.state.trace
+
+    def copy(self) -> Schedule:
+        """An independent copy (same function, trace and random state); handles stay valid."""
+        new = Schedule.__new__(Schedule)
+        new._module = self._module
+        new.func_name = self.func_name
+        new.state = self.state.copy()
+        return new
+
+    def fork_seed(self) -> int:
+        """A new seed drawn from this schedule's random state."""
+        return self.state.rng.getrandbits(63)
+
+    def seed(self, seed: int) -> None:
+        """Re-seed the random state."""
+        self.state.rng.seed(seed)
+
+    def try_(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T | None:
+        """Call ``fn`` and return its result; on ScheduleError undo it and return None.
+
+        ``sch.last_error`` holds the error (None after a success). Only ScheduleError is caught.
+        """
+        st = self.state
+        saved = (st.func, len(st.trace), dict(st.block_gen), st.rng.getstate())
+        try:
+            result = fn(*args, **kwargs)
+        except ScheduleError as e:
+            st.func, st.block_gen = saved[0], saved[2]
+            st.trace.truncate(saved[1])
+            st.rng.setstate(saved[3])
+            self.last_error: ScheduleError | None = e
+            return None
+        self.last_error = None
+        return result
+
+    def show(self) -> None:
+        """Print the scheduled function's script."""
+        self.state.func.show()
+
+    # -- queries ----------------------------------------------------------------------------
+    def get(self, rv: BlockRV | LoopRV | int) -> Block | For | int:
+        """The IR node a handle refers to (Block for a block, For for a loop, int for a value)."""
+        self.state.primitive = "get"
+        return self.state.get(rv)
+
+    def get_block(self, name: str) -> BlockRV:
+        """The handle of block ``name``."""
+        return get_block(self.state, name)
+
+    def get_loops(self, block: BlockRV) -> list[LoopRV]:
+        """The loops above ``block`` (up to its scope block), outermost first."""
+        return get_loops(self.state, block)
+
+    def get_child_blocks(self, block_or_loop: BlockRV | LoopRV) -> list[BlockRV]:
+        """The blocks directly under a block or loop."""
+        return get_child_blocks(self.state, block_or_loop)
+
+    def get_producers(self, block: BlockRV) -> list[BlockRV]:
+        """Blocks of the same scope writing what ``block`` reads."""
+        return get_producers(self.state, block)
+
+    def get_consumers(self, block: BlockRV) -> list[BlockRV]:
+        """Blocks of the same scope reading what ``block`` writes."""
+        return get_consumers(self.state, block)
+
+    # -- loops ------------------------------------------------------------------------------
+    def split(
+        self,
+        loop: LoopRV,
+        factors: Sequence[int | None],
+        *,
+        preserve_unit_iters: bool = True,
+    ) -> list[LoopRV]:
+        """Split ``loop`` into ``len(factors)`` nested loops.
+
+        Requires: at least two positive-int factors, at most one None (inferred); their
+        product covers the extent (a symbolic extent needs a None); the loop is serial; a
+        non-divisible split has only loops and blocks under the loop (guard predicate).
+        Rewrite: ``for i in range(128)`` -> ``for i_0 in range(4): for i_1 in range(32)``.
+        """
+        return _loop.split(self.state, loop, factors, preserve_unit_iters=preserve_unit_iters)
+
+    def fuse(self, *loops: LoopRV, preserve_unit_iters: bool = True) -> LoopRV:
+        """Fuse adjacent, perfectly nested serial loops (outermost first) into one.
+
+        Requires: loops given once, each the exact body of the previous; serial; ranges
+        independent; no opaque block iterator bound.
+        Rewrite: ``for i in range(4): for j in range(8)`` -> ``for i_j_fused in range(32)``.
+        """
+        return _loop.fuse(self.state, *loops, preserve_unit_iters=preserve_unit_iters)
+
+    def reorder(self, *loops: LoopRV) -> None:
+        """Put the given loops, in this order, at the positions they occupy.
+
+        Requires: loops in one chain, perfectly nested from the outermost to the innermost
+        given loop (no block between); ranges independent; no opaque iterator bound.
+        Rewrite: ``for i: for j: for k`` -- reorder(k, i) --> ``for k: for j: for i``.
+        """
+        _loop.reorder(self.state, *loops)
+
+    def add_unit_loop(self, block_or_loop: BlockRV | LoopRV) -> LoopRV:
+        """Add a loop of extent 1 directly above a block (not the root) or a loop."""
+        return _loop.add_unit_loop(self.state, block_or_loop)
+
+    def parallel(self, loop: LoopRV) -> None:
+        """Run a serial loop in parallel; it may bind spatial block iterators only."""
+        _annotate.parallel(self.state, loop)
+
+    def vectorize(self, loop: LoopRV) -> None:
+        """Vectorize a serial loop; it may bind spatial block iterators only."""
+        _annotate.vectorize(self.state, loop)
+
+    def unroll(self, loop: LoopRV) -> None:
+        """Unroll a serial loop."""
+        _annotate.unroll(self.state, loop)
+
+    def bind(self, loop: LoopRV, thread: str) -> None:
+        """Bind a serial loop to ``blockIdx.x/y/z``, ``threadIdx.x/y/z`` or ``vthread``.
+
+        Requires: no nested loop on the same axis; blockIdx/vthread bind spatial iterators
+        only, threadIdx may bind reduction iterators (cross-thread reduction).
+        """
+        _annotate.bind(self.state, loop, thread)
+
+    def annotate(self, block_or_loop: BlockRV | LoopRV, key: str, value: Any) -> None:
+        """Set annotation ``key`` = ``value`` (bool/int/float/str or a list) on a block or loop."""
+        _annotate.annotate(self.state, block_or_loop, key, value)
+
+    def unannotate(self, block_or_loop: BlockRV | LoopRV, key: str) -> None:
+        """Remove annotation ``key`` (which must be present) from a block or loop."""
+        _annotate.unannotate(self.state, block_or_loop, key)
+
+    # -- compute location -------------------------------------------------------------------
+    def compute_at(
+        self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False, index: int = -1
+    ) -> None:
+        """Move producer ``block`` under ``loop`` of its consumers (see compute_location)."""
+        _bridge.compute_at(self.state, block, loop, preserve_unit_loops, index)
+
+    def reverse_compute_at(
+        self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False, index: int = -1
+    ) -> None:
+        """Move consumer ``block`` under ``loop`` of its producers (see compute_location)."""
+        _bridge.reverse_compute_at(self.state, block, loop, preserve_unit_loops, index)
+
+    def compute_inline(self, block: BlockRV) -> None:
+        """Inline producer ``block`` into its consumers."""
+        _bridge.compute_inline(self.state, block)
+
+    def reverse_compute_inline(self, block: BlockRV) -> None:
+        """Inline consumer ``block`` into its producer."""
+        _bridge.reverse_compute_inline(self.state, block)
+
+    # -- buffers ----------------------------------------------------------------------------
+    def cache_read(
+        self,
+        block: BlockRV,
+        read_buffer_index: int,
+        storage_scope: str,
+        consumer_blocks: Sequence[BlockRV] | None = None,
+    ) -> BlockRV:
+        """Stage ``block``'s read buffer through a new ``storage_scope`` buffer."""
+        return _bridge.cache_read(
+            self.state, block, read_buffer_index, storage_scope, consumer_blocks
+        )
+
+    def cache_write(self, block: BlockRV, write_buffer_index: int, storage_scope: str) -> BlockRV:
+        """Compute ``block`` into a new ``storage_scope`` buffer and copy it out."""
+        return _bridge.cache_write(self.state, block, write_buffer_index, storage_scope)
+
+    def set_scope(self, block: BlockRV, buffer_index: int, storage_scope: str) -> None:
+        """Change the storage scope of a buffer ``block`` writes."""
+        _bridge.set_scope(self.state, block, buffer_index, storage_scope)
+
+    def storage_align(
+        self, block: BlockRV, buffer_index: int, axis: int, factor: int, offset: int
+    ) -> None:
+        """Align the stride of ``axis`` of a buffer ``block`` writes."""
+        _bridge.storage_align(self.state, block, buffer_index, axis, factor, offset)
+
+    def transform_layout(self, block: BlockRV, buffer: tuple[str, int], index_map: Any) -> None:
+        """Re-layout buffer ``("read" | "write", index)`` of ``block`` with ``index_map``
+        (an IndexMap or a callable such as ``lambda i, j: (j, i)``)."""
+        _bridge.transform_layout(self.state, block, buffer, _bridge.as_index_map(index_map))
+
+    def reindex(self, block: BlockRV, buffer: tuple[str, int]) -> BlockRV:
+        """Stage an access of ``block`` through a buffer indexed by its iterators."""
+        return _bridge.reindex(self.state, block, buffer)
+
+    # -- reductions -------------------------------------------------------------------------
+    def rfactor(self, loop: LoopRV, factor_axis: int = 0) -> BlockRV:
+        """Factor the reduction over ``loop`` into an rf block; returns the rf block."""
+        return _bridge.rfactor(self.state, loop, factor_axis)
+
+    def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
+        """Move ``block``'s init into its own block above ``loop``; returns the init block."""
+        return _bridge.decompose_reduction(self.state, block, loop)
+
+    # -- sampling ---------------------------------------------------------------------------
+    def sample_perfect_tile(
+        self,
+        loop: LoopRV,
+        n: int,
+        max_innermost_factor: int = 16,
+        decision: Sequence[int] | None = None,
+    ) -> list[ExprRV]:
+        """Sample ``n`` factors multiplying to the loop's (constant) extent."""
+        return _sampling.sample_perfect_tile(  # type: ignore[return-value]
+            self.state, loop, n, max_innermost_factor, decision
+        )
+
+    def sample_categorical(
+        self, candidates: Sequence[int], probs: Sequence[float], decision: int | None = None
+    ) -> ExprRV:
+        """Pick one of ``candidates`` (ints) with probabilities ``probs``."""
+        return _sampling.sample_categorical(self.state, candidates, probs, decision)  # type: ignore[return-value]
+
+    def sample_compute_location(self, block: BlockRV, decision: int | None = None) -> LoopRV:
+        """Sample a compute_at location of ``block`` (-1: root, -2: inline, k: candidate)."""
+        return _sampling.sample_compute_location(self.state, block, decision)  # type: ignore[return-value]
