@@ -3,6 +3,7 @@
 from .arguments import ArgumentError as ArgumentError
 from .arguments import ArgumentTypeError as ArgumentTypeError
 from .build import build as build
+from .build import register_builder as register_builder
 from .compiler import cache_key as cache_key
 from .compiler import compile_flags as compile_flags
 from .compiler import compile_shared as compile_shared

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ..codegen import build_c_source
 from ..errors import BuildError
 from ..ir import IRModule, PrimFunc
@@ -10,12 +13,27 @@ from .compiler import compile_shared
 from .module import Module
 
 
+BuilderPredicate = Callable[[Any, Target, bool], bool]
+Builder = Callable[..., Any]
+_BUILDERS: list[tuple[BuilderPredicate, Builder]] = []
+
+
+def register_builder(predicate: BuilderPredicate, builder: Builder) -> None:
+    """Let a higher layer build what it defines (e.g. modules holding graph functions).
+
+    ``build`` asks each registered ``predicate(func_or_module, target, emulate)`` in turn and
+    hands the first match to ``builder(func_or_module, target, emulate=emulate)``. This keeps
+    the runtime free of imports from layers above it.
+    """
+    _BUILDERS.append((predicate, builder))
+
+
 def build(
     func_or_module: PrimFunc | IRModule,
     target: Target | str | None = "cpu",
     *,
     emulate: bool = False,
-) -> Module:
+) -> Any:
     """Compile a PrimFunc (exposed as its own name) or the PrimFuncs of a module.
 
     Parameters
@@ -38,6 +56,9 @@ def build(
         When the target is unsupported or the C compiler fails (command and stderr attached).
     """
     tgt = as_target(target)
+    for predicate, builder in _BUILDERS:
+        if predicate(func_or_module, tgt, emulate):
+            return builder(func_or_module, tgt, emulate=emulate)
     if tgt.is_gpu and not emulate:
         raise BuildError(
             f"build: target {tgt} needs the CUDA runtime, which this build does not provide yet; "

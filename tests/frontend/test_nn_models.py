@@ -1,0 +1,94 @@
+"""End to end: nn models export, go through the "zero" pipeline, build and match numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilecraft as tc
+from tilecraft.frontend import nn
+from tilecraft.graph import get_pipeline
+
+
+class DemoModel(nn.Module):
+    """The reference tutorial's model."""
+
+    def __init__(self) -> None:
+        self.fc1 = nn.Linear(768, 768)
+        self.relu = nn.ReLU()
+        self.norm = nn.LayerNorm(768)
+        self.fc2 = nn.Linear(768, 256)
+
+    def forward(self, x: nn.Tensor) -> nn.Tensor:
+        return self.fc2(self.norm(self.relu(self.fc1(x))))
+
+
+def np_layer_norm(h: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float = 1e-5) -> np.ndarray:
+    mu = h.mean(-1, keepdims=True)
+    var = ((h - mu) ** 2).mean(-1, keepdims=True)
+    return (h - mu) / np.sqrt(var + eps) * g + b
+
+
+def np_demo(x: np.ndarray, p: dict[str, np.ndarray]) -> np.ndarray:
+    h = np.maximum(x @ p["fc1.weight"].T + p["fc1.bias"], 0)
+    h = np_layer_norm(h, p["norm.weight"], p["norm.bias"])
+    return h @ p["fc2.weight"].T + p["fc2.bias"]
+
+
+def random_state(model: nn.Module, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {n: (rng.standard_normal(p.param_shape) * 0.1).astype(p.param_dtype)
+            for n, p in model.named_parameters()}
+
+
+@pytest.fixture(scope="module")
+def demo() -> tuple[tc.IRModule, tc.IRModule, dict[str, np.ndarray]]:
+    model = DemoModel()
+    model.load_state_dict(random_state(model, 3))
+    mod, params = model.export({"forward": {"x": nn.spec.Tensor((1, 768), "float32")}})
+    with tc.Target("cpu"):
+        fused = get_pipeline("zero")(mod)
+    return mod, fused, params
+
+
+def test_tutorial_model_gives_the_tutorials_kernels(demo) -> None:
+    mod, fused, params = demo
+    assert sorted(n for n, _ in fused.prim_funcs()) == [
+        "fused_matmul1_add1", "fused_matmul_add_relu", "layer_norm", "transpose", "transpose1"]
+    assert list(params) == ["fc1.weight", "fc1.bias", "norm.weight", "norm.bias",
+                            "fc2.weight", "fc2.bias"]
+    assert params["fc1.weight"].shape == (768, 768)
+    assert params["fc2.weight"].shape == (256, 768)
+    calls = [(b.var.name, b.value.func, [a.name for a in b.value.args])
+             for b in fused["forward"].bindings]
+    assert calls == [
+        ("permute_dims", "transpose", ["fc1_weight"]),
+        ("relu", "fused_matmul_add_relu", ["x", "permute_dims", "fc1_bias"]),
+        ("layer_norm", "layer_norm", ["relu", "norm_weight", "norm_bias"]),
+        ("permute_dims1", "transpose1", ["fc2_weight"]),
+        ("gv", "fused_matmul1_add1", ["layer_norm", "permute_dims1", "fc2_bias"]),
+    ]
+    # the pipeline left its input alone
+    assert all(type(f).__name__ == "Function" for f in mod.functions.values())
+
+
+def test_tutorial_model_matches_numpy(demo) -> None:
+    _, fused, params = demo
+    exe = tc.graph.build_graph_module(fused, "cpu")
+    x = np.random.default_rng(0).standard_normal((1, 768)).astype("float32")
+    out = exe["forward"](x, *params.values())
+    np.testing.assert_allclose(out, np_demo(x, params), rtol=1e-4, atol=1e-4)
+    prof = exe.profile("forward", x, *params.values())
+    assert [n for n, _ in prof] == ["transpose", "fused_matmul_add_relu", "layer_norm",
+                                    "transpose1", "fused_matmul1_add1"]
+    assert all(t > 0 for _, t in prof)
+
+
+def test_default_initialisation_is_deterministic() -> None:
+    spec = {"forward": {"x": nn.spec.Tensor((1, 768), "float32")}}
+    _, p1 = DemoModel().export(spec, seed=5)
+    _, p2 = DemoModel().export(spec, seed=5)
+    _, p3 = DemoModel().export(spec, seed=6)
+    assert all(np.array_equal(p1[k], p2[k]) for k in p1)
+    assert not np.array_equal(p1["fc1.weight"], p3["fc1.weight"])
+    np.testing.assert_array_equal(p1["norm.weight"], np.ones(768, "float32"))

@@ -1,0 +1,111 @@
+"""Operator functions usable inside ``forward`` (each traces one graph operator)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .core import Tensor, emit
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """``a @ b`` with broadcast batch dimensions."""
+    return emit("matmul", [a, b])
+
+
+def add(a: Tensor, b: Tensor) -> Tensor:
+    """Broadcasting ``a + b``."""
+    return emit("add", [a, b])
+
+
+def multiply(a: Tensor, b: Tensor) -> Tensor:
+    """Broadcasting ``a * b``."""
+    return emit("multiply", [a, b])
+
+
+def relu(x: Tensor) -> Tensor:
+    """``max(x, 0)``."""
+    return emit("relu", [x])
+
+
+def gelu(x: Tensor) -> Tensor:
+    """GELU (erf form)."""
+    return emit("gelu", [x])
+
+
+def silu(x: Tensor) -> Tensor:
+    """``x * sigmoid(x)``."""
+    return emit("silu", [x])
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    """Logistic function."""
+    return emit("sigmoid", [x])
+
+
+def tanh(x: Tensor) -> Tensor:
+    """Hyperbolic tangent."""
+    return emit("tanh", [x])
+
+
+def softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """Softmax along ``axis``."""
+    return emit("softmax", [x], {"axis": axis})
+
+
+def reshape(x: Tensor, shape: Sequence[Any]) -> Tensor:
+    """Reshape (ints, -1, or symbolic extents of ``x``)."""
+    return x.reshape(tuple(shape))
+
+
+def permute_dims(x: Tensor, axes: Sequence[int] | None = None) -> Tensor:
+    """Reorder dimensions (default: reverse)."""
+    return emit("permute_dims", [x], {"axes": tuple(axes) if axes is not None else None})
+
+
+def concat(xs: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Concatenate along ``axis``."""
+    return emit("concat", list(xs), {"axis": axis})
+
+
+def take(data: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
+    """Gather slices of ``data`` along ``axis`` at ``indices``."""
+    return emit("take", [data, indices], {"axis": axis})
+
+
+def sum(x: Tensor, axis: int | Sequence[int] | None = None,
+        keepdims: bool = False) -> Tensor:
+    """Sum over ``axis`` (all when None)."""
+    return emit("sum", [x], {"axis": axis if not isinstance(axis, list) else tuple(axis),
+                             "keepdims": keepdims})
+
+
+def mean(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+    """Mean over ``axis`` (all when None)."""
+    return emit("mean", [x], {"axis": axis if not isinstance(axis, list) else tuple(axis),
+                              "keepdims": keepdims})
+
+
+def max_pool2d(x: Tensor, pool_size: int = 2, strides: int | None = None,
+               padding: int = 0) -> Tensor:
+    """Max pooling of NCHW data."""
+    return emit("max_pool2d", [x], {"pool_size": pool_size, "strides": strides or pool_size,
+                                    "padding": padding})
+
+
+def avg_pool2d(x: Tensor, pool_size: int = 2, strides: int | None = None,
+               padding: int = 0) -> Tensor:
+    """Average pooling of NCHW data."""
+    return emit("avg_pool2d", [x], {"pool_size": pool_size, "strides": strides or pool_size,
+                                    "padding": padding})
+
+
+def rotary(x: Tensor, theta: float = 10000.0) -> Tensor:
+    """Rotary position embedding of ``x`` (batch, seq, heads, head_dim), rotate-half form."""
+    return emit("rotary", [x], {"theta": theta})
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True,
+              scale: float | None = None) -> Tensor:
+    """Scaled dot-product attention on (batch, seq, heads, head_dim) tensors."""
+    return emit("attention", [q, k, v], {"causal": causal, "scale": scale})

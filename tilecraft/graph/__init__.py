@@ -1,0 +1,57 @@
+"""Graph-level IR, operators, passes and the graph executor.
+
+``tc.graph.get_pipeline("zero")(mod)`` legalizes every operator of a module's graph functions
+to a PrimFunc and fuses them; ``tc.build`` (or :func:`build_graph_module`) runs the result.
+"""
+
+from . import op_types as _op_types  # noqa: F401  (registers the built-in operators)
+from .builder import GraphBuilder as GraphBuilder
+from .executor import Executable as Executable
+from .executor import build_graph_module as build_graph_module
+from .executor import is_graph_module as is_graph_module
+from .ir import Binding as Binding
+from .ir import CallFunc as CallFunc
+from .ir import CallTIR as CallTIR
+from .ir import Function as Function
+from .ir import OpCall as OpCall
+from .ir import TensorType as TensorType
+from .ir import TensorVar as TensorVar
+from .op import OPS as OPS
+from .op import GraphError as GraphError
+from .op import infer_type as infer_type
+from .op import register_op as register_op
+from .pipeline import get_pipeline as get_pipeline
+from .transform import AnnotateOpPattern as AnnotateOpPattern
+from .transform import DeadCodeElimination as DeadCodeElimination
+from .transform import FuseOps as FuseOps
+from .transform import FuseTIR as FuseTIR
+from .transform import Legalize as Legalize
+from .transform import OpPattern as OpPattern
+from .transform import PassContext as PassContext
+from .transform import PassInstrument as PassInstrument
+from .transform import Sequential as Sequential
+
+
+def _register_with_runtime() -> None:
+    """Let ``tc.build`` hand modules holding graph functions to the graph executor."""
+    from ..runtime import register_builder
+
+    register_builder(
+        lambda mod, _target, _emulate: is_graph_module(mod),
+        lambda mod, target, emulate=False: build_graph_module(mod, target, emulate=emulate),
+    )
+
+
+def _register_with_script() -> None:
+    """Print and parse graph functions inside ``@T.ir_module`` text through tc.script."""
+    from ..script import register_function_printer, register_text_parser
+    from .ir import Function
+    from .script import function_lines
+    from .script import parse as parse_graph_text
+
+    register_function_printer(Function, lambda func, name: function_lines(func, name, True))
+    register_text_parser("R.function", parse_graph_text)
+
+
+_register_with_runtime()
+_register_with_script()

@@ -1,0 +1,94 @@
+"""GraphBuilder: build a graph function binding by binding, with type inference."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..ir import Attrs, DataType, Expr, Var
+from ..ir.dtype import dtype as to_dtype
+from .ir import Binding, CallTIR, Function, OpCall, TensorType, TensorVar
+from .op import GraphError, infer_type
+
+
+class GraphBuilder:
+    """Accumulates parameters and bindings of one graph function.
+
+    Symbolic extents named by strings (``("n", 768)``) are shared across the function.
+    """
+
+    def __init__(self) -> None:
+        self.params: list[TensorVar] = []
+        self.bindings: list[Binding] = []
+        self.shape_vars: dict[str, Var] = {}
+        self._names: set[str] = set()
+
+    def fresh(self, base: str) -> str:
+        """A variable name not used yet in this function (``add``, ``add1``, ...)."""
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in base) or "v"
+        if not (base[0].isalpha() or base[0] == "_"):
+            base = "v" + base
+        name, n = base, 1
+        while name in self._names:
+            name = f"{base}{n}"
+            n += 1
+        self._names.add(name)
+        return name
+
+    def shape(self, dims: Sequence[int | str | Expr]) -> tuple[Expr, ...]:
+        """Graph extents: strings become this function's int32 shape variables."""
+        out: list[Any] = []
+        for d in dims:
+            if isinstance(d, str):
+                out.append(self.shape_vars.setdefault(d, Var(d, "int32")))
+            else:
+                out.append(d)
+        return TensorType(tuple(out), "float32").shape
+
+    def param(self, name: str, shape: Sequence[int | str | Expr], dt: str | DataType) -> TensorVar:
+        """Add a function parameter."""
+        var = TensorVar(self.fresh(name), TensorType(self.shape(shape), to_dtype(dt)))
+        self.params.append(var)
+        return var
+
+    def emit(self, op: str, args: Sequence[TensorVar], attrs: Mapping[str, Any] | None = None,
+             name: str | None = None) -> TensorVar:
+        """Bind ``op(args, attrs)`` to a new variable typed by inference."""
+        a = Attrs(attrs or {})
+        for x in args:
+            if not isinstance(x, TensorVar):
+                raise GraphError(f"{op}: arguments must be graph tensors, got {type(x).__name__}")
+        out_type = infer_type(op, [x.type for x in args], a)
+        var = TensorVar(self.fresh(name or op), out_type)
+        self.bindings.append(Binding(var, OpCall(op, tuple(args), a)))
+        return var
+
+    def emit_call_tir(self, func: str, args: Sequence[TensorVar], out_type: TensorType,
+                      name: str = "lv") -> TensorVar:
+        """Bind ``call_tir(func, args)`` to a new variable of ``out_type``."""
+        var = TensorVar(self.fresh(name), out_type)
+        self.bindings.append(Binding(var, CallTIR(func, tuple(args), out_type)))
+        return var
+
+    def finish(self, ret: TensorVar, name: str = "main",
+               attrs: Mapping[str, Any] | None = None, ret_name: str | None = "gv") -> Function:
+        """The function returning ``ret``; its binding is renamed ``ret_name`` (TVM's ``gv``)."""
+        bindings = list(self.bindings)
+        if ret_name and any(b.var is ret for b in bindings) and ret_name not in self._names:
+            new = TensorVar(ret_name, ret.type)
+            bindings = [_replace(b, ret, new) for b in bindings]
+            ret = new
+        return Function(tuple(self.params), tuple(bindings), ret, attrs or {}, name)
+
+
+def _replace(b: Binding, old: TensorVar, new: TensorVar) -> Binding:
+    var = new if b.var is old else b.var
+    v = b.value
+    args = tuple(new if a is old else a for a in v.args)
+    if isinstance(v, OpCall):
+        value: Any = OpCall(v.op, args, v.attrs)
+    elif isinstance(v, CallTIR):
+        value = CallTIR(v.func, args, v.out_type)
+    else:
+        value = v.update(args=args)
+    return Binding(var, value)

@@ -1,0 +1,284 @@
+"""Graph-level IR: functions whose body is a list of tensor-valued bindings.
+
+A graph :class:`Function` lives in an :class:`~tilecraft.ir.IRModule` next to the PrimFuncs it
+calls. Its body is one dataflow block of bindings in A-normal form::
+
+    lv = op(args, attrs)                       # OpCall: a registered operator
+    lv = call_tir("prim_func_name", args, T)   # CallTIR: a PrimFunc of the same module
+
+Every value is a :class:`TensorVar` carrying a :class:`TensorType` (shape and dtype); shapes
+hold int32 constants or symbolic :class:`~tilecraft.ir.Var` extents shared across the function.
+Weights are ordinary function parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import IRError
+from ..ir import Attrs, BaseFunc, DataType, Expr, IntImm, Node, Var, as_expr, collect_vars
+from ..ir import dtype as to_dtype
+from ..ir.node import as_attrs
+
+ShapeLike = Sequence[int | Expr]
+
+
+def as_graph_shape(shape: ShapeLike) -> tuple[Expr, ...]:
+    """Normalise a shape: ints become int32 constants; expressions must be scalar integers."""
+    out: list[Expr] = []
+    for s in shape:
+        e = as_expr(int(s), "int32") if isinstance(s, int) else s
+        if not isinstance(e, Expr) or not e.dtype.is_integer or e.dtype.lanes != 1:
+            raise IRError(f"TensorType: shape entries must be integers or int Vars, got {s!r}")
+        if isinstance(e, IntImm) and e.value < 0:
+            raise IRError(f"TensorType: negative extent {e.value}")
+        out.append(e)
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class TensorType(Node):
+    """The type of a tensor value: ``shape`` (static ints or symbolic exprs) and ``dtype``."""
+
+    shape: tuple[Expr, ...]
+    dtype: DataType
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", as_graph_shape(self.shape))
+        object.__setattr__(self, "dtype", to_dtype(self.dtype))
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    def static_shape(self) -> tuple[int, ...] | None:
+        """The shape as ints, or None when some extent is symbolic."""
+        if all(isinstance(s, IntImm) for s in self.shape):
+            return tuple(s.value for s in self.shape)  # type: ignore[attr-defined]
+        return None
+
+    def describe(self) -> str:
+        """Short text such as ``Tensor((1, n, 768), float32)`` for error messages."""
+        dims = ", ".join(dim_text(s) for s in self.shape)
+        comma = "," if len(self.shape) == 1 else ""
+        return f"Tensor(({dims}{comma}), {self.dtype})"
+
+    __hash__ = object.__hash__
+
+
+def dim_text(e: Expr) -> str:
+    """Readable text of one extent (used by error messages)."""
+    if isinstance(e, IntImm):
+        return str(e.value)
+    if isinstance(e, Var):
+        return e.name
+    return " * ".join(v.name for v in collect_vars(e)) or type(e).__name__
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class TensorVar(Node):
+    """A tensor-valued variable: a function parameter or the target of a binding."""
+
+    name: str
+    type: TensorType
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise IRError(f"TensorVar: name must be an identifier, got {self.name!r}")
+        if not isinstance(self.type, TensorType):
+            raise IRError(f"TensorVar {self.name}: type must be a TensorType, got {self.type!r}")
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class OpCall(Node):
+    """A call of the registered operator ``op`` (see :mod:`tilecraft.graph.op`)."""
+
+    op: str
+    args: tuple[TensorVar, ...]
+    attrs: Attrs = field(default_factory=Attrs)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "attrs", as_attrs(self.attrs))
+        for a in self.args:
+            if not isinstance(a, TensorVar):
+                raise IRError(f"OpCall {self.op}: arguments must be TensorVars, got {a!r}")
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class CallTIR(Node):
+    """Call the PrimFunc ``func`` of the same module with ``args`` and a fresh output.
+
+    The PrimFunc takes the argument buffers then one output buffer of type ``out_type``.
+    """
+
+    func: str
+    args: tuple[TensorVar, ...]
+    out_type: TensorType
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "args", tuple(self.args))
+        if not self.func.isidentifier():
+            raise IRError(f"CallTIR: function name must be an identifier, got {self.func!r}")
+        for a in self.args:
+            if not isinstance(a, TensorVar):
+                raise IRError(f"CallTIR {self.func}: arguments must be TensorVars, got {a!r}")
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class CallFunc(Node):
+    """Call the graph function ``func`` of the same module (a fused group before FuseTIR)."""
+
+    func: str
+    args: tuple[TensorVar, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "args", tuple(self.args))
+        for a in self.args:
+            if not isinstance(a, TensorVar):
+                raise IRError(f"CallFunc {self.func}: arguments must be TensorVars, got {a!r}")
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Binding(Node):
+    """``var = value`` inside a dataflow block; ``var.type`` is the value's type."""
+
+    var: TensorVar
+    value: OpCall | CallTIR | CallFunc
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.value, (OpCall, CallTIR, CallFunc)):
+            raise IRError(f"Binding {self.var.name}: value must be OpCall, CallTIR or CallFunc")
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Function(BaseFunc):
+    """A graph function: tensor parameters, a dataflow block of bindings and a result.
+
+    ``attrs["num_input"]`` (when present) says how many leading parameters are activations;
+    the rest are weights.
+    """
+
+    params: tuple[TensorVar, ...]
+    bindings: tuple[Binding, ...]
+    ret: TensorVar
+    attrs: Attrs = field(default_factory=Attrs)
+    name: str = "main"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", tuple(self.params))
+        object.__setattr__(self, "bindings", tuple(self.bindings))
+        object.__setattr__(self, "attrs", as_attrs(self.attrs))
+        if not self.name.isidentifier():
+            raise IRError(f"Function: name must be an identifier, got {self.name!r}")
+        check_well_formed(self)
+
+    @property
+    def ret_type(self) -> TensorType:
+        """The type of the result."""
+        return self.ret.type
+
+    @property
+    def body(self) -> tuple[Binding, ...]:
+        """Alias of :attr:`bindings`."""
+        return self.bindings
+
+    def shape_vars(self) -> list[Var]:
+        """Symbolic extents of the parameters, in order of first appearance."""
+        out: list[Var] = []
+        for p in self.params:
+            for v in collect_vars_of_shape(p.type.shape):
+                if all(v is not o for o in out):
+                    out.append(v)
+        return out
+
+    def script(self) -> str:
+        """Render this graph function as script text (see :mod:`tilecraft.graph.script`)."""
+        from .script import to_script
+
+        return to_script(self)
+
+    def with_attr(self, key: str, value: Any) -> Function:
+        """A copy with ``attrs[key] = value``."""
+        return self.update(attrs=self.attrs.with_item(key, value))
+
+    __hash__ = object.__hash__
+
+
+def collect_vars_of_shape(shape: Sequence[Expr]) -> list[Var]:
+    """Distinct Vars used by the extents of ``shape``."""
+    out: list[Var] = []
+    for s in shape:
+        for v in collect_vars(s):
+            if all(v is not o for o in out):
+                out.append(v)
+    return out
+
+
+def check_well_formed(func: Function) -> None:
+    """Raise IRError unless every use is defined before it and every var is defined once."""
+    defined: set[int] = set()
+    names: set[str] = set()
+    where = f"graph function {func.name}"
+    for p in func.params:
+        if not isinstance(p, TensorVar):
+            raise IRError(f"{where}: parameters must be TensorVars, got {p!r}")
+        if id(p) in defined:
+            raise IRError(f"{where}: parameter {p.name} appears twice")
+        defined.add(id(p))
+        names.add(p.name)
+    for b in func.bindings:
+        if not isinstance(b, Binding):
+            raise IRError(f"{where}: body entries must be Bindings, got {b!r}")
+        for a in b.value.args:
+            if id(a) not in defined:
+                raise IRError(f"{where}: {b.var.name} uses {a.name} before it is defined")
+        if id(b.var) in defined:
+            raise IRError(f"{where}: {b.var.name} is bound twice")
+        defined.add(id(b.var))
+    if id(func.ret) not in defined:
+        raise IRError(f"{where}: the result {func.ret.name} is not defined in the function")
+
+
+def rebuild(func: Function, bindings: Sequence[Binding], ret: TensorVar | None = None,
+            attrs: Mapping[str, Any] | None = None) -> Function:
+    """A copy of ``func`` with new bindings (and optionally result and attrs)."""
+    return Function(func.params, tuple(bindings), ret or func.ret,
+                    as_attrs(attrs) if attrs is not None else func.attrs, func.name)
+
+
+def graph_functions(mod: Any) -> list[tuple[str, Function]]:
+    """The (name, graph Function) pairs of an IRModule."""
+    return [(n, f) for n, f in mod.items() if isinstance(f, Function)]
+
+
+def _register_structural() -> None:
+    """Make graph nodes work with structural equality/hash and JSON (when available)."""
+    from ..ir import structural
+
+    register = getattr(structural, "register_node", None)
+    if register is None:
+        return
+    register(TensorType, defines=("shape",))
+    register(TensorVar, binds=True, ignore=("name",), defines=("type",))
+    register(OpCall)
+    register(CallTIR)
+    register(CallFunc)
+    register(Binding, defines=("var",))
+    register(Function, defines=("params",), ignore=("name",))
+
+
+_register_structural()

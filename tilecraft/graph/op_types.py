@@ -1,0 +1,305 @@
+"""Type inference of the built-in graph operators (registered at import)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..ir import Attrs, Expr, IntImm, as_expr
+from ..ir import dtype as to_dtype
+from .ir import TensorType, dim_text
+from .op import (
+    GraphError,
+    broadcast_shapes,
+    dims_equal,
+    float_dtype,
+    int_tuple,
+    norm_axis,
+    product,
+    register_op,
+    same_dtype,
+    shape_text,
+)
+
+Types = Sequence[TensorType]
+
+BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
+UNARY = ("relu", "gelu", "silu", "sigmoid", "tanh", "exp", "negative", "sqrt", "rsqrt")
+REDUCE = ("sum", "mean", "max", "min")
+
+
+def _binary(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    dt = same_dtype(op, ts)
+    return TensorType(broadcast_shapes(op, ts[0].shape, ts[1].shape), dt)
+
+
+def _unary(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    if op != "relu" and op != "negative":
+        float_dtype(op, ts[0])
+    return ts[0]
+
+
+def _matmul(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    a, b = ts
+    dt = same_dtype(op, ts)
+    if a.ndim < 2 or b.ndim < 2:
+        raise GraphError(f"{op}: both operands need rank >= 2, got {a.describe()} and "
+                         f"{b.describe()}")
+    if not dims_equal(a.shape[-1], b.shape[-2]):
+        raise GraphError(f"{op}: inner dimensions differ: {a.describe()} @ {b.describe()} "
+                         f"({dim_text(a.shape[-1])} vs {dim_text(b.shape[-2])})")
+    batch = broadcast_shapes(op, a.shape[:-2], b.shape[:-2])
+    return TensorType((*batch, a.shape[-2], b.shape[-1]), dt)
+
+
+def _dense(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    x, w = ts[0], ts[1]
+    dt = same_dtype(op, ts)
+    if w.ndim != 2 or x.ndim < 1:
+        raise GraphError(f"{op}: weight must be (out, in), got {w.describe()}")
+    if not dims_equal(x.shape[-1], w.shape[1]):
+        raise GraphError(f"{op}: input {x.describe()} has {dim_text(x.shape[-1])} features, "
+                         f"weight {w.describe()} expects {dim_text(w.shape[1])}")
+    if len(ts) == 3 and (ts[2].ndim != 1 or not dims_equal(ts[2].shape[0], w.shape[0])):
+        raise GraphError(f"{op}: bias must be ({dim_text(w.shape[0])},), got {ts[2].describe()}")
+    return TensorType((*x.shape[:-1], w.shape[0]), dt)
+
+
+def permutation(op: str, attrs: Attrs, ndim: int) -> tuple[int, ...]:
+    """The ``axes`` attribute (default: reversed) checked to be a permutation."""
+    axes = attrs.get("axes")
+    perm = tuple(reversed(range(ndim))) if axes is None else tuple(axes)  # type: ignore[arg-type]
+    if sorted(norm_axis(op, a, ndim) for a in perm) != list(range(ndim)) or len(perm) != ndim:
+        raise GraphError(f"{op}: axes {perm} is not a permutation of {ndim} dimensions")
+    return tuple(norm_axis(op, a, ndim) for a in perm)
+
+
+def _permute(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    perm = permutation(op, attrs, ts[0].ndim)
+    return TensorType(tuple(ts[0].shape[a] for a in perm), ts[0].dtype)
+
+
+def reshape_target(op: str, t: TensorType, attrs: Attrs) -> tuple[Expr, ...]:
+    """The reshape's new shape: ints, ``-1`` (inferred) and names of the input's shape vars."""
+    names = {}
+    for s in t.shape:
+        for v in _vars(s):
+            names[v.name] = v
+    spec = attrs.get("shape")
+    if not isinstance(spec, tuple):
+        raise GraphError(f"{op}: attribute 'shape' must be a tuple, got {spec!r}")
+    out: list[Expr | None] = []
+    for s in spec:
+        if isinstance(s, str):
+            if s not in names:
+                raise GraphError(f"{op}: {s!r} is not a symbolic extent of the input "
+                                 f"{t.describe()}")
+            out.append(names[s])
+        elif isinstance(s, int) and s >= -1:
+            out.append(None if s == -1 else as_expr(s))
+        else:
+            raise GraphError(f"{op}: bad extent {s!r} in shape {spec!r}")
+    total = product(t.shape)
+    if out.count(None) > 1:
+        raise GraphError(f"{op}: at most one -1 in shape {spec!r}")
+    if out.count(None) == 1:
+        known = product([e for e in out if e is not None])
+        if total is None or known is None or known[0] == 0 or total[0] % known[0] or \
+                any(total[1].count(i) < known[1].count(i) for i in known[1]):
+            raise GraphError(f"{op}: cannot infer -1 in {spec!r} from {t.describe()}")
+        rest = list(total[1])
+        for i in known[1]:
+            rest.remove(i)
+        if rest:
+            raise GraphError(f"{op}: -1 in {spec!r} would be symbolic; name the extent instead")
+        out[out.index(None)] = as_expr(total[0] // known[0])
+    shape = tuple(e for e in out if e is not None)
+    if product(shape) != total or total is None:
+        raise GraphError(f"{op}: cannot reshape {t.describe()} to {shape_text(shape)}: "
+                         "element counts differ")
+    return shape
+
+
+def _vars(e: Expr) -> list:  # type: ignore[type-arg]
+    from ..ir import collect_vars
+
+    return collect_vars(e)
+
+
+def _reshape(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    return TensorType(reshape_target(op, ts[0], attrs), ts[0].dtype)
+
+
+def _concat(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    dt = same_dtype(op, ts)
+    nd = ts[0].ndim
+    axis = norm_axis(op, int(attrs.get("axis", 0)), nd)  # type: ignore[arg-type]
+    total: Expr = ts[0].shape[axis]
+    for i, t in enumerate(ts[1:], 1):
+        if t.ndim != nd or any(not dims_equal(a, b) for d, (a, b) in
+                               enumerate(zip(t.shape, ts[0].shape, strict=False)) if d != axis):
+            raise GraphError(f"{op}: argument {i} {t.describe()} does not match argument 0 "
+                             f"{ts[0].describe()} outside axis {axis}")
+        total = _add_dims(total, t.shape[axis])
+    shape = list(ts[0].shape)
+    shape[axis] = total
+    return TensorType(tuple(shape), dt)
+
+
+def _add_dims(a: Expr, b: Expr) -> Expr:
+    if isinstance(a, IntImm) and isinstance(b, IntImm):
+        return as_expr(a.value + b.value)
+    return a + b
+
+
+def _take(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    data, idx = ts
+    if not idx.dtype.is_integer:
+        raise GraphError(f"{op}: indices must be integers, got {idx.describe()}")
+    axis = norm_axis(op, int(attrs.get("axis", 0)), data.ndim)  # type: ignore[arg-type]
+    shape = (*data.shape[:axis], *idx.shape, *data.shape[axis + 1:])
+    return TensorType(shape, data.dtype)
+
+
+def _static(op: str, e: Expr, what: str) -> int:
+    if not isinstance(e, IntImm):
+        raise GraphError(f"{op}: {what} must be static, got {dim_text(e)}")
+    return e.value
+
+
+def _window(op: str, n: Expr, k: int, s: int, p: int, d: int) -> Expr:
+    eff = d * (k - 1) + 1
+    if isinstance(n, IntImm):
+        out = (n.value + 2 * p - eff) // s + 1
+        if out <= 0:
+            raise GraphError(f"{op}: window {k} (dilation {d}) does not fit extent {n.value} "
+                             f"with padding {p}")
+        return as_expr(out)
+    if s != 1:
+        raise GraphError(f"{op}: a symbolic spatial extent needs stride 1")
+    return n + (2 * p - eff + 1)
+
+
+def _conv2d(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    x, w = ts
+    dt = same_dtype(op, ts)
+    if x.ndim != 4 or w.ndim != 4:
+        raise GraphError(f"{op}: expected NCHW data and OIHW weight, got {x.describe()} and "
+                         f"{w.describe()}")
+    if not dims_equal(x.shape[1], w.shape[1]):
+        raise GraphError(f"{op}: data has {dim_text(x.shape[1])} channels, weight expects "
+                         f"{dim_text(w.shape[1])}")
+    s, p, d = (int_tuple(op, attrs, k, 2, v) for k, v in
+               (("strides", 1), ("padding", 0), ("dilation", 1)))
+    kh, kw = (_static(op, e, "kernel size") for e in w.shape[2:])
+    oh = _window(op, x.shape[2], kh, s[0], p[0], d[0])
+    ow = _window(op, x.shape[3], kw, s[1], p[1], d[1])
+    return TensorType((x.shape[0], w.shape[0], oh, ow), dt)
+
+
+def _pool2d(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    x = ts[0]
+    if x.ndim != 4:
+        raise GraphError(f"{op}: expected NCHW data, got {x.describe()}")
+    k = int_tuple(op, attrs, "pool_size", 2, 2)
+    s = int_tuple(op, attrs, "strides", 2, k[0])
+    p = int_tuple(op, attrs, "padding", 2, 0)
+    oh = _window(op, x.shape[2], k[0], s[0], p[0], 1)
+    ow = _window(op, x.shape[3], k[1], s[1], p[1], 1)
+    return TensorType((x.shape[0], x.shape[1], oh, ow), x.dtype)
+
+
+def reduce_axes(op: str, attrs: Attrs, ndim: int) -> tuple[int, ...]:
+    """The sorted reduced axes (``axis`` None: all)."""
+    axis = attrs.get("axis")
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)  # type: ignore[arg-type]
+    out = sorted({norm_axis(op, int(a), ndim) for a in axes})  # type: ignore[arg-type]
+    return tuple(out)
+
+
+def _reduce(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    t = ts[0]
+    axes = reduce_axes(op, attrs, t.ndim)
+    keep = bool(attrs.get("keepdims", False))
+    shape = [as_expr(1) if d in axes else s for d, s in enumerate(t.shape)
+             if keep or d not in axes]
+    if op == "mean":
+        float_dtype(op, t)
+    return TensorType(tuple(shape), t.dtype)
+
+
+def _astype(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    name = attrs.get("dtype")
+    if not isinstance(name, str):
+        raise GraphError(f"{op}: attribute 'dtype' must be a dtype name, got {name!r}")
+    return TensorType(ts[0].shape, to_dtype(name))
+
+
+def _softmax(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    float_dtype(op, ts[0])
+    norm_axis(op, int(attrs.get("axis", -1)), ts[0].ndim)  # type: ignore[arg-type]
+    return ts[0]
+
+
+def _norm(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    x = ts[0]
+    float_dtype(op, x)
+    same_dtype(op, ts)
+    for i, p in enumerate(ts[1:], 1):
+        if p.ndim != 1 or not dims_equal(p.shape[0], x.shape[-1]):
+            raise GraphError(f"{op}: argument {i} must be ({dim_text(x.shape[-1])},) to match "
+                             f"the last axis of {x.describe()}, got {p.describe()}")
+    return x
+
+
+def _attention(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    q, k, v = ts
+    dt = same_dtype(op, ts)
+    float_dtype(op, q)
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.ndim != 4:
+            raise GraphError(f"{op}: {name} must be (batch, seq, heads, head_dim), got "
+                             f"{t.describe()}")
+    ok = (dims_equal(q.shape[0], k.shape[0]) and dims_equal(k.shape[0], v.shape[0])
+          and dims_equal(q.shape[2], k.shape[2]) and dims_equal(k.shape[2], v.shape[2])
+          and dims_equal(q.shape[3], k.shape[3]) and dims_equal(k.shape[1], v.shape[1]))
+    if not ok:
+        raise GraphError(f"{op}: incompatible q {q.describe()}, k {k.describe()}, "
+                         f"v {v.describe()}")
+    return TensorType((q.shape[0], q.shape[1], q.shape[2], v.shape[3]), dt)
+
+
+def _rotary(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    x = ts[0]
+    float_dtype(op, x)
+    if x.ndim != 4:
+        raise GraphError(f"{op}: expected (batch, seq, heads, head_dim), got {x.describe()}")
+    d = _static(op, x.shape[3], "head_dim")
+    if d % 2:
+        raise GraphError(f"{op}: head_dim must be even, got {d}")
+    return x
+
+
+for _name in BINARY:
+    register_op(_name, (2, 2), _binary)
+for _name in UNARY:
+    register_op(_name, (1, 1), _unary)
+for _name in REDUCE:
+    register_op(_name, (1, 1), _reduce)
+register_op("matmul", (2, 2), _matmul)
+register_op("dense", (2, 2), _dense)
+register_op("linear", (2, 3), _dense)
+register_op("permute_dims", (1, 1), _permute, "transpose")
+register_op("reshape", (1, 1), _reshape)
+register_op("concat", (1, None), _concat, "concatenate")
+register_op("take", (2, 2), _take)
+register_op("conv2d", (2, 2), _conv2d)
+register_op("max_pool2d", (1, 1), _pool2d)
+register_op("avg_pool2d", (1, 1), _pool2d)
+register_op("astype", (1, 1), _astype, "cast")
+register_op("softmax", (1, 1), _softmax)
+register_op("layer_norm", (3, 3), _norm)
+register_op("rms_norm", (2, 2), _norm)
+register_op("attention", (3, 3), _attention)
+register_op("rotary", (1, 1), _rotary, "rotary_embedding")

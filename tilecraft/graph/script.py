@@ -1,0 +1,313 @@
+"""Script form of graph functions and of modules mixing them with PrimFuncs.
+
+A graph function prints as::
+
+    @R.function
+    def forward(x: R.Tensor((1, "n", 768), "float32"), w: R.Tensor((256, 768), "float32")
+                ) -> R.Tensor((1, "n", 256), "float32"):
+        R.func_attr({"num_input": 1})
+        cls = Module
+        with R.dataflow():
+            lv = R.permute_dims(w, axes=None)
+            gv = R.call_tir(cls.matmul, (x, lv), out_sinfo=R.Tensor((1, "n", 256), "float32"))
+            R.output(gv)
+        return gv
+
+Symbolic extents are strings naming int32 shape variables (one Var per name and function;
+``"n * 64"`` spells an expression). Operator calls print as ``R.<op>(args, attr=literal)``,
+fused-group calls as ``cls.<name>(args)``. A module prints as one ``@T.ir_module`` class whose
+PrimFuncs use the PrimFunc printer. Parsing reads the Python AST (attribute values with
+``ast.literal_eval``); nothing is executed.
+"""
+
+from __future__ import annotations
+
+import ast
+import keyword
+from typing import Any
+
+from ..errors import ScriptParseError
+from ..ir import Add, Attrs, Expr, FloorDiv, IntImm, IRModule, Mul, PrimFunc, Sub, Var, as_expr
+from .ir import Binding, CallFunc, CallTIR, Function, OpCall, TensorType, TensorVar
+
+_IND = "    "
+_BINOPS = {Add: "+", Sub: "-", Mul: "*", FloorDiv: "//"}
+
+
+def _dim(e: Expr) -> str:
+    if isinstance(e, IntImm):
+        return str(e.value)
+    return '"' + _dim_expr(e) + '"'
+
+
+def _dim_expr(e: Expr) -> str:
+    if isinstance(e, IntImm):
+        return str(e.value)
+    if isinstance(e, Var):
+        if e.dtype.bits != 32 or not e.dtype.is_int:
+            raise ScriptParseError(f"graph script: shape variable {e.name} must be int32")
+        return e.name
+    sym = _BINOPS.get(type(e))
+    if sym is None:
+        raise ScriptParseError(f"graph script: cannot print extent {type(e).__name__}")
+    return f"({_dim_expr(e.a)} {sym} {_dim_expr(e.b)})"  # type: ignore[attr-defined]
+
+
+def type_text(t: TensorType) -> str:
+    """``R.Tensor((1, "n"), "float32")``."""
+    dims = ", ".join(_dim(s) for s in t.shape) + ("," if t.ndim == 1 else "")
+    return f'R.Tensor(({dims}), "{t.dtype}")'
+
+
+def _lit(v: Any) -> str:
+    if isinstance(v, Attrs):
+        return "{" + ", ".join(f"{k!r}: {_lit(x)}" for k, x in v.items_tuple()) + "}"
+    if isinstance(v, tuple):
+        inner = ", ".join(_lit(x) for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    return repr(v)
+
+
+def function_lines(func: Function, name: str, in_module: bool) -> list[str]:
+    """The script lines of graph function ``func`` (unindented)."""
+    names: dict[int, str] = {}
+    used = {"R", "T", "I", "cls"}
+
+    def define(v: TensorVar) -> str:
+        base, k = v.name, 0
+        cand = base
+        while cand in used or keyword.iskeyword(cand):
+            k += 1
+            cand = f"{base}_{k}"
+        used.add(cand)
+        names[id(v)] = cand
+        return cand
+
+    params = ", ".join(f"{define(p)}: {type_text(p.type)}" for p in func.params)
+    lines = ["@R.function", f"def {name}({params}) -> {type_text(func.ret.type)}:"]
+    if func.attrs:
+        lines.append(_IND + f"R.func_attr({_lit(func.attrs)})")
+    if in_module and any(isinstance(b.value, (CallTIR, CallFunc)) for b in func.bindings):
+        lines.append(_IND + "cls = Module")
+    if func.bindings:
+        lines.append(_IND + "with R.dataflow():")
+        for b in func.bindings:
+            args = [names[id(a)] for a in b.value.args]
+            lhs = define(b.var)
+            lines.append(_IND * 2 + f"{lhs} = {_value_text(b.value, args, in_module)}")
+        lines.append(_IND * 2 + f"R.output({names[id(func.ret)]})")
+    lines.append(_IND + f"return {names[id(func.ret)]}")
+    return lines
+
+
+def _value_text(v: Any, args: list[str], in_module: bool) -> str:
+    callee = (lambda n: f"cls.{n}") if in_module else (lambda n: repr(n))
+    if isinstance(v, OpCall):
+        kw = [f"{k}={_lit(x)}" for k, x in v.attrs.items_tuple()]
+        return f"R.{v.op}({', '.join(args + kw)})"
+    if isinstance(v, CallTIR):
+        tup = "(" + ", ".join(args) + ("," if len(args) == 1 else "") + ")"
+        return f"R.call_tir({callee(v.func)}, {tup}, out_sinfo={type_text(v.out_type)})"
+    return f"{callee(v.func)}({', '.join(args)})" if in_module else \
+        f"R.call_func({callee(v.func)}, {', '.join(args)})"
+
+
+def to_script(node: Function | IRModule) -> str:
+    """Script text of a graph function or of a module (PrimFuncs via the PrimFunc printer)."""
+    if isinstance(node, Function):
+        return "\n".join(function_lines(node, node.name, False))
+    from ..script.printer import to_script as prim_to_script
+
+    lines = ["@T.ir_module", "class Module:"]
+    if node.attrs:
+        lines.append(_IND + f"T.module_attr({_lit(node.attrs)})")
+    for name, f in node.items():
+        if len(lines) > 2:
+            lines.append("")
+        if isinstance(f, Function):
+            body = function_lines(f, name, True)
+        else:
+            body = prim_to_script(f.update(name=name)).splitlines()
+        lines.extend(_IND + ln if ln else ln for ln in body)
+    if len(lines) == 2:
+        lines.append(_IND + "pass")
+    return "\n".join(lines)
+
+
+# parsing --------------------------------------------------------------------------------
+class _GraphParser:
+    def __init__(self, lines: list[str], in_module: bool) -> None:
+        self.lines = lines
+        self.in_module = in_module
+
+    def fail(self, node: ast.AST | None, msg: str) -> ScriptParseError:
+        line = getattr(node, "lineno", 0)
+        col = getattr(node, "col_offset", -1) + 1
+        src = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        return ScriptParseError(msg, line, col, src)
+
+    def r_name(self, node: ast.AST) -> str | None:
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id == "R":
+            return node.attr
+        return None
+
+    def literal(self, node: ast.AST) -> Any:
+        try:
+            return ast.literal_eval(node)
+        except ValueError:
+            raise self.fail(node, "expected a literal value") from None
+
+    def dim(self, node: ast.AST, svars: dict[str, Var]) -> Expr:
+        value = self.literal(node)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return as_expr(value)
+        if not isinstance(value, str):
+            raise self.fail(node, "extents are ints or strings naming shape variables")
+        try:
+            tree = ast.parse(value, mode="eval").body
+        except SyntaxError:
+            raise self.fail(node, f"bad extent expression {value!r}") from None
+        return self.dim_expr(tree, svars, node)
+
+    def dim_expr(self, e: ast.AST, svars: dict[str, Var], where: ast.AST) -> Expr:
+        if isinstance(e, ast.Name):
+            return svars.setdefault(e.id, Var(e.id, "int32"))
+        if isinstance(e, ast.Constant) and isinstance(e.value, int):
+            return as_expr(e.value)
+        ops = {ast.Add: Add, ast.Sub: Sub, ast.Mult: Mul, ast.FloorDiv: FloorDiv}
+        if isinstance(e, ast.BinOp) and type(e.op) in ops:
+            return ops[type(e.op)](self.dim_expr(e.left, svars, where),  # type: ignore[abstract]
+                                   self.dim_expr(e.right, svars, where))
+        raise self.fail(where, "extent expressions use names, ints, + - * //")
+
+    def tensor_type(self, node: ast.AST | None, svars: dict[str, Var]) -> TensorType:
+        if not (isinstance(node, ast.Call) and self.r_name(node.func) == "Tensor"
+                and len(node.args) == 2 and isinstance(node.args[0], ast.Tuple)):
+            raise self.fail(node, 'expected R.Tensor((extents...), "dtype")')
+        dt = self.literal(node.args[1])
+        return TensorType(tuple(self.dim(d, svars) for d in node.args[0].elts), dt)
+
+    def callee(self, node: ast.AST) -> str:
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id == "cls":
+            return node.attr
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        raise self.fail(node, "expected cls.<function> or a function name string")
+
+    def function(self, node: ast.FunctionDef) -> Function:
+        if len(node.decorator_list) != 1 or self.r_name(node.decorator_list[0]) != "function":
+            raise self.fail(node, "a graph function is decorated with @R.function")
+        svars: dict[str, Var] = {}
+        env: dict[str, TensorVar] = {}
+        params = []
+        for a in node.args.args:
+            v = TensorVar(a.arg, self.tensor_type(a.annotation, svars))
+            env[a.arg] = v
+            params.append(v)
+        attrs: Attrs = Attrs()
+        bindings: list[Binding] = []
+        ret: TensorVar | None = None
+        for s in node.body:
+            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
+                    and self.r_name(s.value.func) == "func_attr":
+                attrs = Attrs(self.literal(s.value.args[0]))
+            elif isinstance(s, ast.Assign) and ast.unparse(s) == "cls = Module":
+                continue
+            elif isinstance(s, ast.With) and len(s.items) == 1 and isinstance(
+                    s.items[0].context_expr, ast.Call) and \
+                    self.r_name(s.items[0].context_expr.func) == "dataflow":
+                for inner in s.body:
+                    if isinstance(inner, ast.Expr) and isinstance(inner.value, ast.Call) and \
+                            self.r_name(inner.value.func) == "output":
+                        continue
+                    bindings.append(self.binding(inner, env, svars))
+            elif isinstance(s, ast.Return) and isinstance(s.value, ast.Name):
+                ret = self.lookup(s.value, env)
+            else:
+                raise self.fail(s, "unexpected statement in a graph function")
+        if ret is None:
+            raise self.fail(node, "a graph function ends with `return <var>`")
+        return Function(tuple(params), tuple(bindings), ret, attrs, node.name)
+
+    def lookup(self, node: ast.AST, env: dict[str, TensorVar]) -> TensorVar:
+        if not isinstance(node, ast.Name) or node.id not in env:
+            raise self.fail(node, f"unknown tensor {ast.unparse(node)!r}")
+        return env[node.id]
+
+    def binding(self, s: ast.stmt, env: dict[str, TensorVar], svars: dict[str, Var]) -> Binding:
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and
+                isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Call)):
+            raise self.fail(s, "expected `name = R.<op>(...)` in a dataflow block")
+        call = s.value
+        name = s.targets[0].id
+        op = self.r_name(call.func)
+        if op == "call_tir":
+            kw = {k.arg: k.value for k in call.keywords}
+            if len(call.args) != 2 or not isinstance(call.args[1], ast.Tuple) or \
+                    "out_sinfo" not in kw:
+                raise self.fail(call, "expected R.call_tir(func, (args,), out_sinfo=R.Tensor(...))")
+            t = self.tensor_type(kw["out_sinfo"], svars)
+            args = tuple(self.lookup(a, env) for a in call.args[1].elts)
+            value: Any = CallTIR(self.callee(call.args[0]), args, t)
+        elif op == "call_func" or op is None:
+            target = call.args[0] if op == "call_func" else call.func
+            rest = call.args[1:] if op == "call_func" else call.args
+            value = CallFunc(self.callee(target), tuple(self.lookup(a, env) for a in rest))
+            t = None  # type: ignore[assignment]
+        else:
+            attrs = {k.arg: self.literal(k.value) for k in call.keywords}
+            from .op import infer_type
+
+            args = tuple(self.lookup(a, env) for a in call.args)
+            value = OpCall(op, args, attrs)
+            t = infer_type(op, [a.type for a in args], value.attrs)
+        if t is None:
+            raise self.fail(s, "a call of a graph function needs its type: write "
+                            f"`{name}: R.Tensor(...) = cls.f(...)`")
+        var = TensorVar(name, t)
+        env[name] = var
+        return Binding(var, value)
+
+
+def parse(text: str) -> Function | IRModule:
+    """Parse a graph function or a module (graph functions and PrimFuncs) from script text."""
+    import textwrap
+
+    text = textwrap.dedent(text)
+    lines = text.splitlines()
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as e:
+        raise ScriptParseError(f"invalid Python syntax: {e.msg}", e.lineno or 0) from None
+    defs = [s for s in tree.body if not isinstance(s, (ast.Import, ast.ImportFrom))]
+    if len(defs) != 1:
+        raise ScriptParseError("expected one @R.function or one @T.ir_module class")
+    top = defs[0]
+    if isinstance(top, ast.FunctionDef):
+        return _GraphParser(lines, False).function(top)
+    if not isinstance(top, ast.ClassDef):
+        raise ScriptParseError("expected one @R.function or one @T.ir_module class")
+    from ..script import parse as parse_prim
+
+    gp = _GraphParser(lines, True)
+    funcs: dict[str, Any] = {}
+    attrs: Attrs = Attrs()
+    for s in top.body:
+        if isinstance(s, ast.FunctionDef) and s.decorator_list and \
+                gp.r_name(s.decorator_list[0]) == "function":
+            funcs[s.name] = gp.function(s)
+        elif isinstance(s, ast.FunctionDef):
+            first = min([s.lineno, *(d.lineno for d in s.decorator_list)])
+            segment = "\n".join(lines[first - 1:s.end_lineno])
+            func = parse_prim(textwrap.dedent(segment))
+            if not isinstance(func, PrimFunc):
+                raise gp.fail(s, "expected a @T.prim_func")
+            funcs[s.name] = func
+        elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+                ast.unparse(s.value.func) == "T.module_attr":
+            attrs = Attrs(gp.literal(s.value.args[0]))
+        elif not isinstance(s, ast.Pass):
+            raise gp.fail(s, "a module holds @T.prim_func and @R.function definitions")
+    return IRModule(funcs, attrs)
