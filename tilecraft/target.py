@@ -110,7 +110,11 @@ class Target:
         if head in ("cpu", "llvm", "c"):
             kind, arch, gpu = "cpu", platform.machine() or "unknown", None
             feats = _host_features()
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            cores = (
+                len(os.sched_getaffinity(0))
+                if hasattr(os, "sched_getaffinity")
+                else (os.cpu_count() or 1)
+            )
         elif head == "cuda" or head in GPU_PRESETS:
             preset = head if head in GPU_PRESETS else None
             arch = options.get("arch") or (GPU_PRESETS[preset].arch if preset else "sm_90")

@@ -30,7 +30,8 @@ def test_operators_build_ir_and_eq_is_identity() -> None:
     assert isinstance(i < 3, ir.LT)
     assert isinstance(i.eq(3), ir.EQ)
     assert isinstance(i.ne(3), ir.NE)
-    assert (i == i) is True and (i == j) is False
+    assert (i == i) is True
+    assert (i == j) is False
     with pytest.raises(TypeError, match="if_then_else"):
         bool(i < 3)
 
@@ -38,7 +39,8 @@ def test_operators_build_ir_and_eq_is_identity() -> None:
 def test_constants_follow_the_other_operand() -> None:
     x = ir.Var("x", "float16")
     e = x * 2
-    assert isinstance(e.b, ir.FloatImm) and e.b.dtype == ir.dtype("float16")
+    assert isinstance(e.b, ir.FloatImm)
+    assert e.b.dtype == ir.dtype("float16")
     n = ir.Var("n", "int64")
     assert (n + 1).b.dtype == ir.dtype("int64")
     with pytest.raises(IRError, match="float"):
@@ -54,7 +56,10 @@ def test_constants_follow_the_other_operand() -> None:
         (lambda: ir.IntImm("float32", 1), "integer"),
         (lambda: ir.FloatImm("int32", 1.0), "float"),
         (lambda: ir.And(ir.Var("a"), ir.Var("b")), "bool"),
-        (lambda: ir.Select(ir.Var("c"), ir.const(1.0, "float32"), ir.const(2.0, "float32")), "bool"),
+        (
+            lambda: ir.Select(ir.Var("c"), ir.const(1.0, "float32"), ir.const(2.0, "float32")),
+            "bool",
+        ),
         (lambda: ir.Call("float32", "exp", (ir.Var("a"),)), "floating"),
         (lambda: ir.Call("float32", "nosuch", ()), "unknown intrinsic"),
         (lambda: ir.Call("float32", "pow", (ir.const(1.0, "float32"),)), "expects 2"),
@@ -99,12 +104,13 @@ def test_malformed_statements() -> None:
 
 
 def test_update_returns_self_when_unchanged() -> None:
-    A, B = _bufs()
+    A, _B = _bufs()
     i = ir.Var("i")
     load = A[i, i]
     assert load.update(indices=load.indices) is load
     other = load.update(indices=(i, ir.const(0)))
-    assert other is not load and other.buffer is A
+    assert other is not load
+    assert other.buffer is A
 
 
 def test_module_is_immutable_and_renames_functions() -> None:
@@ -114,7 +120,8 @@ def test_module_is_immutable_and_renames_functions() -> None:
     mod = ir.IRModule({"k": f})
     assert mod["k"].name == "k"
     mod2 = mod.with_function("k2", f)
-    assert "k2" not in mod and "k2" in mod2
+    assert "k2" not in mod
+    assert "k2" in mod2
     with pytest.raises(KeyError, match="no function"):
         mod["missing"]
 
@@ -130,5 +137,6 @@ def test_substitute_and_collect_vars_keep_buffer_identity() -> None:
     assert [v.name for v in ir.collect_vars(out)] == ["n", "k"]
     m = ir.Var("m")
     out2 = ir.substitute(body, {n: m})
-    assert out2.buffer is not A and out2.buffer.shape[0] is m
+    assert out2.buffer is not A
+    assert out2.buffer.shape[0] is m
     assert out2.value.a.buffer is out2.buffer

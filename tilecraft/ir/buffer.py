@@ -36,12 +36,16 @@ class Buffer(Node):
         shape = tuple(as_expr(s) for s in self.shape)
         for s in shape:
             if not s.dtype.is_integer or s.dtype.lanes != 1:
-                raise IRError(f"Buffer {self.name}: shape entries must be scalar integers, got {s!r}")
+                raise IRError(
+                    f"Buffer {self.name}: shape entries must be scalar integers, got {s!r}"
+                )
             if isinstance(s, IntImm) and s.value < 0:
                 raise IRError(f"Buffer {self.name}: negative extent {s.value} in shape")
         object.__setattr__(self, "shape", shape)
         if self.scope not in SCOPES:
-            raise IRError(f"Buffer {self.name}: unknown scope {self.scope!r}; expected one of {SCOPES}")
+            raise IRError(
+                f"Buffer {self.name}: unknown scope {self.scope!r}; expected one of {SCOPES}"
+            )
 
     @property
     def ndim(self) -> int:

@@ -126,12 +126,12 @@ class DataType:
         return f"{self.code.value}{self.bits}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _make(code: TypeCode, bits: int, lanes: int) -> DataType:
     return DataType(code, bits, lanes)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parse(text: str) -> DataType:
     name = _ALIASES.get(text, text)
     m = _DTYPE_RE.match(name)

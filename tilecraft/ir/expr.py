@@ -124,7 +124,11 @@ def as_expr(value: ExprLike, like: DTypeLike | None = None) -> Expr:
     target = dtype(like) if like is not None else None
     if isinstance(value, bool):
         if target is not None and not target.is_bool:
-            return IntImm(target, int(value)) if not target.is_float else FloatImm(target, float(value))
+            return (
+                IntImm(target, int(value))
+                if not target.is_float
+                else FloatImm(target, float(value))
+            )
         return IntImm(bool_, int(value))
     if isinstance(value, int):
         if target is None:
@@ -456,8 +460,7 @@ class Select(Expr):
             raise IRError("Select: branches must be expressions")
         if self.true_value.dtype != self.false_value.dtype:
             raise IRError(
-                f"Select: branch dtypes differ: {self.true_value.dtype} vs "
-                f"{self.false_value.dtype}"
+                f"Select: branch dtypes differ: {self.true_value.dtype} vs {self.false_value.dtype}"
             )
         object.__setattr__(self, "dtype", self.true_value.dtype)
 
@@ -494,11 +497,37 @@ class Intrinsic:
 INTRINSICS: dict[str, Intrinsic] = {
     i.name: i
     for i in [
-        *(Intrinsic(n, 1) for n in (
-            "exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt",
-            "tanh", "erf", "sigmoid", "fabs", "floor", "ceil", "round", "trunc", "sin", "cos",
-            "tan", "asin", "acos", "atan", "sinh", "cosh",
-        )),
+        *(
+            Intrinsic(n, 1)
+            for n in (
+                "exp",
+                "exp2",
+                "exp10",
+                "expm1",
+                "log",
+                "log2",
+                "log10",
+                "log1p",
+                "sqrt",
+                "rsqrt",
+                "tanh",
+                "erf",
+                "sigmoid",
+                "fabs",
+                "floor",
+                "ceil",
+                "round",
+                "trunc",
+                "sin",
+                "cos",
+                "tan",
+                "asin",
+                "acos",
+                "atan",
+                "sinh",
+                "cosh",
+            )
+        ),
         *(Intrinsic(n, 2) for n in ("pow", "fmod", "atan2", "hypot", "copysign")),
         *(Intrinsic(n, 1, predicate=True) for n in ("isnan", "isinf", "isfinite")),
     ]
@@ -528,7 +557,9 @@ class Call(Expr):
                 raise IRError(f"Call {self.op}: arguments must be floating point, got {a.dtype}")
             if a.dtype != self.args[0].dtype:
                 raise IRError(f"Call {self.op}: argument dtypes differ")
-        expected = bool_.with_lanes(self.args[0].dtype.lanes) if intr.predicate else self.args[0].dtype
+        expected = (
+            bool_.with_lanes(self.args[0].dtype.lanes) if intr.predicate else self.args[0].dtype
+        )
         if self.dtype != expected:
             raise IRError(f"Call {self.op}: result dtype must be {expected}, got {self.dtype}")
 
@@ -553,7 +584,7 @@ class BufferLoad(Expr):
 
 def check_indices(where: str, buffer: Buffer, indices: tuple[Expr, ...]) -> None:
     """Raise IRError unless ``indices`` are integer expressions matching ``buffer``'s rank."""
-    from .buffer import Buffer  # noqa: PLC0415  (buffer.py imports this module)
+    from .buffer import Buffer
 
     if not isinstance(buffer, Buffer):
         raise IRError(f"{where}: expected a Buffer, got {type(buffer).__name__}")
@@ -564,7 +595,9 @@ def check_indices(where: str, buffer: Buffer, indices: tuple[Expr, ...]) -> None
         )
     for idx in indices:
         if not isinstance(idx, Expr) or not idx.dtype.is_integer:
-            raise IRError(f"{where} {buffer.name}: indices must be integer expressions, got {idx!r}")
+            raise IRError(
+                f"{where} {buffer.name}: indices must be integer expressions, got {idx!r}"
+            )
 
 
 # ranges -------------------------------------------------------------------------------------
@@ -592,7 +625,7 @@ class Range(Node):
             raise IRError(f"Range: min and extent dtypes differ: {lo.dtype} vs {ext.dtype}")
 
     @staticmethod
-    def from_min_extent(min: ExprLike, extent: ExprLike) -> Range:  # noqa: A002
+    def from_min_extent(min: ExprLike, extent: ExprLike) -> Range:
         """The range ``[min, min + extent)``."""
         return Range(min, extent)  # type: ignore[arg-type]
 

@@ -47,7 +47,9 @@ class PrimFunc(BaseFunc):
             raise IRError(f"PrimFunc: name must be an identifier, got {self.name!r}")
         for p in self.params:
             if not isinstance(p, (Buffer, Var)):
-                raise IRError(f"PrimFunc {self.name}: parameters must be Buffers or Vars, got {p!r}")
+                raise IRError(
+                    f"PrimFunc {self.name}: parameters must be Buffers or Vars, got {p!r}"
+                )
         if len({id(p) for p in self.params}) != len(self.params):
             raise IRError(f"PrimFunc {self.name}: a parameter appears twice")
         names = [p.name for p in self.params]

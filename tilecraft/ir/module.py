@@ -53,7 +53,9 @@ class IRModule(Node):
         try:
             return self._functions[name]
         except KeyError:
-            raise KeyError(f"IRModule has no function {name!r}; it has {sorted(self._functions)}") from None
+            raise KeyError(
+                f"IRModule has no function {name!r}; it has {sorted(self._functions)}"
+            ) from None
 
     def __contains__(self, name: object) -> bool:
         return name in self._functions

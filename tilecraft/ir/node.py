@@ -46,7 +46,7 @@ class Node:
 
 def _freeze(value: Any, where: str) -> AttrValue:
     if value is None or isinstance(value, (bool, int, str)):
-        return value  # type: ignore[no-any-return]
+        return value
     if isinstance(value, float):
         return value
     if isinstance(value, (list, tuple)):

@@ -17,9 +17,48 @@ from .expr import (
 )
 
 __all__ = [
-    "call_intrin", "cast", "const", "if_then_else", "max", "min", "select",
-    "exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "fabs", "floor", "ceil", "round", "trunc", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "pow", "fmod", "atan2", "hypot", "copysign", "isnan", "isinf", "isfinite",
-]  # fmt: skip
+    "call_intrin",
+    "cast",
+    "const",
+    "if_then_else",
+    "max",
+    "min",
+    "select",
+    "exp",
+    "exp2",
+    "exp10",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "erf",
+    "sigmoid",
+    "fabs",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "sinh",
+    "cosh",
+    "pow",
+    "fmod",
+    "atan2",
+    "hypot",
+    "copysign",
+    "isnan",
+    "isinf",
+    "isfinite",
+]
 
 
 def _pair(a: ExprLike, b: ExprLike) -> tuple[Expr, Expr]:
@@ -30,13 +69,13 @@ def _pair(a: ExprLike, b: ExprLike) -> tuple[Expr, Expr]:
     return as_expr(a), as_expr(b)
 
 
-def min(a: ExprLike, b: ExprLike) -> Expr:  # noqa: A001
+def min(a: ExprLike, b: ExprLike) -> Expr:
     """``min(a, b)``."""
     x, y = _pair(a, b)
     return Min(x, y)
 
 
-def max(a: ExprLike, b: ExprLike) -> Expr:  # noqa: A001
+def max(a: ExprLike, b: ExprLike) -> Expr:
     """``max(a, b)``."""
     x, y = _pair(a, b)
     return Max(x, y)

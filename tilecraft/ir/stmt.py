@@ -111,9 +111,14 @@ class For(Stmt):
         if not isinstance(self.kind, ForKind):
             raise IRError(f"For {name}: kind must be a ForKind, got {self.kind!r}")
         if (self.kind is ForKind.THREAD_BINDING) != (self.thread is not None):
-            raise IRError(f"For {name}: thread= is set iff kind is THREAD_BINDING (kind={self.kind.value}, thread={self.thread!r})")
+            raise IRError(
+                f"For {name}: thread= is set iff kind is THREAD_BINDING "
+                f"(kind={self.kind.value}, thread={self.thread!r})"
+            )
         if self.thread is not None and self.thread not in THREAD_TAGS:
-            raise IRError(f"For {name}: unknown thread tag {self.thread!r}; expected one of {THREAD_TAGS}")
+            raise IRError(
+                f"For {name}: unknown thread tag {self.thread!r}; expected one of {THREAD_TAGS}"
+            )
         if isinstance(self.extent, IntImm) and self.extent.value < 0:
             raise IRError(f"For {name}: negative extent {self.extent.value}")
         _check_stmt(f"For {name}", self.body)
@@ -160,7 +165,9 @@ class IfThenElse(Stmt):
 
     def __post_init__(self) -> None:
         if not isinstance(self.condition, Expr) or not self.condition.dtype.is_bool:
-            raise IRError(f"IfThenElse: condition must be a bool expression, got {self.condition!r}")
+            raise IRError(
+                f"IfThenElse: condition must be a bool expression, got {self.condition!r}"
+            )
         _check_stmt("IfThenElse", self.then_case)
         if self.else_case is not None:
             _check_stmt("IfThenElse", self.else_case)
@@ -263,7 +270,9 @@ class IterVar(Node):
         if not isinstance(self.var, Var):
             raise IRError(f"IterVar: expected a Var, got {self.var!r}")
         if not isinstance(self.dom, Range):
-            raise IRError(f"IterVar {self.var.name}: a block iterator needs a domain Range, got {self.dom!r}")
+            raise IRError(
+                f"IterVar {self.var.name}: a block iterator needs a domain Range, got {self.dom!r}"
+            )
         if not isinstance(self.kind, IterKind):
             raise IRError(f"IterVar {self.var.name}: kind must be an IterKind, got {self.kind!r}")
         if self.dom.extent.dtype != self.var.dtype:
@@ -330,7 +339,7 @@ class BlockRealize(Stmt):
         object.__setattr__(self, "predicate", as_expr(self.predicate))
         if len(vals) != len(self.block.iter_vars):
             raise IRError(f"{where}: {len(vals)} values for {len(self.block.iter_vars)} iterators")
-        for v, iv in zip(vals, self.block.iter_vars):
+        for v, iv in zip(vals, self.block.iter_vars, strict=True):
             if v.dtype != iv.var.dtype:
                 raise IRError(
                     f"{where}: value for {iv.var.name} has dtype {v.dtype}, expected {iv.var.dtype}"

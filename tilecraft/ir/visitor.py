@@ -1,7 +1,8 @@
 """Generic traversal of IR trees: a read-only :class:`Visitor` and a rebuilding :class:`Mutator`.
 
-Both dispatch on the node's class name (falling back to its base classes): define ``visit_For(self, node)`` to handle loops and
-call ``self.generic_visit(node)`` to recurse into the children. Children are found from the
+Both dispatch on the node's class name, falling back to its base classes: define
+``visit_For(self, node)`` to handle loops and call ``self.generic_visit(node)`` to recurse into
+the children. Children are found from the
 dataclass fields (nodes, tuples of nodes); enum, string and attribute fields are leaves.
 
 A :class:`Mutator` rebuilds a node only when a child changed (``node.update``), and maps each
@@ -116,7 +117,7 @@ class Mutator:
                     changes[name] = new
             elif isinstance(value, tuple) and value and not isinstance(value, Attrs):
                 items = tuple(self.visit(v) if isinstance(v, Node) else v for v in value)
-                if any(a is not b for a, b in zip(items, value)):
+                if any(a is not b for a, b in zip(items, value, strict=True)):
                     changes[name] = items
         return node.update(**changes) if changes else node
 

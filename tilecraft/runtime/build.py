@@ -12,7 +12,6 @@ from ..target import Target, as_target
 from .compiler import compile_shared
 from .module import Module
 
-
 BuilderPredicate = Callable[[Any, Target, bool], bool]
 Builder = Callable[..., Any]
 _BUILDERS: list[tuple[BuilderPredicate, Builder]] = []
