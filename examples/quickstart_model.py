@@ -1,13 +1,16 @@
 """Quick start: compile the reference tutorial's model on the CPU and check it against numpy.
 
 Linear 768->768, ReLU, LayerNorm 768, Linear 768->256 on a (1, 768) input: export the model,
-run the "zero" pipeline (legalize every operator to a PrimFunc, fuse), build, run, and compare
-with a numpy implementation. Prints the kernels, the max abs error and per-kernel times.
+run the "zero" pipeline (legalize every operator to a PrimFunc, fuse), build with
+``tc.build``, run, and compare with a numpy implementation. Prints the kernels, the graph
+function ``forward``, the max abs error and a per-kernel time table.
 
     python examples/quickstart_model.py
 """
 
 from __future__ import annotations
+
+import statistics
 
 import numpy as np
 
@@ -31,34 +34,48 @@ class DemoModel(nn.Module):
 
 def reference(x: np.ndarray, p: dict[str, np.ndarray]) -> np.ndarray:
     """The same model in numpy (float64)."""
-    h = np.maximum(x @ p["fc1.weight"].T.astype(np.float64) + p["fc1.bias"], 0)
+    h = np.maximum(x.astype(np.float64) @ p["fc1.weight"].T + p["fc1.bias"], 0)
     mu = h.mean(-1, keepdims=True)
     var = ((h - mu) ** 2).mean(-1, keepdims=True)
     h = (h - mu) / np.sqrt(var + 1e-5) * p["norm.weight"] + p["norm.bias"]
     return h @ p["fc2.weight"].T + p["fc2.bias"]
 
 
-def main() -> None:
-    """Export, compile, run, compare and profile."""
+def kernel_times(exe: tc.graph.Executable, args: list[np.ndarray],
+                 runs: int = 5) -> list[tuple[str, float]]:
+    """Median seconds of each kernel call of ``forward`` over ``runs`` runs (after a warm-up)."""
+    exe["forward"](*args)
+    samples = [exe.profile("forward", *args) for _ in range(runs)]
+    return [(name, statistics.median(run[i][1] for run in samples))
+            for i, (name, _) in enumerate(samples[0])]
+
+
+def main() -> float:
+    """Export, compile, run, compare and profile; returns the max abs error."""
     mod, params = DemoModel().export({"forward": {"x": nn.spec.Tensor((1, 768), "float32")}})
     with tc.Target("cpu"):
         mod = tc.graph.get_pipeline("zero")(mod)
-    print("PrimFuncs after the 'zero' pipeline:")
-    for name, _ in sorted(mod.prim_funcs()):
-        print(f"  {name}")
-    print("\nforward:")
-    print(mod["forward"].script())
-
     exe = tc.build(mod, target="cpu")
-    x = np.random.default_rng(0).standard_normal((1, 768)).astype("float32")
-    out = exe["forward"](x, *params.values())
-    err = float(np.abs(out - reference(x, params)).max())
-    print(f"\noutput {out.shape} {out.dtype}; max abs error vs numpy: {err:.3e}")
 
-    exe["forward"](x, *params.values())  # warm up
-    print("\nper-kernel time (one run):")
-    for kernel, seconds in exe.profile("forward", x, *params.values()):
-        print(f"  {kernel:<24} {seconds * 1e6:10.1f} us")
+    calls = [b.value.func for b in mod["forward"].bindings]
+    print(f"PrimFuncs after the 'zero' pipeline ({len(calls)} calls):")
+    for name in dict.fromkeys(calls):
+        print(f"  {name}")
+    print(f"\n{mod['forward'].script()}\n")
+
+    x = np.random.default_rng(0).standard_normal((1, 768)).astype("float32")
+    args = [x, *params.values()]
+    out = exe["forward"](*args)
+    err = float(np.abs(out - reference(x, params)).max())
+    print(f"output {out.shape} {out.dtype}; max abs error vs numpy: {err:.2e}\n")
+
+    times = kernel_times(exe, args)
+    total = sum(t for _, t in times)
+    print(f"{'kernel':<24}{'time (us)':>12}{'share':>8}")
+    for name, t in times:
+        print(f"{name:<24}{t * 1e6:>12.1f}{t / total:>8.0%}")
+    print(f"{'total':<24}{total * 1e6:>12.1f}")
+    return err
 
 
 if __name__ == "__main__":

@@ -118,6 +118,12 @@ def test_decoder_layer_has_a_symbolic_sequence_length(decoder) -> None:
     assert any(n.startswith("fused_matmul") and "silu" in n and "multiply" in n for n in names)
     assert "rms_norm" in names
     assert "attention" in names
+    # q and k get the same reshape + rotary group: FuseTIR keeps one PrimFunc for both
+    rotary = sorted(n for n in names if "rotary" in n)
+    assert rotary == ["fused_reshape_rotary_embedding"]
+    calls = [b.value.func for b in fwd.bindings]
+    assert calls.count("fused_reshape_rotary_embedding") == 2
+    assert calls.count("rms_norm") == 2
 
 
 @pytest.mark.parametrize("seq_len", [3, 8])

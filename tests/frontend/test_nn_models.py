@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
 import numpy as np
 import pytest
 
@@ -10,29 +14,20 @@ from tilecraft.frontend import nn
 from tilecraft.graph import get_pipeline
 
 
-class DemoModel(nn.Module):
-    """The reference tutorial's model."""
-
-    def __init__(self) -> None:
-        self.fc1 = nn.Linear(768, 768)
-        self.relu = nn.ReLU()
-        self.norm = nn.LayerNorm(768)
-        self.fc2 = nn.Linear(768, 256)
-
-    def forward(self, x: nn.Tensor) -> nn.Tensor:
-        return self.fc2(self.norm(self.relu(self.fc1(x))))
+def _load_example() -> ModuleType:
+    path = Path(__file__).resolve().parents[2] / "examples" / "quickstart_model.py"
+    spec = importlib.util.spec_from_file_location("quickstart_model", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def np_layer_norm(h: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float = 1e-5) -> np.ndarray:
-    mu = h.mean(-1, keepdims=True)
-    var = ((h - mu) ** 2).mean(-1, keepdims=True)
-    return (h - mu) / np.sqrt(var + eps) * g + b
-
-
-def np_demo(x: np.ndarray, p: dict[str, np.ndarray]) -> np.ndarray:
-    h = np.maximum(x @ p["fc1.weight"].T + p["fc1.bias"], 0)
-    h = np_layer_norm(h, p["norm.weight"], p["norm.bias"])
-    return h @ p["fc2.weight"].T + p["fc2.bias"]
+# the tutorial's model and its numpy implementation, as the quick-start example defines them
+EXAMPLE = _load_example()
+DemoModel = EXAMPLE.DemoModel
+np_demo = EXAMPLE.reference
 
 
 def random_state(model: nn.Module, seed: int) -> dict[str, np.ndarray]:
@@ -92,3 +87,16 @@ def test_default_initialisation_is_deterministic() -> None:
     assert all(np.array_equal(p1[k], p2[k]) for k in p1)
     assert not np.array_equal(p1["fc1.weight"], p3["fc1.weight"])
     np.testing.assert_array_equal(p1["norm.weight"], np.ones(768, "float32"))
+
+
+def test_quickstart_example_runs_and_reports(capsys: pytest.CaptureFixture[str]) -> None:
+    err = EXAMPLE.main()
+    text = capsys.readouterr().out
+    assert err < 1e-4
+    names = [n.strip() for n in text.split("\n\n")[0].splitlines()[1:]]
+    assert names == ["transpose", "fused_matmul_add_relu", "layer_norm", "transpose1",
+                     "fused_matmul1_add1"]
+    assert 'def forward(x: R.Tensor((1, 768), "float32")' in text
+    assert f"max abs error vs numpy: {err:.2e}" in text
+    table = text[text.index("kernel "):].splitlines()
+    assert [row.split()[0] for row in table[1:]] == [*names, "total"]

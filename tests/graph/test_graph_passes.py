@@ -132,3 +132,38 @@ def test_symbolic_extent_must_agree_across_inputs() -> None:
         exe["main"](np.zeros((3, 4), "float32"), np.zeros((5, 4), "float32"))
     out = exe["main"](np.ones((3, 4), "float32"), np.ones((3, 4), "float32"))
     np.testing.assert_array_equal(out, np.full((3, 4), 2, "float32"))
+
+
+def test_fuse_tir_reuses_one_prim_func_for_equal_groups() -> None:
+    bb = GraphBuilder()
+    x = bb.param("x", ("n", 8), "float32")
+    y = bb.param("y", ("n", 8), "float32")
+    b = bb.param("b", (8,), "float32")
+    w = bb.param("w", (8, 4), "float32")
+    u = bb.emit("relu", [bb.emit("add", [x, b])])
+    v = bb.emit("relu", [bb.emit("add", [y, b])])
+    out = bb.emit("add", [bb.emit("matmul", [u, w]), bb.emit("matmul", [v, w])])
+    mod = get_pipeline("zero")(tc.IRModule({"main": bb.finish(out, "main")}))
+    calls = [b.value.func for b in mod["main"].bindings]
+    assert calls == ["fused_add_relu", "fused_add_relu", "matmul", "fused_matmul_add1"]
+    assert "fused_add_relu1" not in mod
+    exe = build_graph_module(mod, "cpu")
+    rng = np.random.default_rng(2)
+    xv, yv = (rng.standard_normal((3, 8)).astype("float32") for _ in range(2))
+    bv = rng.standard_normal(8).astype("float32")
+    wv = rng.standard_normal((8, 4)).astype("float32")
+    expected = np.maximum(xv + bv, 0) @ wv + np.maximum(yv + bv, 0) @ wv
+    np.testing.assert_allclose(exe["main"](xv, yv, bv, wv), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_fuse_tir_keeps_block_and_buffer_names_unique() -> None:
+    bb = GraphBuilder()
+    x = bb.param("x", (4, 8), "float32")
+    h = bb.emit("add", [bb.emit("add", [x, x]), x])
+    mod = get_pipeline("zero")(tc.IRModule({"main": bb.finish(bb.emit("relu", [h]), "main")}))
+    fused = mod["fused_add_add1_relu"]
+    blocks: list[str] = []
+    tc.ir.post_order_visit(fused.body, lambda n: blocks.append(n.name)
+                           if isinstance(n, tc.ir.Block) else None)
+    assert blocks == ["T_add", "T_add_1", "T_relu", "root"]
+    assert tc.script.parse(fused.script()).script() == fused.script()

@@ -72,3 +72,16 @@ def test_parse_errors_point_at_the_line() -> None:
         gscript.parse(FUNC.replace("R.matmul(x,", "R.matmul(y,"))
     with pytest.raises(tc.graph.GraphError, match="matmul: inner dimensions differ"):
         gscript.parse(FUNC.replace("axes=(1, 0)", "axes=(0, 1)"))
+
+
+def test_fused_group_calls_round_trip_with_their_type() -> None:
+    from tilecraft.graph import AnnotateOpPattern, FuseOps, Legalize
+
+    grouped = FuseOps()(AnnotateOpPattern()(Legalize()(_module())))
+    text = gscript.to_script(grouped)
+    assert ('gv: R.Tensor(("n", 2, 4), "float32") = cls.fused_reshape_relu(matmul)') in text
+    back = gscript.parse(text)
+    assert gscript.to_script(back) == text
+    assert tc.ir.structural_equal(back, grouped)
+    with pytest.raises(ScriptParseError, match="needs its type"):
+        gscript.parse(text.replace(': R.Tensor(("n", 2, 4), "float32") = cls.', " = cls."))

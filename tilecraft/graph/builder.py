@@ -7,7 +7,7 @@ from typing import Any
 
 from ..ir import Attrs, DataType, Expr, Var
 from ..ir.dtype import dtype as to_dtype
-from .ir import Binding, CallTIR, Function, OpCall, TensorType, TensorVar
+from .ir import Binding, CallTIR, Function, OpCall, TensorType, TensorVar, as_graph_shape
 from .op import GraphError, infer_type
 
 
@@ -37,13 +37,13 @@ class GraphBuilder:
 
     def shape(self, dims: Sequence[int | str | Expr]) -> tuple[Expr, ...]:
         """Graph extents: strings become this function's int32 shape variables."""
-        out: list[Any] = []
+        out: list[int | Expr] = []
         for d in dims:
             if isinstance(d, str):
-                out.append(self.shape_vars.setdefault(d, Var(d, "int32")))
+                out.append(self.shape_vars.setdefault(d, Var(d, to_dtype("int32"))))
             else:
                 out.append(d)
-        return TensorType(tuple(out), "float32").shape
+        return as_graph_shape(out)
 
     def param(self, name: str, shape: Sequence[int | str | Expr], dt: str | DataType) -> TensorVar:
         """Add a function parameter."""
@@ -78,17 +78,9 @@ class GraphBuilder:
             new = TensorVar(ret_name, ret.type)
             bindings = [_replace(b, ret, new) for b in bindings]
             ret = new
-        return Function(tuple(self.params), tuple(bindings), ret, attrs or {}, name)
+        return Function(tuple(self.params), tuple(bindings), ret, Attrs(attrs or {}), name)
 
 
 def _replace(b: Binding, old: TensorVar, new: TensorVar) -> Binding:
-    var = new if b.var is old else b.var
-    v = b.value
-    args = tuple(new if a is old else a for a in v.args)
-    if isinstance(v, OpCall):
-        value: Any = OpCall(v.op, args, v.attrs)
-    elif isinstance(v, CallTIR):
-        value = CallTIR(v.func, args, v.out_type)
-    else:
-        value = v.update(args=args)
-    return Binding(var, value)
+    args = tuple(new if a is old else a for a in b.value.args)
+    return Binding(new if b.var is old else b.var, b.value.update(args=args))

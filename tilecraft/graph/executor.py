@@ -1,70 +1,69 @@
 """The graph executor: run a module's graph functions over its compiled PrimFuncs.
 
-``build_graph_module(mod, target)`` legalizes any operator calls left in the module,
-compiles every PrimFunc once with :func:`tilecraft.runtime.build`, and plans each graph
-function: which intermediate buffers die after which binding. At call time symbolic extents
-are bound from the inputs' shapes, and intermediate arrays come from a pool keyed by
-(shape, dtype) that is refilled as soon as a value's last use has run.
+``build_graph_module(mod, target)`` legalizes and fuses any operator calls left in the
+module, checks every ``call_tir`` against its PrimFunc's signature, compiles every PrimFunc
+once with :func:`tilecraft.runtime.build`, and plans each graph function: which values die
+after which step. At call time the inputs are checked (count, dtype, rank, static and
+symbolic extents) before any kernel runs, the symbolic extents are bound from their shapes,
+and a :class:`~tilecraft.graph.memory_plan.MemoryPlan` (cached per binding) places the
+intermediate values in a few reused storage blocks.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..ir import IRModule, PrimFunc, Var
+from ..ir import Buffer, IntImm, IRModule, PrimFunc, Var
 from ..runtime import build as build_prim_funcs
-from ..runtime.arguments import eval_shape_expr
+from ..runtime.arguments import ArgumentError, eval_shape_expr, to_array
 from ..target import Target
 from .ir import CallFunc, CallTIR, Function, OpCall, TensorType, graph_functions
+from .memory_plan import MemoryPlan, Step, liveness, plan_memory
 from .op import GraphError
 
+StepHook = Callable[[str, np.ndarray, float], None]  # (kernel name, output, seconds)
 
-@dataclass
-class _Step:
-    func: str
-    args: tuple[int, ...]  # slots
-    out: int
-    out_type: TensorType
-    free_after: tuple[int, ...]
+_PLAN_CACHE_SIZE = 32
 
 
 class GraphFunction:
-    """A callable graph function of an :class:`Executable`."""
+    """A callable graph function of an :class:`Executable`: ``f(*inputs, *weights)``."""
 
     def __init__(self, exe: Executable, func: Function) -> None:
         self.exe = exe
         self.func = func
         slots = {id(p): i for i, p in enumerate(func.params)}
-        steps: list[_Step] = []
+        args: list[tuple[int, ...]] = []
+        outs: list[int] = []
+        self.out_types: list[TensorType] = []
+        names: list[str] = []
         for b in func.bindings:
             if not isinstance(b.value, CallTIR):
                 kind = "operator call" if isinstance(b.value, OpCall) else "fused group call"
                 raise GraphError(f"build: {func.name} still has a {kind} at {b.var.name}; run "
                                  "tc.graph.get_pipeline('zero') first")
+            args.append(tuple(slots[id(a)] for a in b.value.args))
             slots[id(b.var)] = len(slots)
-            steps.append(_Step(b.value.func, tuple(slots[id(a)] for a in b.value.args),
-                               slots[id(b.var)], b.var.type, ()))
-        last: dict[int, int] = {}
-        for n, s in enumerate(steps):
-            for a in s.args:
-                last[a] = n
+            outs.append(slots[id(b.var)])
+            names.append(b.value.func)
+            self.out_types.append(b.var.type)
         keep = {slots[id(p)] for p in func.params} | {slots[id(func.ret)]}
-        for n, s in enumerate(steps):
-            dead = tuple(sorted({a for a in s.args if last[a] == n and a not in keep}))
-            if s.out not in last and s.out not in keep:
-                dead = (*dead, s.out)
-            s.free_after = dead
-        self.steps = steps
+        self.steps = [Step(n, a, o, f) for n, a, o, f in
+                      zip(names, args, outs, liveness(args, outs, keep), strict=True)]
         self.ret_slot = slots[id(func.ret)]
         self.num_slots = len(slots)
-        self.pool_stats = {"allocated": 0, "reused": 0}
+        self.shape_vars = func.shape_vars()
+        self._plans: OrderedDict[tuple[int, ...], MemoryPlan] = OrderedDict()
+        self.kernels = [exe.lib[exe.kernel_name(s.func)] for s in self.steps]
 
     def _bind_inputs(self, args: Sequence[Any]) -> tuple[list[Any], dict[int, int]]:
+        """Check the arguments; the arrays by slot and the symbolic extents they bind."""
         params = self.func.params
         name = self.func.name
         if len(args) != len(params):
@@ -72,25 +71,43 @@ class GraphFunction:
                              f"({', '.join(p.name for p in params)}), got {len(args)}")
         env: dict[int, int] = {}
         values: list[Any] = [None] * self.num_slots
-        for i, (p, a) in enumerate(zip(params, args, strict=False)):
-            arr = np.asarray(a)
+        for i, (p, a) in enumerate(zip(params, args, strict=True)):
+            where = f"{name}: argument {i} ({p.name})"
+            try:
+                arr = to_array(a, where)
+            except ArgumentError as e:
+                raise GraphError(str(e)) from None
             want = p.type
-            if str(arr.dtype) != want.dtype.numpy_name():
-                raise GraphError(f"{name}: argument {i} ({p.name}) has dtype {arr.dtype}, "
-                                 f"expected {want.dtype}")
+            if arr.dtype != np.dtype(want.dtype.numpy_name()):
+                raise GraphError(f"{where} has dtype {arr.dtype}, expected {want.dtype}")
             if arr.ndim != want.ndim:
-                raise GraphError(f"{name}: argument {i} ({p.name}) has shape {arr.shape}, "
-                                 f"expected {want.describe()}")
-            for d, (dim, actual) in enumerate(zip(want.shape, arr.shape, strict=False)):
+                raise GraphError(f"{where} has shape {arr.shape}, expected {want.describe()}")
+            for d, (dim, actual) in enumerate(zip(want.shape, arr.shape, strict=True)):
                 if isinstance(dim, Var) and id(dim) not in env:
                     env[id(dim)] = int(actual)
                 expected = eval_shape_expr(dim, env)
                 if expected is not None and expected != actual:
-                    raise GraphError(f"{name}: argument {i} ({p.name}) has shape {arr.shape}, "
-                                     f"expected {want.describe()} (dimension {d} should be "
-                                     f"{expected})")
+                    raise GraphError(f"{where} has shape {arr.shape}, expected "
+                                     f"{want.describe()} (dimension {d} should be {expected})")
             values[i] = np.ascontiguousarray(arr)
         return values, env
+
+    def memory_plan(self, env: dict[int, int]) -> MemoryPlan:
+        """The memory plan for the symbolic extents ``env`` (``id(var)`` -> value), cached."""
+        key = tuple(env.get(id(v), -1) for v in self.shape_vars)
+        plan = self._plans.get(key)
+        if plan is None:
+            shapes = [self._shape(t, env) for t in self.out_types]
+            dtypes = [t.dtype.numpy_name() for t in self.out_types]
+            plan = plan_memory(self.steps, shapes, dtypes, self.ret_slot)
+            self._plans[key] = plan
+            if len(self._plans) > _PLAN_CACHE_SIZE:
+                self._plans.popitem(last=False)
+        return plan
+
+    def plan_for(self, *args: Any) -> MemoryPlan:
+        """The memory plan a call with ``args`` uses (the arguments are checked, not run)."""
+        return self.memory_plan(self._bind_inputs(args)[1])
 
     def _shape(self, t: TensorType, env: dict[int, int]) -> tuple[int, ...]:
         out = []
@@ -101,75 +118,114 @@ class GraphFunction:
             out.append(v)
         return tuple(out)
 
-    def _run(self, args: Sequence[Any], timings: list[tuple[str, float]] | None) -> np.ndarray:
+    def run(self, args: Sequence[Any], on_step: StepHook | None = None) -> np.ndarray:
+        """Run on ``args``; ``on_step(kernel, output, seconds)`` is called after each kernel."""
         values, env = self._bind_inputs(args)
-        pool: dict[tuple[tuple[int, ...], str], list[np.ndarray]] = {}
-        for s in self.steps:
-            shape = self._shape(s.out_type, env)
-            key = (shape, s.out_type.dtype.numpy_name())
-            free = pool.get(key)
-            if free:
-                out = free.pop()
-                self.pool_stats["reused"] += 1
-            else:
-                out = np.empty(shape, key[1])
-                self.pool_stats["allocated"] += 1
-            kernel = self.exe.lib[s.func]
-            call_args = [values[a] for a in s.args] + [out]
-            if timings is None:
-                kernel(*call_args)
-            else:
-                t0 = time.perf_counter()
-                kernel(*call_args)
-                timings.append((s.func, time.perf_counter() - t0))
+        plan = self.memory_plan(env)
+        storages = plan.allocate()
+        for n, s in enumerate(self.steps):
+            out = plan.output(n, storages)
+            kernel = self.kernels[n]
+            t0 = time.perf_counter()
+            kernel(*(values[a] for a in s.args), out)
+            seconds = time.perf_counter() - t0
             values[s.out] = out
+            if on_step is not None:
+                on_step(s.func, out, seconds)
             for d in s.free_after:
-                arr = values[d]
                 values[d] = None
-                pool.setdefault((arr.shape, str(arr.dtype)), []).append(arr)
-        return values[self.ret_slot]  # type: ignore[no-any-return]
+        result: np.ndarray = values[self.ret_slot]
+        return result
 
     def __call__(self, *args: Any) -> np.ndarray:
-        """Run on numpy arrays (inputs then weights); returns the result array."""
-        return self._run(args, None)
+        """Run on numpy arrays or DLPack CPU tensors (inputs then weights); returns the result."""
+        return self.run(args)
 
 
 class Executable:
     """Compiled kernels plus the graph functions that call them: ``exe["forward"](x, *w)``."""
 
-    def __init__(self, mod: IRModule, lib: Any, target: Target | str) -> None:
+    def __init__(self, mod: IRModule, lib: Any, target: Target | str,
+                 symbols: dict[str, str] | None = None) -> None:
         self.mod = mod
         self.lib = lib
         self.target = target
+        self.symbols = symbols or {}  # PrimFunc name -> name it was compiled under
         self.functions = {n: GraphFunction(self, f) for n, f in graph_functions(mod)
                           if not f.attrs.get("primitive")}
 
-    def __getitem__(self, name: str) -> GraphFunction:
+    def __getitem__(self, name: str) -> Any:
+        """A graph function (:class:`GraphFunction`) or a compiled PrimFunc by name."""
         if name in self.functions:
             return self.functions[name]
-        if name in self.lib:
-            return self.lib[name]  # type: ignore[no-any-return]
+        if self.kernel_name(name) in self.lib:
+            return self.lib[self.kernel_name(name)]
         raise GraphError(f"executable has no function {name!r}; graph functions: "
                          f"{sorted(self.functions)}")
 
     def __contains__(self, name: object) -> bool:
-        return name in self.functions or name in self.lib
+        return name in self.functions or (isinstance(name, str) and
+                                          self.kernel_name(name) in self.lib)
+
+    def kernel_name(self, name: str) -> str:
+        """The name the PrimFunc ``name`` was compiled under (see :func:`build_graph_module`)."""
+        return self.symbols.get(name, name)
 
     @property
     def source(self) -> str:
         """The generated source of the kernels."""
-        return self.lib.source  # type: ignore[no-any-return]
+        text: str = self.lib.source
+        return text
 
     def profile(self, name: str, *args: Any) -> list[tuple[str, float]]:
         """Run graph function ``name`` once and return (kernel name, seconds) per call."""
+        func = self.functions.get(name)
+        if func is None:
+            raise GraphError(f"executable has no graph function {name!r}; graph functions: "
+                             f"{sorted(self.functions)}")
         timings: list[tuple[str, float]] = []
-        self[name]._run(args, timings)
+        func.run(args, lambda kernel, _out, seconds: timings.append((kernel, seconds)))
         return timings
 
 
 def _needs_pipeline(mod: IRModule) -> bool:
     return any(isinstance(b.value, (OpCall, CallFunc))
                for _, f in graph_functions(mod) for b in f.bindings)
+
+
+def check_calls(mod: IRModule) -> None:
+    """Check every ``call_tir`` of ``mod``'s graph functions against its PrimFunc.
+
+    The callee must be a PrimFunc taking one buffer per argument plus the output, with the
+    same dtypes and ranks and equal static extents, so no kernel is handed arrays it would
+    index out of bounds.
+    """
+    for _, f in graph_functions(mod):
+        for b in f.bindings:
+            v = b.value
+            if not isinstance(v, CallTIR):
+                continue
+            callee = mod.functions.get(v.func)
+            where = f"build: {f.name} calls {v.func!r} at {b.var.name}"
+            if not isinstance(callee, PrimFunc):
+                raise GraphError(f"{where}, which is not a PrimFunc of the module")
+            types = [a.type for a in v.args] + [v.out_type]
+            if len(callee.params) != len(types):
+                raise GraphError(f"{where} with {len(types)} buffers (arguments and result); "
+                                 f"it takes {len(callee.params)} parameters")
+            for p, t in zip(callee.params, types, strict=True):
+                if not isinstance(p, Buffer) or not _fits(p, t):
+                    shown = p.name if not isinstance(p, Buffer) else \
+                        TensorType(p.shape, p.dtype).describe()
+                    raise GraphError(f"{where}: parameter {p.name} is {shown}, but the call "
+                                     f"passes {t.describe()}")
+
+
+def _fits(p: Buffer, t: TensorType) -> bool:
+    if p.dtype != t.dtype or len(p.shape) != t.ndim:
+        return False
+    return all(not (isinstance(a, IntImm) and isinstance(b, IntImm)) or a.value == b.value
+               for a, b in zip(p.shape, t.shape, strict=True))
 
 
 def build_graph_module(mod: IRModule, target: Target | str | None = "cpu",
@@ -185,24 +241,51 @@ def build_graph_module(mod: IRModule, target: Target | str | None = "cpu",
     target
         Where the kernels run (``"cpu"``); extra keyword arguments go to
         :func:`tilecraft.runtime.build` (e.g. ``emulate=True``).
+
+    Returns
+    -------
+    Executable
+        ``exe["forward"](x, *params)`` runs a graph function.
+
+    Raises
+    ------
+    GraphError
+        A call whose callee is missing or does not take the buffers the call passes.
     """
     if _needs_pipeline(mod):
         from .pipeline import get_pipeline
 
         mod = get_pipeline("zero")(mod)
-    prims = IRModule(dict(mod.prim_funcs()))
-    for _, f in graph_functions(mod):
-        for b in f.bindings:
-            callee = mod.functions.get(b.value.func)  # type: ignore[union-attr]
-            if not isinstance(callee, PrimFunc):
-                raise GraphError(f"build: {f.name} calls {b.value.func!r}, which is not a "  # type: ignore[union-attr]
-                                 "PrimFunc of the module")
-    lib = build_prim_funcs(prims, target, **kwargs)
-    return Executable(mod, lib, target if target is not None else "cpu")
+    check_calls(mod)
+    prims = dict(mod.prim_funcs())
+    symbols = _c_safe_names(prims)
+    lib = build_prim_funcs(IRModule({symbols.get(n, n): f.update(name=symbols.get(n, n))
+                                     for n, f in prims.items()}), target, **kwargs)
+    return Executable(mod, lib, target if target is not None else "cpu", symbols)
+
+
+def _c_safe_names(prims: dict[str, PrimFunc]) -> dict[str, str]:
+    """New names for PrimFuncs named like C math functions (``exp``, ``tanhf``).
+
+    Workaround: the C code generator exports a PrimFunc under its own name, which clashes with
+    the math.h declaration of the same name; Python's ``math`` module names the same
+    functions. Operators such as ``exp`` and ``tanh`` legalize to PrimFuncs of those names.
+    """
+    taken = set(prims)
+    out: dict[str, str] = {}
+    for name in prims:
+        if name in _C_MATH or (name.endswith("f") and name[:-1] in _C_MATH):
+            new, k = f"{name}_kernel", 1
+            while new in taken:
+                new, k = f"{name}_kernel{k}", k + 1
+            taken.add(new)
+            out[name] = new
+    return out
+
+
+_C_MATH = frozenset(n for n in vars(math) if not n.startswith("_"))
 
 
 def is_graph_module(mod: Any) -> bool:
     """True for an IRModule holding at least one graph function."""
     return isinstance(mod, IRModule) and bool(graph_functions(mod))
-
-

@@ -18,7 +18,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import IRError
-from ..ir import Attrs, BaseFunc, DataType, Expr, IntImm, Node, Var, as_expr, collect_vars
+from ..ir import (
+    Attrs,
+    BaseFunc,
+    DataType,
+    Expr,
+    IntImm,
+    Node,
+    Var,
+    as_expr,
+    collect_vars,
+    substitute,
+)
 from ..ir import dtype as to_dtype
 from ..ir.node import as_attrs
 
@@ -56,9 +67,8 @@ class TensorType(Node):
 
     def static_shape(self) -> tuple[int, ...] | None:
         """The shape as ints, or None when some extent is symbolic."""
-        if all(isinstance(s, IntImm) for s in self.shape):
-            return tuple(s.value for s in self.shape)  # type: ignore[attr-defined]
-        return None
+        dims = [s.value for s in self.shape if isinstance(s, IntImm)]
+        return tuple(dims) if len(dims) == len(self.shape) else None
 
     def describe(self) -> str:
         """Short text such as ``Tensor((1, n, 768), float32)`` for error messages."""
@@ -94,6 +104,16 @@ class TensorVar(Node):
     __hash__ = object.__hash__
 
 
+def _tensor_args(where: str, args: Sequence[object]) -> tuple[TensorVar, ...]:
+    """``args`` as a tuple, checked to hold TensorVars only."""
+    out: list[TensorVar] = []
+    for a in args:
+        if not isinstance(a, TensorVar):
+            raise IRError(f"{where}: arguments must be TensorVars, got {a!r}")
+        out.append(a)
+    return tuple(out)
+
+
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class OpCall(Node):
     """A call of the registered operator ``op`` (see :mod:`tilecraft.graph.op`)."""
@@ -103,11 +123,8 @@ class OpCall(Node):
     attrs: Attrs = field(default_factory=Attrs)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "args", _tensor_args(f"OpCall {self.op}", self.args))
         object.__setattr__(self, "attrs", as_attrs(self.attrs))
-        for a in self.args:
-            if not isinstance(a, TensorVar):
-                raise IRError(f"OpCall {self.op}: arguments must be TensorVars, got {a!r}")
 
     __hash__ = object.__hash__
 
@@ -124,12 +141,9 @@ class CallTIR(Node):
     out_type: TensorType
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "args", tuple(self.args))
         if not self.func.isidentifier():
             raise IRError(f"CallTIR: function name must be an identifier, got {self.func!r}")
-        for a in self.args:
-            if not isinstance(a, TensorVar):
-                raise IRError(f"CallTIR {self.func}: arguments must be TensorVars, got {a!r}")
+        object.__setattr__(self, "args", _tensor_args(f"CallTIR {self.func}", self.args))
 
     __hash__ = object.__hash__
 
@@ -142,10 +156,7 @@ class CallFunc(Node):
     args: tuple[TensorVar, ...]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "args", tuple(self.args))
-        for a in self.args:
-            if not isinstance(a, TensorVar):
-                raise IRError(f"CallFunc {self.func}: arguments must be TensorVars, got {a!r}")
+        object.__setattr__(self, "args", _tensor_args(f"CallFunc {self.func}", self.args))
 
     __hash__ = object.__hash__
 
@@ -258,6 +269,29 @@ def rebuild(func: Function, bindings: Sequence[Binding], ret: TensorVar | None =
     """A copy of ``func`` with new bindings (and optionally result and attrs)."""
     return Function(func.params, tuple(bindings), ret or func.ret,
                     as_attrs(attrs) if attrs is not None else func.attrs, func.name)
+
+
+class ShapeVarCopier:
+    """Copies of tensor types with fresh shape variables (one new Var per original Var).
+
+    Each graph function owns its symbolic extents (the script form names them per function),
+    so a function built from another's values copies their types through one copier.
+    """
+
+    def __init__(self) -> None:
+        self.vmap: dict[Var, Expr] = {}
+
+    def type(self, t: TensorType) -> TensorType:
+        """``t`` with every shape variable replaced by its copy."""
+        for v in collect_vars_of_shape(t.shape):
+            if v not in self.vmap:
+                self.vmap[v] = Var(v.name, v.dtype)
+        shape: list[Expr] = []
+        for s in t.shape:
+            new = substitute(s, self.vmap)
+            assert isinstance(new, Expr)
+            shape.append(new)
+        return TensorType(tuple(shape), t.dtype)
 
 
 def graph_functions(mod: Any) -> list[tuple[str, Function]]:

@@ -1,8 +1,12 @@
-"""Legalization of each graph operator to a te computation (turned into a PrimFunc).
+"""Legalization of each graph operator to an operator of :mod:`tilecraft.topi`.
 
-Each function takes the argument placeholders, the call's attributes and the inferred result
-type, and returns the output tensor. Shapes come from the graph types, so symbolic extents
-of the graph (``n``) appear directly in the PrimFunc's buffer shapes.
+Each function takes the argument placeholders (named after the graph values), the call's
+attributes and the inferred result type, and returns the output tensor; Legalize turns it
+into a PrimFunc. The computations themselves live in topi: this module only maps the graph
+operators' attributes and layouts onto topi's signatures. Shapes come from the graph types,
+so symbolic extents of the graph (``n``) appear directly in the PrimFunc's buffer shapes.
+
+Stage (block) names are topi's: ``matmul``, ``T_add``, ``T_relu``, ``T_layer_norm_sum``...
 """
 
 from __future__ import annotations
@@ -10,366 +14,185 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from .. import te
-from ..ir import Attrs, Cast, Expr, IntImm, as_expr, const
+from .. import te, topi
+from ..ir import Attrs, Expr, const
 from ..ir import op as irop
 from .ir import TensorType
-from .op import OPS
-from .op_types import BINARY, UNARY, permutation, reduce_axes, reshape_target
+from .op import OPS, LegalizeFn, attr_float, attr_int, attr_optional_float, int_tuple
+from .op_types import BINARY, REDUCE, UNARY, permutation, reduce_axes, static_extent
 
 Tensor = te.Tensor
 Args = Sequence[Tensor]
 
+_BINARY: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
+    "add": topi.add,
+    "subtract": topi.subtract,
+    "multiply": topi.multiply,
+    "divide": topi.divide,
+    "maximum": topi.maximum,
+    "minimum": topi.minimum,
+}
 
-def _bcast_index(t: Tensor, out_ndim: int, idx: Sequence[Expr]) -> list[Expr]:
-    """Indices into ``t`` broadcast (numpy rules) to an output indexed by ``idx``."""
-    off = out_ndim - t.ndim
-    return [as_expr(0) if isinstance(s, IntImm) and s.value == 1 else idx[off + d]
-            for d, s in enumerate(t.shape)]
+_UNARY: dict[str, Callable[[Tensor], Tensor]] = {
+    "relu": topi.relu,
+    "gelu": topi.gelu,
+    "silu": topi.silu,
+    "sigmoid": topi.sigmoid,
+    "tanh": topi.tanh,
+    "exp": topi.exp,
+    "negative": topi.negative,
+    "sqrt": topi.sqrt,
+    "rsqrt": topi.rsqrt,
+}
 
-
-_BIN: dict[str, Callable[[Expr, Expr], Expr]] = {
-    "add": lambda a, b: a + b,
-    "subtract": lambda a, b: a - b,
-    "multiply": lambda a, b: a * b,
-    "divide": lambda a, b: a / b,
-    "maximum": irop.max,
-    "minimum": irop.min,
+_REDUCE: dict[str, Callable[..., Tensor]] = {
+    "sum": topi.sum,
+    "mean": topi.mean,
+    "max": topi.max,
+    "min": topi.min,
 }
 
 
-def _binary(op: str) -> Callable[[Args, Attrs, TensorType], Tensor]:
+def _binary(op: str) -> LegalizeFn:
+    fn = _BINARY[op]
+
     def lower(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
-        a, b = args
-        n = out.ndim
-        return te.compute(out.shape, lambda *i: _BIN[op](a[_bcast_index(a, n, i)],
-                                                         b[_bcast_index(b, n, i)]),
-                          name=f"T_{op}")
+        return fn(args[0], args[1])
+
     return lower
 
 
-def _gelu(x: Expr) -> Expr:
-    return x * as_expr(0.5, x.dtype) * (as_expr(1.0, x.dtype) +
-                                        irop.erf(x * as_expr(1 / math.sqrt(2.0), x.dtype)))
+def _unary(op: str) -> LegalizeFn:
+    fn = _UNARY[op]
+
+    def lower(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
+        return fn(args[0])
+
+    return lower
 
 
-_UN: dict[str, Callable[[Expr], Expr]] = {
-    "relu": lambda x: irop.max(x, as_expr(0, x.dtype)),
-    "gelu": _gelu,
-    "silu": lambda x: x * irop.sigmoid(x),
-    "sigmoid": irop.sigmoid,
-    "tanh": irop.tanh,
-    "exp": irop.exp,
-    "negative": lambda x: -x,
-    "sqrt": irop.sqrt,
-    "rsqrt": irop.rsqrt,
-}
+def _reduce(op: str) -> LegalizeFn:
+    fn = _REDUCE[op]
 
-
-def _unary(op: str) -> Callable[[Args, Attrs, TensorType], Tensor]:
     def lower(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
         x = args[0]
-        return te.compute(out.shape, lambda *i: _UN[op](x[i]), name="compute")
+        keep = bool(attrs.get("keepdims", False))
+        return fn(x, axis=list(reduce_axes(op, attrs, x.ndim)), keepdims=keep)
+
     return lower
 
 
 def _matmul(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
-    a, b = args
-    kdim = a.shape[-1]
-    k = te.reduce_axis(kdim, name="k")
-    n = out.ndim
-
-    def body(*i: Expr) -> object:
-        ai = _bcast_index(a, n, (*i[:-2], i[-2], i[-1]))[:-1]
-        bi = _bcast_index(b, n, (*i[:-2], i[-2], i[-1]))[:-2]
-        return te.sum(a[(*ai[:-1], i[-2], k)] * b[(*bi, k, i[-1])], axis=k)
-    return te.compute(out.shape, body, name="matmul")
+    return topi.matmul(args[0], args[1])
 
 
 def _dense(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
-    x, w = args[0], args[1]
-    k = te.reduce_axis(x.shape[-1], name="k")
-    y = te.compute(out.shape, lambda *i: te.sum(x[(*i[:-1], k)] * w[i[-1], k], axis=k),
-                   name="matmul")
-    if len(args) == 3:
-        b = args[2]
-        return te.compute(out.shape, lambda *i: y[i] + b[i[-1]], name="T_add")
-    return y
+    return topi.dense(args[0], args[1], args[2] if len(args) == 3 else None)
 
 
 def _permute(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
     x = args[0]
-    perm = permutation("permute_dims", attrs, x.ndim)
-    inv = [perm.index(d) for d in range(x.ndim)]
-    return te.compute(out.shape, lambda *i: x[tuple(i[inv[d]] for d in range(x.ndim))],
-                      name="T_transpose")
-
-
-def _unravel(flat: Expr, shape: Sequence[Expr]) -> list[Expr]:
-    out: list[Expr] = []
-    for d in reversed(range(len(shape))):
-        s = shape[d]
-        if d == 0:
-            out.append(flat)
-        elif isinstance(s, IntImm) and s.value == 1:
-            out.append(as_expr(0))
-        else:
-            out.append(flat % s)
-            flat = flat // s
-    return list(reversed(out))
-
-
-def _ravel(idx: Sequence[Expr], shape: Sequence[Expr]) -> Expr:
-    flat: Expr = as_expr(0)
-    for i, s in zip(idx, shape, strict=False):
-        flat = i if isinstance(flat, IntImm) and flat.value == 0 else flat * s + i
-    return flat
+    return topi.transpose(x, permutation("permute_dims", attrs, x.ndim))
 
 
 def _reshape(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
-    x = args[0]
-    shape = reshape_target("reshape", TensorType(x.shape, x.dtype), attrs)
-    return te.compute(out.shape, lambda *i: x[_unravel(_ravel(i, shape), x.shape)],
-                      name="T_reshape")
-
-
-def _clamp(e: Expr, hi: Expr) -> Expr:
-    return irop.min(irop.max(e, as_expr(0)), hi - 1)
+    # the inferred type holds the resolved target shape (-1 and names of symbolic extents)
+    return topi.reshape(args[0], out.shape)
 
 
 def _concat(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
-    axis = int(attrs.get("axis", 0)) % out.ndim  # type: ignore[arg-type]
-
-    def body(*i: Expr) -> Expr:
-        offsets: list[Expr] = []
-        off: Expr = as_expr(0)
-        for t in args:
-            offsets.append(off)
-            off = off + t.shape[axis]
-        value: Expr | None = None
-        for t, o in reversed(list(zip(args, offsets, strict=False))):
-            idx = list(i)
-            idx[axis] = _clamp(i[axis] - o, t.shape[axis])
-            v = t[idx]
-            value = v if value is None else irop.select(i[axis] < o + t.shape[axis], v, value)
-        assert value is not None
-        return value
-    return te.compute(out.shape, body, name="T_concat")
+    return topi.concat(args, axis=attr_int("concat", attrs, "axis", 0))
 
 
 def _take(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
-    data, idx = args
-    axis = int(attrs.get("axis", 0)) % data.ndim  # type: ignore[arg-type]
-    m = idx.ndim
-
-    def body(*i: Expr) -> Expr:
-        j = irop.cast(idx[i[axis:axis + m]], "int32")
-        return data[(*i[:axis], _clamp(j, data.shape[axis]), *i[axis + m:])]
-    return te.compute(out.shape, body, name="T_take")
-
-
-def _pair(attrs: Attrs, key: str, default: int) -> tuple[int, int]:
-    v = attrs.get(key, default)
-    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))  # type: ignore[index]
-
-
-def _pad(x: Tensor, p: tuple[int, int], fill: Expr) -> Tensor:
-    if p == (0, 0):
-        return x
-    h, w = x.shape[2], x.shape[3]
-    shape = (x.shape[0], x.shape[1], h + 2 * p[0], w + 2 * p[1])
-
-    def body(n: Expr, c: Expr, i: Expr, j: Expr) -> Expr:
-        ii, jj = i - p[0], j - p[1]
-        inside = (ii >= 0) & (ii < h) & (jj >= 0) & (jj < w)
-        return irop.select(inside, x[n, c, _clamp(ii, h), _clamp(jj, w)], fill)
-    return te.compute(tuple(_fold(s) for s in shape), body, name="pad_temp")
-
-
-def _fold(e: Expr) -> Expr:
-    from ..ir import Add, Mul
-
-    if isinstance(e, (Add, Mul)) and isinstance(e.a, IntImm) and isinstance(e.b, IntImm):
-        return as_expr(e.a.value + e.b.value if isinstance(e, Add) else e.a.value * e.b.value)
-    if isinstance(e, Add):
-        a, b = _fold(e.a), _fold(e.b)
-        if isinstance(a, IntImm) and isinstance(b, IntImm):
-            return as_expr(a.value + b.value)
-        return a + b
-    return e
+    return topi.take(args[0], args[1], axis=attr_int("take", attrs, "axis", 0))
 
 
 def _conv2d(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
-    x, w = args
-    s, p, d = _pair(attrs, "strides", 1), _pair(attrs, "padding", 0), _pair(attrs, "dilation", 1)
-    xp = _pad(x, p, const(0.0, x.dtype))
-    rc = te.reduce_axis(w.shape[1], name="rc")
-    ry = te.reduce_axis(w.shape[2], name="ry")
-    rx = te.reduce_axis(w.shape[3], name="rx")
-    return te.compute(out.shape, lambda n, f, y, xx: te.sum(
-        xp[n, rc, y * s[0] + ry * d[0], xx * s[1] + rx * d[1]] * w[f, rc, ry, rx],
-        axis=[rc, ry, rx]), name="conv2d_nchw")
+    def pair(key: str, default: int) -> tuple[int, ...]:
+        return int_tuple("conv2d", attrs, key, 2, default)
+
+    return topi.conv2d(args[0], args[1], stride=pair("strides", 1), padding=pair("padding", 0),
+                       dilation=pair("dilation", 1))
 
 
-def _pool(kind: str) -> Callable[[Args, Attrs, TensorType], Tensor]:
+def _pool(op: str) -> LegalizeFn:
     def lower(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
-        x = args[0]
-        k = _pair(attrs, "pool_size", 2)
-        s = _pair(attrs, "strides", k[0])
-        p = _pair(attrs, "padding", 0)
-        fill = te.min_value(x.dtype) if kind == "max" else const(0.0, x.dtype)
-        xp = _pad(x, p, fill)
-        ry = te.reduce_axis(k[0], name="ry")
-        rx = te.reduce_axis(k[1], name="rx")
-        red = te.max if kind == "max" else te.sum
-        pooled = te.compute(out.shape, lambda n, c, i, j: red(
-            xp[n, c, i * s[0] + ry, j * s[1] + rx], axis=[ry, rx]), name=f"pool_{kind}")
-        if kind == "max":
-            return pooled
-        area = const(float(k[0] * k[1]), x.dtype)
-        return te.compute(out.shape, lambda *i: pooled[i] / area, name="pool_avg_div")
-    return lower
+        kernel = int_tuple(op, attrs, "pool_size", 2, 2)
+        stride = int_tuple(op, attrs, "strides", 2, kernel[0])
+        padding = int_tuple(op, attrs, "padding", 2, 0)
+        if op == "max_pool2d":
+            return topi.max_pool2d(args[0], kernel, stride, padding)
+        # the graph operator divides by the full window, padding included (PyTorch's default)
+        return topi.avg_pool2d(args[0], kernel, stride, padding, count_include_pad=True)
 
-
-def _reduce(kind: str) -> Callable[[Args, Attrs, TensorType], Tensor]:
-    def lower(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
-        x = args[0]
-        axes = reduce_axes(kind, attrs, x.ndim)
-        keep = bool(attrs.get("keepdims", False))
-        red = {"sum": te.sum, "mean": te.sum, "max": te.max, "min": te.min}[kind]
-        ks = [te.reduce_axis(x.shape[a], name=f"k{a}") for a in axes]
-
-        def body(*i: Expr) -> object:
-            idx: list[Expr] = []
-            it = iter(i)
-            for d in range(x.ndim):
-                if d in axes:
-                    idx.append(ks[axes.index(d)])
-                    if keep:
-                        next(it)
-                else:
-                    idx.append(next(it))
-            return red(x[idx], axis=ks)
-        r = te.compute(out.shape, body, name=f"T_{kind}" if kind != "mean" else "T_sum")
-        if kind != "mean":
-            return r
-        count: Expr = const(1.0, x.dtype)
-        for a in axes:
-            count = count * Cast(x.dtype, x.shape[a])
-        return te.compute(out.shape, lambda *i: r[i] / count, name="T_divide")
     return lower
 
 
 def _astype(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
-    x = args[0]
-    return te.compute(out.shape, lambda *i: irop.cast(x[i], out.dtype), name="compute")
+    return topi.cast(args[0], out.dtype)
 
 
 def _softmax(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
-    x = args[0]
-    axis = int(attrs.get("axis", -1)) % x.ndim  # type: ignore[arg-type]
-    red_shape = tuple(s for d, s in enumerate(x.shape) if d != axis)
-
-    def at(i: Sequence[Expr], k: Expr) -> list[Expr]:
-        return [*i[:axis], k, *i[axis:]]
-    k1 = te.reduce_axis(x.shape[axis], name="k")
-    mx = te.compute(red_shape, lambda *i: te.max(x[at(i, k1)], axis=k1), name="T_softmax_maxelem")
-    ex = te.compute(x.shape, lambda *i: irop.exp(x[i] - mx[(*i[:axis], *i[axis + 1:])]),
-                    name="T_softmax_exp")
-    k2 = te.reduce_axis(x.shape[axis], name="k")
-    sm = te.compute(red_shape, lambda *i: te.sum(ex[at(i, k2)], axis=k2), name="T_softmax_expsum")
-    return te.compute(x.shape, lambda *i: ex[i] / sm[(*i[:axis], *i[axis + 1:])],
-                      name="T_softmax_norm")
+    return topi.softmax(args[0], axis=attr_int("softmax", attrs, "axis", -1))
 
 
-def _norm(kind: str) -> Callable[[Args, Attrs, TensorType], Tensor]:
-    def lower(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
-        x = args[0]
-        eps = const(float(attrs.get("eps", 1e-5)), x.dtype)  # type: ignore[arg-type]
-        n = x.shape[-1]
-        inv_n = const(1.0, x.dtype) / Cast(x.dtype, n)
-        lead = x.shape[:-1]
-        k1 = te.reduce_axis(n, name="k")
-        if kind == "rms_norm":
-            sq = te.compute(lead, lambda *i: te.sum(x[(*i, k1)] * x[(*i, k1)], axis=k1),
-                            name="T_rms_sqsum")
-            w = args[1]
-            return te.compute(x.shape, lambda *i: x[i] * irop.rsqrt(sq[i[:-1]] * inv_n + eps)
-                              * w[i[-1]], name="T_rms_norm")
-        mean = te.compute(lead, lambda *i: te.sum(x[(*i, k1)], axis=k1), name="T_ln_sum")
-        k2 = te.reduce_axis(n, name="k")
+def _layer_norm(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
+    eps = attr_float("layer_norm", attrs, "eps", 1e-5)
+    return topi.layer_norm(args[0], args[1], args[2], axis=-1, eps=eps)
 
-        def dev(i: Sequence[Expr], k: Expr) -> Expr:
-            return x[(*i, k)] - mean[tuple(i)] * inv_n
-        var = te.compute(lead, lambda *i: te.sum(dev(i, k2) * dev(i, k2), axis=k2),
-                         name="T_ln_var_sum")
-        g, b = args[1], args[2]
-        return te.compute(x.shape, lambda *i: (x[i] - mean[i[:-1]] * inv_n)
-                          * irop.rsqrt(var[i[:-1]] * inv_n + eps) * g[i[-1]] + b[i[-1]],
-                          name="T_layer_norm")
-    return lower
+
+def _rms_norm(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
+    return topi.rms_norm(args[0], args[1], axis=-1, eps=attr_float("rms_norm", attrs, "eps", 1e-5))
+
+
+_SWAP_SEQ_HEADS = (0, 2, 1, 3)  # (batch, seq, heads, dim) <-> (batch, heads, seq, dim)
 
 
 def _attention(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
-    q, k, v = args
-    causal = bool(attrs.get("causal", False))
-    head_dim = q.shape[3]
-    scale_attr = attrs.get("scale")
-    scale = (const(float(scale_attr), q.dtype) if scale_attr is not None  # type: ignore[arg-type]
-             else irop.rsqrt(Cast(q.dtype, head_dim)))
-    b, s, h, _d = q.shape
-    kv_len = k.shape[1]
-    shape = (b, h, s, kv_len)
-    rd = te.reduce_axis(head_dim, name="d")
-    score = te.compute(shape, lambda bb, hh, i, j: te.sum(
-        q[bb, i, hh, rd] * k[bb, j, hh, rd], axis=rd), name="attn_score")
+    """topi works on (..., seq, dim): move the heads axis in front of the sequence axis."""
+    q, k, v = (topi.transpose(t, _SWAP_SEQ_HEADS, name=f"{n}_bhsd")
+               for t, n in zip(args, "qkv", strict=True))
+    scale = attr_optional_float("attention", attrs, "scale")
+    if bool(attrs.get("causal", False)):
+        o = topi.causal_attention(q, k, v, scale=scale)
+    else:
+        if scale is None:
+            scale = 1.0 / math.sqrt(static_extent("attention", q.shape[-1], "head_dim"))
+        scores = topi.matmul(q, k, transpose_b=True, name="attention_scores")
+        scaled = topi.multiply(scores, scale, name="attention_scaled")
+        o = topi.matmul(topi.softmax(scaled, name="attention_softmax"), v, name="attention")
+    return topi.transpose(o, _SWAP_SEQ_HEADS, name="T_attention")
 
-    def visible(i: Expr, j: Expr) -> Expr:
-        return j <= i + (kv_len - s)
 
-    def masked(bb: Expr, hh: Expr, i: Expr, j: Expr) -> Expr:
-        val = score[bb, hh, i, j] * scale
-        return irop.select(visible(i, j), val, te.min_value(q.dtype)) if causal else val
-    j1 = te.reduce_axis(kv_len, name="j")
-    mx = te.compute((b, h, s), lambda bb, hh, i: te.max(masked(bb, hh, i, j1), axis=j1),
-                    name="attn_max")
+def _rotary_tables(seq: Expr, dim: int, theta: float, dt: str) -> tuple[Tensor, Tensor]:
+    """``cos`` and ``sin`` of ``pos * theta^(-2i/dim)`` for ``i = j mod dim/2``: ``(seq, dim)``."""
+    half = dim // 2
+    step = const(-2.0 * math.log(theta) / dim, dt)
 
-    def prob(bb: Expr, hh: Expr, i: Expr, j: Expr) -> Expr:
-        e = irop.exp(score[bb, hh, i, j] * scale - mx[bb, hh, i])
-        return irop.select(visible(i, j), e, const(0.0, q.dtype)) if causal else e
-    p = te.compute(shape, prob, name="attn_exp")
-    j2 = te.reduce_axis(kv_len, name="j")
-    den = te.compute((b, h, s), lambda bb, hh, i: te.sum(p[bb, hh, i, j2], axis=j2),
-                     name="attn_sum")
-    j3 = te.reduce_axis(kv_len, name="j")
-    num = te.compute(out.shape, lambda bb, i, hh, dd: te.sum(
-        p[bb, hh, i, j3] * v[bb, j3, hh, dd], axis=j3), name="attn_weighted")
-    return te.compute(out.shape, lambda bb, i, hh, dd: num[bb, i, hh, dd] / den[bb, hh, i],
-                      name="attn_out")
+    def angle(p: Expr, j: Expr) -> Expr:
+        return irop.cast(p, dt) * irop.exp(irop.cast(j % half, dt) * step)
+
+    cos = te.compute((seq, dim), lambda p, j: irop.cos(angle(p, j)), name="rotary_cos")
+    sin = te.compute((seq, dim), lambda p, j: irop.sin(angle(p, j)), name="rotary_sin")
+    return cos, sin
 
 
 def _rotary(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
+    """topi's rotary takes the position from axis -2: rotate a (batch, heads, seq, dim) copy."""
     x = args[0]
-    theta = float(attrs.get("theta", 10000.0))  # type: ignore[arg-type]
-    dim = x.shape[3]
-    assert isinstance(dim, IntImm)
-    half = dim.value // 2
-    dt = x.dtype
-
-    def body(b: Expr, s: Expr, h: Expr, d: Expr) -> Expr:
-        fi = Cast(dt, d % half)
-        inv_freq = irop.exp(fi * const(-2.0 * math.log(theta) / dim.value, dt))
-        ang = Cast(dt, s) * inv_freq
-        other = x[b, s, h, (d + half) % dim.value]
-        rot = irop.select(d < half, -other, other)
-        return x[b, s, h, d] * irop.cos(ang) + rot * irop.sin(ang)
-    return te.compute(out.shape, body, name="T_rotary")
+    theta = attr_float("rotary", attrs, "theta", 10000.0)
+    dim = static_extent("rotary", x.shape[3], "head_dim")
+    cos, sin = _rotary_tables(x.shape[1], dim, theta, str(x.dtype))
+    xt = topi.transpose(x, _SWAP_SEQ_HEADS, name="x_bhsd")
+    return topi.transpose(topi.rotary_embedding(xt, cos, sin), _SWAP_SEQ_HEADS,
+                          name="T_rotary_bshd")
 
 
-_TABLE: dict[str, Callable[[Args, Attrs, TensorType], Tensor]] = {
+_TABLE: dict[str, LegalizeFn] = {
     **{name: _binary(name) for name in BINARY},
     **{name: _unary(name) for name in UNARY},
-    **{name: _reduce(name) for name in ("sum", "mean", "max", "min")},
+    **{name: _reduce(name) for name in REDUCE},
     "matmul": _matmul,
     "dense": _dense,
     "linear": _dense,
@@ -378,12 +201,12 @@ _TABLE: dict[str, Callable[[Args, Attrs, TensorType], Tensor]] = {
     "concat": _concat,
     "take": _take,
     "conv2d": _conv2d,
-    "max_pool2d": _pool("max"),
-    "avg_pool2d": _pool("avg"),
+    "max_pool2d": _pool("max_pool2d"),
+    "avg_pool2d": _pool("avg_pool2d"),
     "astype": _astype,
     "softmax": _softmax,
-    "layer_norm": _norm("layer_norm"),
-    "rms_norm": _norm("rms_norm"),
+    "layer_norm": _layer_norm,
+    "rms_norm": _rms_norm,
     "attention": _attention,
     "rotary": _rotary,
 }

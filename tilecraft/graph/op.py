@@ -12,8 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import te
 from ..errors import TilecraftError
-from ..ir import Attrs, DataType, Expr, IntImm, Mul, Var
+from ..ir import Attrs, DataType, Expr, IntImm, Mul, Var, as_expr
 from .ir import TensorType, dim_text
 
 
@@ -22,7 +23,7 @@ class GraphError(TilecraftError):
 
 
 InferFn = Callable[[str, Sequence[TensorType], Attrs], TensorType]
-LegalizeFn = Callable[..., Any]
+LegalizeFn = Callable[[Sequence[te.Tensor], Attrs, TensorType], te.Tensor]
 
 
 @dataclass
@@ -111,7 +112,8 @@ def dims_equal(a: Expr, b: Expr) -> bool:
 
 def product(shape: Sequence[Expr]) -> tuple[int, tuple[int, ...]] | None:
     """The element count of ``shape`` as a monomial, or None when not a monomial."""
-    coef, ids = 1, ()  # type: tuple[int, tuple[int, ...]]
+    coef: int = 1
+    ids: tuple[int, ...] = ()
     for s in shape:
         m = _monomial(s)
         if m is None:
@@ -154,12 +156,13 @@ def broadcast_shapes(op: str, a: Sequence[Expr], b: Sequence[Expr]) -> tuple[Exp
     """numpy-style broadcast of two shapes; GraphError when they are incompatible."""
     out: list[Expr] = []
     n = max(len(a), len(b))
-    for i in range(n):
-        da = a[len(a) - n + i] if len(a) - n + i >= 0 else None
-        db = b[len(b) - n + i] if len(b) - n + i >= 0 else None
-        if da is None or (isinstance(da, IntImm) and da.value == 1 and db is not None):
-            out.append(db)  # type: ignore[arg-type]
-        elif db is None or (isinstance(db, IntImm) and db.value == 1) or dims_equal(da, db):
+    one = as_expr(1)
+    padded_a = (one,) * (n - len(a)) + tuple(a)
+    padded_b = (one,) * (n - len(b)) + tuple(b)
+    for i, (da, db) in enumerate(zip(padded_a, padded_b, strict=True)):
+        if isinstance(da, IntImm) and da.value == 1:
+            out.append(db)
+        elif (isinstance(db, IntImm) and db.value == 1) or dims_equal(da, db):
             out.append(da)
         else:
             raise GraphError(f"{op}: shapes {shape_text(a)} and {shape_text(b)} do not broadcast "
@@ -170,7 +173,46 @@ def broadcast_shapes(op: str, a: Sequence[Expr], b: Sequence[Expr]) -> tuple[Exp
 def int_tuple(op: str, attrs: Attrs, key: str, n: int, default: int) -> tuple[int, ...]:
     """An attribute that is an int or a tuple of ``n`` ints."""
     v = attrs.get(key, default)
-    vals = (v,) * n if isinstance(v, int) else tuple(v)  # type: ignore[arg-type]
-    if len(vals) != n or not all(isinstance(x, int) for x in vals):
+    vals = (v,) * n if isinstance(v, int) else v if isinstance(v, tuple) else None
+    if vals is None or len(vals) != n or not all(_is_int(x) for x in vals):
         raise GraphError(f"{op}: attribute {key!r} must be an int or {n} ints, got {v!r}")
-    return vals  # type: ignore[return-value]
+    return tuple(int(x) for x in vals if isinstance(x, int))
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def attr_int(op: str, attrs: Attrs, key: str, default: int) -> int:
+    """An integer attribute (``default`` when absent)."""
+    v = attrs.get(key, default)
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise GraphError(f"{op}: attribute {key!r} must be an int, got {v!r}")
+    return v
+
+
+def attr_float(op: str, attrs: Attrs, key: str, default: float) -> float:
+    """A float attribute (ints accepted; ``default`` when absent or None)."""
+    v = attr_optional_float(op, attrs, key)
+    return default if v is None else v
+
+
+def attr_optional_float(op: str, attrs: Attrs, key: str) -> float | None:
+    """A float attribute (ints accepted) or None when absent or None."""
+    v = attrs.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        raise GraphError(f"{op}: attribute {key!r} must be a number, got {v!r}")
+    return float(v)
+
+
+def attr_axes(op: str, attrs: Attrs, key: str) -> tuple[int, ...] | None:
+    """An attribute holding an int, a tuple of ints, or None."""
+    v = attrs.get(key)
+    if v is None:
+        return None
+    items = (v,) if isinstance(v, int) else v if isinstance(v, tuple) else None
+    if items is None or not all(_is_int(x) for x in items):
+        raise GraphError(f"{op}: attribute {key!r} must be an int or ints, got {v!r}")
+    return tuple(int(x) for x in items if isinstance(x, int))

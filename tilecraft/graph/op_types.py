@@ -6,9 +6,11 @@ from collections.abc import Sequence
 
 from ..ir import Attrs, Expr, IntImm, as_expr
 from ..ir import dtype as to_dtype
-from .ir import TensorType, dim_text
+from .ir import TensorType, collect_vars_of_shape, dim_text
 from .op import (
     GraphError,
+    attr_axes,
+    attr_int,
     broadcast_shapes,
     dims_equal,
     float_dtype,
@@ -66,8 +68,8 @@ def _dense(op: str, ts: Types, attrs: Attrs) -> TensorType:
 
 def permutation(op: str, attrs: Attrs, ndim: int) -> tuple[int, ...]:
     """The ``axes`` attribute (default: reversed) checked to be a permutation."""
-    axes = attrs.get("axes")
-    perm = tuple(reversed(range(ndim))) if axes is None else tuple(axes)  # type: ignore[arg-type]
+    axes = attr_axes(op, attrs, "axes")
+    perm = tuple(reversed(range(ndim))) if axes is None else axes
     if sorted(norm_axis(op, a, ndim) for a in perm) != list(range(ndim)) or len(perm) != ndim:
         raise GraphError(f"{op}: axes {perm} is not a permutation of {ndim} dimensions")
     return tuple(norm_axis(op, a, ndim) for a in perm)
@@ -80,24 +82,21 @@ def _permute(op: str, ts: Types, attrs: Attrs) -> TensorType:
 
 def reshape_target(op: str, t: TensorType, attrs: Attrs) -> tuple[Expr, ...]:
     """The reshape's new shape: ints, ``-1`` (inferred) and names of the input's shape vars."""
-    names = {}
-    for s in t.shape:
-        for v in _vars(s):
-            names[v.name] = v
+    names = {v.name: v for v in collect_vars_of_shape(t.shape)}
     spec = attrs.get("shape")
     if not isinstance(spec, tuple):
         raise GraphError(f"{op}: attribute 'shape' must be a tuple, got {spec!r}")
     out: list[Expr | None] = []
-    for s in spec:
-        if isinstance(s, str):
-            if s not in names:
-                raise GraphError(f"{op}: {s!r} is not a symbolic extent of the input "
+    for item in spec:
+        if isinstance(item, str):
+            if item not in names:
+                raise GraphError(f"{op}: {item!r} is not a symbolic extent of the input "
                                  f"{t.describe()}")
-            out.append(names[s])
-        elif isinstance(s, int) and s >= -1:
-            out.append(None if s == -1 else as_expr(s))
+            out.append(names[item])
+        elif isinstance(item, int) and not isinstance(item, bool) and item >= -1:
+            out.append(None if item == -1 else as_expr(item))
         else:
-            raise GraphError(f"{op}: bad extent {s!r} in shape {spec!r}")
+            raise GraphError(f"{op}: bad extent {item!r} in shape {spec!r}")
     total = product(t.shape)
     if out.count(None) > 1:
         raise GraphError(f"{op}: at most one -1 in shape {spec!r}")
@@ -119,12 +118,6 @@ def reshape_target(op: str, t: TensorType, attrs: Attrs) -> tuple[Expr, ...]:
     return shape
 
 
-def _vars(e: Expr) -> list:  # type: ignore[type-arg]
-    from ..ir import collect_vars
-
-    return collect_vars(e)
-
-
 def _reshape(op: str, ts: Types, attrs: Attrs) -> TensorType:
     return TensorType(reshape_target(op, ts[0], attrs), ts[0].dtype)
 
@@ -132,7 +125,7 @@ def _reshape(op: str, ts: Types, attrs: Attrs) -> TensorType:
 def _concat(op: str, ts: Types, attrs: Attrs) -> TensorType:
     dt = same_dtype(op, ts)
     nd = ts[0].ndim
-    axis = norm_axis(op, int(attrs.get("axis", 0)), nd)  # type: ignore[arg-type]
+    axis = norm_axis(op, attr_int(op, attrs, "axis", 0), nd)
     total: Expr = ts[0].shape[axis]
     for i, t in enumerate(ts[1:], 1):
         if t.ndim != nd or any(not dims_equal(a, b) for d, (a, b) in
@@ -155,12 +148,13 @@ def _take(op: str, ts: Types, attrs: Attrs) -> TensorType:
     data, idx = ts
     if not idx.dtype.is_integer:
         raise GraphError(f"{op}: indices must be integers, got {idx.describe()}")
-    axis = norm_axis(op, int(attrs.get("axis", 0)), data.ndim)  # type: ignore[arg-type]
+    axis = norm_axis(op, attr_int(op, attrs, "axis", 0), data.ndim)
     shape = (*data.shape[:axis], *idx.shape, *data.shape[axis + 1:])
     return TensorType(shape, data.dtype)
 
 
-def _static(op: str, e: Expr, what: str) -> int:
+def static_extent(op: str, e: Expr, what: str) -> int:
+    """The value of extent ``e``; GraphError naming ``what`` when it is symbolic."""
     if not isinstance(e, IntImm):
         raise GraphError(f"{op}: {what} must be static, got {dim_text(e)}")
     return e.value
@@ -190,7 +184,7 @@ def _conv2d(op: str, ts: Types, attrs: Attrs) -> TensorType:
                          f"{dim_text(w.shape[1])}")
     s, p, d = (int_tuple(op, attrs, k, 2, v) for k, v in
                (("strides", 1), ("padding", 0), ("dilation", 1)))
-    kh, kw = (_static(op, e, "kernel size") for e in w.shape[2:])
+    kh, kw = (static_extent(op, e, "kernel size") for e in w.shape[2:])
     oh = _window(op, x.shape[2], kh, s[0], p[0], d[0])
     ow = _window(op, x.shape[3], kw, s[1], p[1], d[1])
     return TensorType((x.shape[0], w.shape[0], oh, ow), dt)
@@ -210,12 +204,10 @@ def _pool2d(op: str, ts: Types, attrs: Attrs) -> TensorType:
 
 def reduce_axes(op: str, attrs: Attrs, ndim: int) -> tuple[int, ...]:
     """The sorted reduced axes (``axis`` None: all)."""
-    axis = attrs.get("axis")
-    if axis is None:
+    axes = attr_axes(op, attrs, "axis")
+    if axes is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)  # type: ignore[arg-type]
-    out = sorted({norm_axis(op, int(a), ndim) for a in axes})  # type: ignore[arg-type]
-    return tuple(out)
+    return tuple(sorted({norm_axis(op, a, ndim) for a in axes}))
 
 
 def _reduce(op: str, ts: Types, attrs: Attrs) -> TensorType:
@@ -238,7 +230,7 @@ def _astype(op: str, ts: Types, attrs: Attrs) -> TensorType:
 
 def _softmax(op: str, ts: Types, attrs: Attrs) -> TensorType:
     float_dtype(op, ts[0])
-    norm_axis(op, int(attrs.get("axis", -1)), ts[0].ndim)  # type: ignore[arg-type]
+    norm_axis(op, attr_int(op, attrs, "axis", -1), ts[0].ndim)
     return ts[0]
 
 
@@ -275,7 +267,7 @@ def _rotary(op: str, ts: Types, attrs: Attrs) -> TensorType:
     float_dtype(op, x)
     if x.ndim != 4:
         raise GraphError(f"{op}: expected (batch, seq, heads, head_dim), got {x.describe()}")
-    d = _static(op, x.shape[3], "head_dim")
+    d = static_extent(op, x.shape[3], "head_dim")
     if d % 2:
         raise GraphError(f"{op}: head_dim must be even, got {d}")
     return x

@@ -28,10 +28,14 @@ from typing import Any
 
 from ..errors import ScriptParseError
 from ..ir import Add, Attrs, Expr, FloorDiv, IntImm, IRModule, Mul, PrimFunc, Sub, Var, as_expr
+from ..ir import dtype as to_dtype
 from .ir import Binding, CallFunc, CallTIR, Function, OpCall, TensorType, TensorVar
+from .op import infer_type
 
 _IND = "    "
-_BINOPS = {Add: "+", Sub: "-", Mul: "*", FloorDiv: "//"}
+_BINOPS: dict[type[Expr], str] = {Add: "+", Sub: "-", Mul: "*", FloorDiv: "//"}
+_AST_BINOPS: dict[type[ast.operator], type[Add | Sub | Mul | FloorDiv]] = {
+    ast.Add: Add, ast.Sub: Sub, ast.Mult: Mul, ast.FloorDiv: FloorDiv}
 
 
 def _dim(e: Expr) -> str:
@@ -48,9 +52,9 @@ def _dim_expr(e: Expr) -> str:
             raise ScriptParseError(f"graph script: shape variable {e.name} must be int32")
         return e.name
     sym = _BINOPS.get(type(e))
-    if sym is None:
+    if sym is None or not isinstance(e, (Add, Sub, Mul, FloorDiv)):
         raise ScriptParseError(f"graph script: cannot print extent {type(e).__name__}")
-    return f"({_dim_expr(e.a)} {sym} {_dim_expr(e.b)})"  # type: ignore[attr-defined]
+    return f"({_dim_expr(e.a)} {sym} {_dim_expr(e.b)})"
 
 
 def type_text(t: TensorType) -> str:
@@ -94,22 +98,24 @@ def function_lines(func: Function, name: str, in_module: bool) -> list[str]:
         for b in func.bindings:
             args = [names[id(a)] for a in b.value.args]
             lhs = define(b.var)
+            if isinstance(b.value, CallFunc):  # a graph function's call states its type
+                lhs += f": {type_text(b.var.type)}"
             lines.append(_IND * 2 + f"{lhs} = {_value_text(b.value, args, in_module)}")
         lines.append(_IND * 2 + f"R.output({names[id(func.ret)]})")
     lines.append(_IND + f"return {names[id(func.ret)]}")
     return lines
 
 
-def _value_text(v: Any, args: list[str], in_module: bool) -> str:
-    callee = (lambda n: f"cls.{n}") if in_module else (lambda n: repr(n))
+def _value_text(v: OpCall | CallTIR | CallFunc, args: list[str], in_module: bool) -> str:
     if isinstance(v, OpCall):
         kw = [f"{k}={_lit(x)}" for k, x in v.attrs.items_tuple()]
         return f"R.{v.op}({', '.join(args + kw)})"
+    callee = f"cls.{v.func}" if in_module else repr(v.func)
     if isinstance(v, CallTIR):
         tup = "(" + ", ".join(args) + ("," if len(args) == 1 else "") + ")"
-        return f"R.call_tir({callee(v.func)}, {tup}, out_sinfo={type_text(v.out_type)})"
-    return f"{callee(v.func)}({', '.join(args)})" if in_module else \
-        f"R.call_func({callee(v.func)}, {', '.join(args)})"
+        return f"R.call_tir({callee}, {tup}, out_sinfo={type_text(v.out_type)})"
+    return f"{callee}({', '.join(args)})" if in_module else \
+        f"R.call_func({', '.join([callee, *args])})"
 
 
 def to_script(node: Function | IRModule) -> str:
@@ -172,13 +178,12 @@ class _GraphParser:
 
     def dim_expr(self, e: ast.AST, svars: dict[str, Var], where: ast.AST) -> Expr:
         if isinstance(e, ast.Name):
-            return svars.setdefault(e.id, Var(e.id, "int32"))
+            return svars.setdefault(e.id, Var(e.id, to_dtype("int32")))
         if isinstance(e, ast.Constant) and isinstance(e.value, int):
             return as_expr(e.value)
-        ops = {ast.Add: Add, ast.Sub: Sub, ast.Mult: Mul, ast.FloorDiv: FloorDiv}
-        if isinstance(e, ast.BinOp) and type(e.op) in ops:
-            return ops[type(e.op)](self.dim_expr(e.left, svars, where),  # type: ignore[abstract]
-                                   self.dim_expr(e.right, svars, where))
+        if isinstance(e, ast.BinOp) and type(e.op) in _AST_BINOPS:
+            return _AST_BINOPS[type(e.op)](self.dim_expr(e.left, svars, where),
+                                           self.dim_expr(e.right, svars, where))
         raise self.fail(where, "extent expressions use names, ints, + - * //")
 
     def tensor_type(self, node: ast.AST | None, svars: dict[str, Var]) -> TensorType:
@@ -237,38 +242,50 @@ class _GraphParser:
         return env[node.id]
 
     def binding(self, s: ast.stmt, env: dict[str, TensorVar], svars: dict[str, Var]) -> Binding:
-        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and
-                isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Call)):
+        ann: ast.expr | None = None
+        if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and \
+                isinstance(s.value, ast.Call):
+            name, call, ann = s.target.id, s.value, s.annotation
+        elif isinstance(s, ast.Assign) and len(s.targets) == 1 and \
+                isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Call):
+            name, call = s.targets[0].id, s.value
+        else:
             raise self.fail(s, "expected `name = R.<op>(...)` in a dataflow block")
-        call = s.value
-        name = s.targets[0].id
         op = self.r_name(call.func)
-        if op == "call_tir":
-            kw = {k.arg: k.value for k in call.keywords}
-            if len(call.args) != 2 or not isinstance(call.args[1], ast.Tuple) or \
-                    "out_sinfo" not in kw:
-                raise self.fail(call, "expected R.call_tir(func, (args,), out_sinfo=R.Tensor(...))")
-            t = self.tensor_type(kw["out_sinfo"], svars)
-            args = tuple(self.lookup(a, env) for a in call.args[1].elts)
-            value: Any = CallTIR(self.callee(call.args[0]), args, t)
-        elif op == "call_func" or op is None:
+        value: OpCall | CallTIR | CallFunc
+        if op in ("call_func", None):
+            if ann is None:
+                raise self.fail(s, "a call of a graph function needs its type: write "
+                                f"`{name}: R.Tensor(...) = cls.f(...)`")
+            t = self.tensor_type(ann, svars)
             target = call.args[0] if op == "call_func" else call.func
             rest = call.args[1:] if op == "call_func" else call.args
             value = CallFunc(self.callee(target), tuple(self.lookup(a, env) for a in rest))
-            t = None  # type: ignore[assignment]
+        elif ann is not None:
+            raise self.fail(s, "only calls of graph functions carry a type annotation")
+        elif op == "call_tir":
+            value = self.call_tir(call, env, svars)
+            t = value.out_type
         else:
-            attrs = {k.arg: self.literal(k.value) for k in call.keywords}
-            from .op import infer_type
-
+            if any(k.arg is None for k in call.keywords):
+                raise self.fail(call, "operator attributes are keyword=literal")
+            attrs = Attrs({k.arg: self.literal(k.value) for k in call.keywords if k.arg})
             args = tuple(self.lookup(a, env) for a in call.args)
             value = OpCall(op, args, attrs)
-            t = infer_type(op, [a.type for a in args], value.attrs)
-        if t is None:
-            raise self.fail(s, "a call of a graph function needs its type: write "
-                            f"`{name}: R.Tensor(...) = cls.f(...)`")
+            t = infer_type(op, [a.type for a in args], attrs)
         var = TensorVar(name, t)
         env[name] = var
         return Binding(var, value)
+
+    def call_tir(self, call: ast.Call, env: dict[str, TensorVar], svars: dict[str, Var]
+                 ) -> CallTIR:
+        kw = {k.arg: k.value for k in call.keywords}
+        if len(call.args) != 2 or not isinstance(call.args[1], ast.Tuple) or \
+                "out_sinfo" not in kw:
+            raise self.fail(call, "expected R.call_tir(func, (args,), out_sinfo=R.Tensor(...))")
+        t = self.tensor_type(kw["out_sinfo"], svars)
+        args = tuple(self.lookup(a, env) for a in call.args[1].elts)
+        return CallTIR(self.callee(call.args[0]), args, t)
 
 
 def parse(text: str) -> Function | IRModule:

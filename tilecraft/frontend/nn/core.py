@@ -25,9 +25,9 @@ class FrontendError(TilecraftError):
 def builder() -> GraphBuilder:
     """The graph builder of the export in progress."""
     b = getattr(_TRACE, "builder", None)
-    if b is None:
+    if not isinstance(b, GraphBuilder):
         raise FrontendError("nn tensors can only be computed on inside Module.export(...)")
-    return b  # type: ignore[no-any-return]
+    return b
 
 
 class Tensor:

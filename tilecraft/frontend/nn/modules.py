@@ -164,4 +164,6 @@ class ModuleList(Module):
         return (v for v in vars(self).values() if isinstance(v, Module))
 
     def __getitem__(self, i: int) -> Module:
-        return getattr(self, str(i % len(self)))  # type: ignore[no-any-return]
+        module = getattr(self, str(i % len(self)))
+        assert isinstance(module, Module)
+        return module

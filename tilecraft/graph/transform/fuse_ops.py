@@ -14,10 +14,20 @@ Reductions and opaque calls stay alone and close their group.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ...ir import IRModule, PrimFunc
-from ..ir import Binding, CallFunc, CallTIR, Function, TensorVar, graph_functions, rebuild
+from ...ir import Attrs, BaseFunc, IRModule, PrimFunc
+from ..ir import (
+    Binding,
+    CallFunc,
+    CallTIR,
+    Function,
+    ShapeVarCopier,
+    TensorVar,
+    graph_functions,
+    rebuild,
+)
 from .annotate_op_pattern import OpPattern, op_pattern_of
 from .base import ModulePass
 from .names import fresh_name
@@ -50,7 +60,7 @@ def _can_join(group: _Group, pattern: OpPattern) -> bool:
     return False
 
 
-def group_bindings(func: Function, mod_funcs: dict) -> list[_Group]:  # type: ignore[type-arg]
+def group_bindings(func: Function, mod_funcs: Mapping[str, BaseFunc]) -> list[_Group]:
     """Partition ``func``'s bindings into fusion groups (in order of their last member)."""
     uses = _use_counts(func)
     group_of: dict[int, _Group] = {}
@@ -59,15 +69,15 @@ def group_bindings(func: Function, mod_funcs: dict) -> list[_Group]:  # type: ig
         v = b.value
         callee = mod_funcs.get(v.func) if isinstance(v, CallTIR) else None
         if not isinstance(callee, PrimFunc):
-            g = _Group(OpPattern.OPAQUE, [b])
-            groups.append(g)
+            groups.append(_Group(OpPattern.OPAQUE, [b]))
             continue
         pattern = op_pattern_of(callee)
-        target = None
+        target: _Group | None = None
         for a in v.args:
-            g = group_of.get(id(a))
-            if g is not None and g.output is a and uses[id(a)] == 1 and _can_join(g, pattern):
-                target = g
+            producer = group_of.get(id(a))
+            if producer is not None and producer.output is a and uses[id(a)] == 1 and \
+                    _can_join(producer, pattern):
+                target = producer
                 break
         if target is None:
             target = _Group(pattern)
@@ -79,6 +89,12 @@ def group_bindings(func: Function, mod_funcs: dict) -> list[_Group]:  # type: ig
     return [order[id(b)] for b in func.bindings if id(b) in order]
 
 
+def _call_tir(b: Binding) -> CallTIR:
+    """The call of a binding inside a group of two or more (always a call_tir)."""
+    assert isinstance(b.value, CallTIR)
+    return b.value
+
+
 def _group_function(group: _Group, name: str) -> tuple[Function, tuple[TensorVar, ...]]:
     inside = {id(b.var) for b in group.members}
     outer: list[TensorVar] = []
@@ -86,17 +102,17 @@ def _group_function(group: _Group, name: str) -> tuple[Function, tuple[TensorVar
         for a in b.value.args:
             if id(a) not in inside and all(a is not o for o in outer):
                 outer.append(a)
-    vmap = {id(a): TensorVar(a.name, a.type) for a in outer}
+    fresh = ShapeVarCopier()  # the group function gets its own symbolic extents
+    vmap = {id(a): TensorVar(a.name, fresh.type(a.type)) for a in outer}
     bindings = []
     for b in group.members:
-        nv = TensorVar(b.var.name, b.var.type)
-        call = b.value
-        assert isinstance(call, CallTIR)
+        nv = TensorVar(b.var.name, fresh.type(b.var.type))
+        call = _call_tir(b)
         bindings.append(Binding(nv, CallTIR(call.func, tuple(vmap[id(a)] for a in call.args),
-                                            call.out_type)))
+                                            nv.type)))
         vmap[id(b.var)] = nv
     params = tuple(vmap[id(a)] for a in outer)
-    func = Function(params, tuple(bindings), bindings[-1].var, {"primitive": True}, name)
+    func = Function(params, tuple(bindings), bindings[-1].var, Attrs({"primitive": True}), name)
     return func, tuple(outer)
 
 
@@ -116,7 +132,7 @@ class FuseOps(ModulePass):
                 if len(g.members) == 1:
                     new_bindings.append(g.members[0])
                     continue
-                callees = [b.value.func for b in g.members]  # type: ignore[union-attr]
+                callees = [_call_tir(b).func for b in g.members]
                 name = fresh_name(funcs, "fused_" + "_".join(callees))
                 sub, args = _group_function(g, name)
                 funcs[name] = sub

@@ -1,24 +1,29 @@
-"""Legalize: replace every operator call by a ``call_tir`` of a PrimFunc built from te.
+"""Legalize: replace every operator call by a ``call_tir`` of a PrimFunc built from topi.
 
 Before: graph functions may hold ``OpCall`` bindings. After: they hold only ``CallTIR`` (and
 ``CallFunc``) bindings; one PrimFunc per distinct call, named after the operator
-(``matmul``, ``matmul1``, ...; ``permute_dims`` gives ``transpose``). Structurally equal
-PrimFuncs are shared when structural equality is available.
+(``matmul``, ``matmul1``, ...; ``permute_dims`` gives ``transpose``). A call whose PrimFunc is
+structurally equal to one already in the module reuses it.
 """
 
 from __future__ import annotations
 
 from ... import te
-from ...ir import IRModule, PrimFunc, Var
+from ...errors import TilecraftError
+from ...ir import BaseFunc, IntImm, IRModule, PrimFunc, Var
 from .. import legalize_ops  # noqa: F401  (registers the legalizations)
-from ..ir import Binding, CallTIR, Function, OpCall, TensorVar, graph_functions, rebuild
+from ..ir import Binding, CallTIR, Function, OpCall, TensorType, TensorVar, graph_functions, rebuild
 from ..op import GraphError, get_op
 from .base import ModulePass
-from .names import detach_shape_vars, fresh_name, same_prim_func
+from .names import PrimFuncIndex, detach_shape_vars, fresh_name
 
 
 def legalize_call(call: OpCall, out: TensorVar) -> tuple[PrimFunc, tuple[TensorVar, ...]]:
-    """The PrimFunc computing ``call`` and the (deduplicated) arguments to pass it."""
+    """The PrimFunc computing ``call`` and the (deduplicated) arguments to pass it.
+
+    Placeholders are named after the graph values; create_prim_func keeps parameter names
+    and renames clashing intermediate buffers.
+    """
     op = get_op(call.op)
     if op.legalize is None:
         raise GraphError(f"Legalize: operator {call.op!r} has no legalization")
@@ -26,18 +31,30 @@ def legalize_call(call: OpCall, out: TensorVar) -> tuple[PrimFunc, tuple[TensorV
     for a in call.args:
         if all(a is not b for b in args):
             args.append(a)
-    for suffix in ("", "_in", "_input"):
-        phs = {id(a): te.placeholder(a.type.shape, a.type.dtype, name=a.name + suffix)
-               for a in args}
+    phs = {id(a): te.placeholder(a.type.shape, a.type.dtype, name=a.name) for a in args}
+    try:
         result = op.legalize([phs[id(a)] for a in call.args], call.attrs, out.type)
-        if all(result.name != p.name for p in phs.values()):
-            break
+    except GraphError:
+        raise
+    except TilecraftError as e:
+        raise GraphError(f"Legalize: {call.op} at {out.name}: {e}") from e
+    _check_result(call.op, result, out.type)
     func = te.create_prim_func([*(phs[id(a)] for a in args), result], name=op.func_name)
     extra = [p for p in func.params if isinstance(p, Var)]
     if extra:
         raise GraphError(f"Legalize: {call.op} needs scalar parameters {[v.name for v in extra]}"
                          " that its arguments' shapes do not bind")
     return detach_shape_vars(func), tuple(args)
+
+
+def _check_result(op: str, result: te.Tensor, want: TensorType) -> None:
+    """The legalized computation must produce the inferred type (static extents compared)."""
+    ok = result.dtype == want.dtype and result.ndim == want.ndim and all(
+        not (isinstance(a, IntImm) and isinstance(b, IntImm)) or a.value == b.value
+        for a, b in zip(result.shape, want.shape, strict=False))
+    if not ok:
+        shape = TensorType(result.shape, result.dtype).describe()
+        raise GraphError(f"Legalize: {op} computes {shape}, but its type is {want.describe()}")
 
 
 class Legalize(ModulePass):
@@ -48,20 +65,24 @@ class Legalize(ModulePass):
     def transform(self, mod: IRModule) -> IRModule:
         """See the module docstring."""
         funcs = dict(mod.functions)
+        index = PrimFuncIndex(funcs)
         for gname, func in graph_functions(mod):
-            funcs[gname] = self._function(func, funcs)
+            funcs[gname] = self._function(func, funcs, index)
         return IRModule(funcs, mod.attrs)
 
-    def _function(self, func: Function, funcs: dict) -> Function:  # type: ignore[type-arg]
+    def _function(self, func: Function, funcs: dict[str, BaseFunc],
+                  index: PrimFuncIndex) -> Function:
         out: list[Binding] = []
         for b in func.bindings:
             if not isinstance(b.value, OpCall):
                 out.append(b)
                 continue
             prim, args = legalize_call(b.value, b.var)
-            name = same_prim_func(funcs, prim)
+            name = index.find(prim)
             if name is None:
                 name = fresh_name(funcs, prim.name)
-                funcs[name] = prim.update(name=name)
+                prim = prim.update(name=name)
+                funcs[name] = prim
+                index.add(name, prim)
             out.append(Binding(b.var, CallTIR(name, args, b.var.type)))
         return rebuild(func, out)

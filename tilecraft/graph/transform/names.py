@@ -2,36 +2,57 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 
-from ...ir import BaseFunc, PrimFunc
+from ...ir import (
+    BaseFunc,
+    Buffer,
+    Expr,
+    PrimFunc,
+    Var,
+    collect_vars,
+    structural_equal,
+    structural_hash,
+    substitute,
+)
 
 
-def fresh_name(funcs: Mapping[str, BaseFunc], base: str) -> str:
-    """``base`` if unused, else ``base1``, ``base2``, ... (the tutorial's numbering)."""
-    if base not in funcs:
+def fresh_name(taken: Container[str], base: str, sep: str = "") -> str:
+    """``base`` if not taken, else ``base1``, ``base2``, ... (the tutorial's numbering).
+
+    ``sep`` goes between the base and the number (``T_add_1`` for block names).
+    """
+    if base not in taken:
         return base
     n = 1
-    while f"{base}{n}" in funcs:
+    while f"{base}{sep}{n}" in taken:
         n += 1
-    return f"{base}{n}"
+    return f"{base}{sep}{n}"
 
 
-def same_prim_func(funcs: Mapping[str, BaseFunc], func: PrimFunc) -> str | None:
-    """The name of a PrimFunc in ``funcs`` structurally equal to ``func``, if any.
+class PrimFuncIndex:
+    """The PrimFuncs of a module by structural hash, to reuse one instead of adding its twin.
 
-    Returns None while structural equality is not available.
+    Structural equality ignores function, buffer and variable names but not block names,
+    shapes, dtypes, attributes or the computation.
     """
-    from ...ir import structural_equal
 
-    for name, other in funcs.items():
-        if isinstance(other, PrimFunc) and len(other.params) == len(func.params):
-            try:
-                if structural_equal(other, func):
-                    return name
-            except NotImplementedError:
-                return None
-    return None
+    def __init__(self, funcs: Mapping[str, BaseFunc]) -> None:
+        self._by_hash: dict[str, list[tuple[str, PrimFunc]]] = {}
+        for name, func in funcs.items():
+            if isinstance(func, PrimFunc):
+                self.add(name, func)
+
+    def add(self, name: str, func: PrimFunc) -> None:
+        """Record ``func`` under ``name``."""
+        self._by_hash.setdefault(structural_hash(func), []).append((name, func))
+
+    def find(self, func: PrimFunc) -> str | None:
+        """The name of a recorded PrimFunc structurally equal to ``func``, if any."""
+        for name, other in self._by_hash.get(structural_hash(func), ()):
+            if structural_equal(other, func):
+                return name
+        return None
 
 
 def detach_shape_vars(func: PrimFunc) -> PrimFunc:
@@ -40,10 +61,12 @@ def detach_shape_vars(func: PrimFunc) -> PrimFunc:
     Each PrimFunc binds its shape variables from its arguments, so it must not share Var
     objects with the graph function or other PrimFuncs (the script form could not say so).
     """
-    from ...ir import Var, collect_vars, substitute
-
-    fresh = {v: Var(v.name, v.dtype) for v in collect_vars(func) if isinstance(v, Var)}
-    shape_vars = {id(v) for p in func.params if hasattr(p, "shape")
-                  for s in p.shape for v in collect_vars(s)}  # type: ignore[union-attr]
-    vmap = {v: nv for v, nv in fresh.items() if id(v) in shape_vars}
-    return substitute(func, vmap) if vmap else func  # type: ignore[no-any-return]
+    shape_vars = {id(v) for p in func.params if isinstance(p, Buffer)
+                  for s in p.shape for v in collect_vars(s)}
+    vmap: dict[Var, Expr] = {v: Var(v.name, v.dtype) for v in collect_vars(func)
+                             if id(v) in shape_vars}
+    if not vmap:
+        return func
+    out = substitute(func, vmap)
+    assert isinstance(out, PrimFunc)
+    return out
