@@ -98,8 +98,10 @@ def test_large_allocations_on_heap_small_on_stack():
     A = Buffer("A", (8,), "float32")
     big, small = Buffer("big", (1 << 20,), "float32"), Buffer("small", (8,), "float32")
     i = Var("i")
+    # big is touched at both ends, so lowering's buffer compaction keeps all of it
     body = Allocate(big, Allocate(small, For(i, 0, 8, ForKind.SERIAL, seq(
         BufferStore(small, FloatImm("float32", 1.0), (i,)),
+        BufferStore(big, small[i], (i * 149796 + 3,)),
         BufferStore(big, small[i], (i,)),
         BufferStore(A, big[i], (i,))))))  # fmt: skip
     src = c_source(PrimFunc((A,), body))

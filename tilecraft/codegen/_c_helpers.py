@@ -71,6 +71,41 @@ ALLOC = r"""static void* tc_alloc(size_t bytes) {
 """
 
 
+LIBMVEC_OLD = frozenset({"exp", "log", "sin", "cos", "pow"})
+"""libm functions with vector variants in glibc's libmvec since 2.22."""
+LIBMVEC_NEW = frozenset({"tanh", "expm1", "log1p", "log2", "exp2", "erf", "log10", "atan",
+                         "asin", "acos", "sinh", "cosh", "tan", "atan2", "hypot"})  # fmt: skip
+"""libm functions with vector variants in glibc's libmvec since 2.35."""
+
+
+def simd_math(used: list[tuple[str, str, int]]) -> str:
+    """Declarations of the vector variants (glibc's libmvec) of the libm functions ``used``.
+
+    ``used`` holds ``(c_name, c_type, arity)``, e.g. ``("expf", "float", 1)``. glibc declares
+    these only under ``-ffast-math``; redeclaring them with the ``simd`` attribute lets loops
+    that call them vectorize. The build defines ``TC_LIBMVEC`` when it links libmvec.
+    """
+    old, new = [], []
+    for name, ctype, arity in used:
+        base = name[:-1] if ctype == "float" else name
+        decl = f"TC_SIMD {ctype} {name}({', '.join([ctype] * arity)});"
+        if base in LIBMVEC_OLD:
+            old.append(decl)
+        elif base in LIBMVEC_NEW:
+            new.append(decl)
+    if not old and not new:
+        return ""
+    lines = [
+        "#if defined(TC_LIBMVEC) && defined(__x86_64__) && defined(__GLIBC__) && defined(_OPENMP)",
+        '#define TC_SIMD __attribute__((simd("notinbranch")))',
+        *old,
+    ]
+    if new:
+        lines += ["#if __GLIBC_PREREQ(2, 35)", *new, "#endif"]
+    lines += ["#undef TC_SIMD", "#endif"]
+    return "\n".join(lines) + "\n"
+
+
 def floordiv(ctype: str, suffix: str) -> str:
     """Floor division and modulo (rounding toward negative infinity) for a signed type."""
     return (

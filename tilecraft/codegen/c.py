@@ -11,6 +11,9 @@ as ``uint16_t`` and computed in ``float`` —, scalar parameters by value (the s
 variables :class:`~tilecraft.lower.ExposeShapeVars` appended come last). Buffers are row-major
 and contiguous. Parallel loops get ``#pragma omp parallel for``, vectorized loops
 ``#pragma omp simd``, unrolled loops ``#pragma GCC unroll``. Large allocations live on the heap.
+The libm functions a unit calls that have vector variants in glibc's libmvec are redeclared
+with ``__attribute__((simd))`` (active when the build defines ``TC_LIBMVEC``), so loops calling
+``expf``/``logf``/... vectorize.
 """
 
 from __future__ import annotations
@@ -133,6 +136,7 @@ class CCodegen:
         self.target = target
         self.helpers: dict[str, str] = {}
         self.bodies: list[str] = []
+        self.libm_calls: set[tuple[str, str, int]] = set()
 
     # entry points -----------------------------------------------------------------------
     def add_function(self, func: PrimFunc) -> None:
@@ -153,6 +157,7 @@ class CCodegen:
             "",
             '#define TC_EXPORT __attribute__((visibility("default")))',
             "",
+            _c_helpers.simd_math(sorted(self.libm_calls)),
         ]
         parts = ["\n".join(head), *self.helpers.values(), *self.bodies]
         return "\n".join(p.rstrip("\n") + "\n" for p in parts)
@@ -388,12 +393,15 @@ class _FunctionEmitter:
         args = [self.expr(a) for a in e.args]
         argdt = e.args[0].dtype
         single = compute_ctype(argdt) == "float"
+        fctype = "float" if single else "double"
         f = "f" if single else ""
         one = "1.0f" if single else "1.0"
         x = args[0]
         if e.op in _LIBM_UNARY:
+            self.cg.libm_calls.add((f"{e.op}{f}", fctype, 1))
             return f"{e.op}{f}({x})"
         if e.op in _LIBM_BINARY:
+            self.cg.libm_calls.add((f"{e.op}{f}", fctype, 2))
             return f"{e.op}{f}({x}, {args[1]})"
         if e.op == "round":  # half to even, like numpy
             return f"nearbyint{f}({x})"
@@ -402,6 +410,7 @@ class _FunctionEmitter:
         if e.op == "rsqrt":
             return f"({one} / sqrt{f}({x}))"
         if e.op == "sigmoid":
+            self.cg.libm_calls.add((f"exp{f}", fctype, 1))
             return f"({one} / ({one} + exp{f}(-({x}))))"
         if e.op in ("isnan", "isinf", "isfinite"):
             return f"({e.op}({x}) != 0)"

@@ -7,6 +7,7 @@ Each pass is a :class:`FunctionPass` (PrimFunc -> PrimFunc, also applicable to a
 from .base import FunctionPass as FunctionPass
 from .base import PassHook as PassHook
 from .base import Sequential as Sequential
+from .compact_buffer import CompactBufferAllocation as CompactBufferAllocation
 from .convert_blocks_to_loops import ConvertBlocksToLoops as ConvertBlocksToLoops
 from .expose_shape_vars import ExposeShapeVars as ExposeShapeVars
 from .expose_shape_vars import shape_vars as shape_vars

@@ -8,6 +8,7 @@ from typing import overload
 from ..ir import IRModule, PrimFunc
 from ..target import Target, as_target
 from .base import FunctionPass, PassHook, Sequential
+from .compact_buffer import CompactBufferAllocation
 from .convert_blocks_to_loops import ConvertBlocksToLoops
 from .expose_shape_vars import ExposeShapeVars
 from .flatten_buffer import FlattenBuffer
@@ -38,7 +39,7 @@ def get_pipeline(
         LowerInitBlock(),
         PlanAllocations(),
         ConvertBlocksToLoops(),
-        *([] if keep_threads else [LowerThreadBindings(emulate_gpu)]),
+        *([] if keep_threads else [LowerThreadBindings(emulate_gpu), CompactBufferAllocation()]),
         ExposeShapeVars(),
         FlattenBuffer(),
         Simplify(),
