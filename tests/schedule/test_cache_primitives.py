@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_compute_interp import assert_same_result, elementwise_chain, matmul
+from compute_workloads import assert_same_result, assert_script, elementwise_chain, matmul
 
 from tilecraft.errors import ScheduleError
 from tilecraft.schedule import _tree
@@ -45,7 +45,7 @@ def test_cache_write_expected() -> None:
     before = matmul(4)
     after, name = cache_write(before, "C", 0, "local")
     assert name == "C_local"
-    assert after.script().strip() == CACHE_WRITE
+    assert_script(after, CACHE_WRITE)
     assert_same_result(before, after)
 
 

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from test_compute_interp import assert_same_result, elementwise_chain, matmul, row_sum_scale
+from compute_workloads import (
+    assert_same_result,
+    assert_script,
+    elementwise_chain,
+    matmul,
+    row_sum_scale,
+)
 
 from tilecraft.errors import ScheduleError
 from tilecraft.schedule.primitives.compute_location import compute_inline, reverse_compute_inline
@@ -36,7 +42,7 @@ def main(A: T.Buffer((8, 8), "float32"), C: T.Buffer((8, 8), "float32")):
 def test_compute_inline_elementwise() -> None:
     before = elementwise_chain()
     after = compute_inline(before, "B")
-    assert after.script().strip() == INLINED
+    assert_script(after, INLINED)
     assert_same_result(before, after)
 
 
@@ -55,7 +61,7 @@ def test_compute_inline_rejects_block_with_init() -> None:
 def test_reverse_compute_inline() -> None:
     before = elementwise_chain()
     after = reverse_compute_inline(before, "C")
-    assert after.script().strip() == REVERSE_INLINED
+    assert_script(after, REVERSE_INLINED)
     assert_same_result(before, after)
 
 

@@ -1,9 +1,11 @@
 """Schedules: handles, queries, primitives, sampling and replayable traces over a PrimFunc."""
 
+from ..errors import ScheduleError as ScheduleError
 from .instruction import INSTRUCTION_KINDS as INSTRUCTION_KINDS
 from .instruction import Instruction as Instruction
 from .instruction import InstructionKind as InstructionKind
 from .instruction import primitive as primitive
+from .primitives.index_map import IndexMap as IndexMap
 from .schedule import Schedule as Schedule
 from .state import BlockRV as BlockRV
 from .state import ExprRV as ExprRV
@@ -17,9 +19,11 @@ __all__ = [
     "BlockRV",
     "ExprRV",
     "Instruction",
+    "IndexMap",
     "InstructionKind",
     "LoopRV",
     "Schedule",
+    "ScheduleError",
     "ScheduleState",
     "Trace",
     "TraceFormatError",

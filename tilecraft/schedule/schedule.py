@@ -221,19 +221,35 @@ class Schedule:
         _loop.reorder(self.state, *loops)
 
     def add_unit_loop(self, block_or_loop: BlockRV | LoopRV) -> LoopRV:
-        """Add a loop of extent 1 directly above a block (not the root) or a loop."""
+        """Add a loop of extent 1 directly above a block or a loop; returns its handle.
+
+        Requires: the target is not the root block.
+        Rewrite: ``with block("C")`` -> ``for u in range(1): with block("C")``.
+        """
         return _loop.add_unit_loop(self.state, block_or_loop)
 
     def parallel(self, loop: LoopRV) -> None:
-        """Run a serial loop in parallel; it may bind spatial block iterators only."""
+        """Run a serial loop in parallel.
+
+        Requires: the loop is serial; every block iterator it binds is spatial.
+        Rewrite: ``for i in range(n)`` -> ``for i in T.parallel(n)``.
+        """
         _annotate.parallel(self.state, loop)
 
     def vectorize(self, loop: LoopRV) -> None:
-        """Vectorize a serial loop; it may bind spatial block iterators only."""
+        """Vectorize a serial loop.
+
+        Requires: the loop is serial; every block iterator it binds is spatial.
+        Rewrite: ``for i in range(n)`` -> ``for i in T.vectorized(n)``.
+        """
         _annotate.vectorize(self.state, loop)
 
     def unroll(self, loop: LoopRV) -> None:
-        """Unroll a serial loop."""
+        """Unroll a serial loop.
+
+        Requires: the loop is serial.
+        Rewrite: ``for i in range(n)`` -> ``for i in T.unroll(n)``.
+        """
         _annotate.unroll(self.state, loop)
 
     def bind(self, loop: LoopRV, thread: str) -> None:
@@ -245,32 +261,66 @@ class Schedule:
         _annotate.bind(self.state, loop, thread)
 
     def annotate(self, block_or_loop: BlockRV | LoopRV, key: str, value: Any) -> None:
-        """Set annotation ``key`` = ``value`` (bool/int/float/str or a list) on a block or loop."""
+        """Set annotation ``key`` = ``value`` on a block or loop.
+
+        Requires: ``value`` is a bool, int, float, str or a (nested) list of them.
+        Rewrite: the block's ``T.block_attr`` / the loop's annotations gain ``key``.
+        """
         _annotate.annotate(self.state, block_or_loop, key, value)
 
     def unannotate(self, block_or_loop: BlockRV | LoopRV, key: str) -> None:
-        """Remove annotation ``key`` (which must be present) from a block or loop."""
+        """Remove annotation ``key`` from a block or loop.
+
+        Requires: the annotation is present.
+        Rewrite: the block's / loop's annotations lose ``key``.
+        """
         _annotate.unannotate(self.state, block_or_loop, key)
 
     # -- compute location -------------------------------------------------------------------
     def compute_at(
         self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False, index: int = -1
     ) -> None:
-        """Move producer ``block`` under ``loop`` of its consumers (see compute_location)."""
+        """Move producer ``block`` under ``loop``, computing only the region its consumers
+        there need.
+
+        Requires: the block is not the root and writes no function output; ``loop`` is not
+        above the block; every consumer lies under ``loop``; the needed region is bounded.
+        A root location handle (``sample_compute_location``) keeps the block where it is,
+        an inline handle inlines it.
+        Rewrite: ``for i: B[i] = ...; for i: for j: C[i, j] = B[i]`` -- compute_at(B, C's i)
+        --> ``for i: (B[i] = ...; for j: C[i, j] = B[i])``.
+        """
         _bridge.compute_at(self.state, block, loop, preserve_unit_loops, index)
 
     def reverse_compute_at(
         self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False, index: int = -1
     ) -> None:
-        """Move consumer ``block`` under ``loop`` of its producers (see compute_location)."""
+        """Move consumer ``block`` under ``loop``, consuming the region its producers there
+        write.
+
+        Requires: the block is not the root; ``loop`` is not above the block; every producer
+        of the block lies under ``loop``; the region is bounded.
+        Rewrite: ``for i: for j: B[i, j] = ...; for i: C[i] = B[i, 0]`` -- reverse_compute_at
+        (C, B's i) --> ``for i: (for j: B[i, j] = ...; C[i] = B[i, 0])``.
+        """
         _bridge.reverse_compute_at(self.state, block, loop, preserve_unit_loops, index)
 
     def compute_inline(self, block: BlockRV) -> None:
-        """Inline producer ``block`` into its consumers."""
+        """Inline producer ``block`` into its consumers.
+
+        Requires: the block is a single store ``B[v...] = expr`` indexed by distinct iterators
+        (no reduction, no init); it writes no function output.
+        Rewrite: ``B[i] = A[i] + 1; C[i] = B[i] * 2`` -> ``C[i] = (A[i] + 1) * 2``.
+        """
         _bridge.compute_inline(self.state, block)
 
     def reverse_compute_inline(self, block: BlockRV) -> None:
-        """Inline consumer ``block`` into its producer."""
+        """Inline consumer ``block`` into its single producer.
+
+        Requires: the block is a single store reading the producer's buffer once, at the
+        block's own distinct iterators; the producer is not a reduction.
+        Rewrite: ``B[i] = A[i] + 1; C[i] = B[i] * 2`` -> ``C[i] = (A[i] + 1) * 2``.
+        """
         _bridge.reverse_compute_inline(self.state, block)
 
     # -- buffers ----------------------------------------------------------------------------
@@ -281,41 +331,89 @@ class Schedule:
         storage_scope: str,
         consumer_blocks: Sequence[BlockRV] | None = None,
     ) -> BlockRV:
-        """Stage ``block``'s read buffer through a new ``storage_scope`` buffer."""
+        """Stage read buffer ``read_buffer_index`` of ``block`` through a new buffer.
+
+        Requires: the index selects a read; the scope is global, shared, shared.dyn or
+        local; each consumer given reads the buffer; the buffer has at most one writer, and
+        no reader shares the writer's outermost loop nest.
+        Rewrite: a copy block ``A_local[v] = A[v]`` goes after the producer (first, for a
+        parameter); the readers read ``A_local``. Returns the copy block.
+        """
         return _bridge.cache_read(
             self.state, block, read_buffer_index, storage_scope, consumer_blocks
         )
 
     def cache_write(self, block: BlockRV, write_buffer_index: int, storage_scope: str) -> BlockRV:
-        """Compute ``block`` into a new ``storage_scope`` buffer and copy it out."""
+        """Compute ``block`` into a new ``storage_scope`` buffer and copy it out.
+
+        Requires: the index selects a write; the scope is known; the block is the only writer
+        of the buffer; no reader shares the block's outermost loop nest.
+        Rewrite: ``C[v] = ...`` -> ``C_local[v] = ...`` then ``C[v] = C_local[v]`` (new block,
+        returned) after the block's nest.
+        """
         return _bridge.cache_write(self.state, block, write_buffer_index, storage_scope)
 
     def set_scope(self, block: BlockRV, buffer_index: int, storage_scope: str) -> None:
-        """Change the storage scope of a buffer ``block`` writes."""
+        """Change the storage scope of a buffer ``block`` writes.
+
+        Requires: the index selects a write; the scope is known; the buffer is allocated in
+        the function (not a parameter).
+        Rewrite: every use of ``B`` refers to ``B`` with the new scope.
+        """
         _bridge.set_scope(self.state, block, buffer_index, storage_scope)
 
     def storage_align(
         self, block: BlockRV, buffer_index: int, axis: int, factor: int, offset: int
     ) -> None:
-        """Align the stride of ``axis`` of a buffer ``block`` writes."""
+        """Pad the stride of ``axis`` of a buffer ``block`` writes to ``factor * k + offset``.
+
+        Requires: the index selects a write of an intermediate buffer; ``axis`` is a valid
+        dimension; ``factor > 0`` and ``0 <= offset < factor``.
+        Rewrite: the block gains the ``buffer_dim_align`` annotation (applied when lowering).
+        """
         _bridge.storage_align(self.state, block, buffer_index, axis, factor, offset)
 
     def transform_layout(self, block: BlockRV, buffer: tuple[str, int], index_map: Any) -> None:
-        """Re-layout buffer ``("read" | "write", index)`` of ``block`` with ``index_map``
-        (an IndexMap or a callable such as ``lambda i, j: (j, i)``)."""
+        """Re-layout buffer ``("read" | "write", index)`` of ``block`` with ``index_map``.
+
+        ``index_map`` is an :class:`IndexMap` or a callable such as ``lambda i, j: (j, i)``.
+        Requires: the buffer is an intermediate; the map takes one index per dimension and
+        is a bijection of permutations, splits and fusions onto a 0-based box.
+        Rewrite: ``B[i, j]`` -> ``B[j, i]`` everywhere (the shape is permuted likewise).
+        """
         _bridge.transform_layout(self.state, block, buffer, _bridge.as_index_map(index_map))
 
     def reindex(self, block: BlockRV, buffer: tuple[str, int]) -> BlockRV:
-        """Stage an access of ``block`` through a buffer indexed by its iterators."""
+        """Stage an access of ``block`` through a buffer indexed by its iterators.
+
+        Requires: every access of the buffer in the block uses the same iterator-only
+        indices; the block does not both read and write it; no other block accessing it
+        shares the block's outermost loop nest.
+        Rewrite: ``... A[vi + vk] ...`` -> ``A_reindex[v0, v1] = A[v0 + v1]`` (new block,
+        returned) and ``... A_reindex[vi, vk] ...``.
+        """
         return _bridge.reindex(self.state, block, buffer)
 
     # -- reductions -------------------------------------------------------------------------
     def rfactor(self, loop: LoopRV, factor_axis: int = 0) -> BlockRV:
-        """Factor the reduction over ``loop`` into an rf block; returns the rf block."""
+        """Factor the reduction over ``loop`` into an rf block; returns the rf block.
+
+        Requires: exactly one reduction block under ``loop``, with an init and a body
+        ``C[s] = C[s] op rhs`` (op one of +, *, max, min); ``loop`` binds reduce iterators
+        only; the block has no predicate; ``-(ndim + 1) <= factor_axis <= ndim``.
+        Rewrite: ``C[i] += A[i, ko * 4 + ki]`` -> ``C_rf[ki, i] += A[i, ko * 4 + ki]`` and
+        ``C[i] += C_rf[ki, i]`` (``ki`` inserted into ``C_rf`` at ``factor_axis``).
+        """
         return _bridge.rfactor(self.state, loop, factor_axis)
 
     def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
-        """Move ``block``'s init into its own block above ``loop``; returns the init block."""
+        """Move ``block``'s init into its own block before ``loop``; returns the init block.
+
+        Requires: the block has an init; ``loop`` is above it; no loop above ``loop`` binds
+        a reduce iterator; the predicate uses only loops kept for the init.
+        Rewrite: ``for i, k: C[i] (init 0) += ...`` -> ``for i: (C_init: C[i] = 0;
+        for k: C[i] += ...)``.
+        """
         return _bridge.decompose_reduction(self.state, block, loop)
 
     # -- sampling ---------------------------------------------------------------------------
@@ -326,7 +424,12 @@ class Schedule:
         max_innermost_factor: int = 16,
         decision: Sequence[int] | None = None,
     ) -> list[ExprRV]:
-        """Sample ``n`` factors multiplying to the loop's (constant) extent."""
+        """Sample ``n`` factors whose product is the loop's extent.
+
+        Requires: a constant extent; ``n >= 1``; a given ``decision`` has ``n`` positive
+        factors with that product and the innermost at most ``max_innermost_factor``.
+        Rewrite: none (the trace records the decision); use the values with ``split``.
+        """
         return _sampling.sample_perfect_tile(  # type: ignore[return-value]
             self.state, loop, n, max_innermost_factor, decision
         )
@@ -334,9 +437,20 @@ class Schedule:
     def sample_categorical(
         self, candidates: Sequence[int], probs: Sequence[float], decision: int | None = None
     ) -> ExprRV:
-        """Pick one of ``candidates`` (ints) with probabilities ``probs``."""
+        """Pick one of ``candidates`` (ints) with probabilities ``probs``.
+
+        Requires: as many probabilities as candidates, non-negative, not all zero; a given
+        ``decision`` is a valid candidate index.
+        Rewrite: none (the trace records the decision).
+        """
         return _sampling.sample_categorical(self.state, candidates, probs, decision)  # type: ignore[return-value]
 
     def sample_compute_location(self, block: BlockRV, decision: int | None = None) -> LoopRV:
-        """Sample a compute_at location of ``block`` (-1: root, -2: inline, k: candidate)."""
+        """Sample a compute_at location of ``block``.
+
+        Decisions: -1 keeps the block at the root, -2 inlines it, ``k`` picks the k-th loop
+        of its consumers where compute_at succeeds.
+        Requires: a given ``decision`` names one of these locations.
+        Rewrite: none (pass the returned handle to ``compute_at``).
+        """
         return _sampling.sample_compute_location(self.state, block, decision)  # type: ignore[return-value]

@@ -16,6 +16,8 @@ the caller's contract, so it is rejected (transform the layout in the graph inst
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ...errors import ScheduleError
 from ...ir import (
     SCOPES,
@@ -26,6 +28,7 @@ from ...ir import (
     BufferRegion,
     BufferStore,
     Expr,
+    IntImm,
     IterKind,
     IterVar,
     Mutator,
@@ -43,6 +46,7 @@ from ._blockutil import (
     alloc_owner,
     blocks_accessing,
     bounds_to_region,
+    contains,
     copy_block,
     fragment,
     fresh_buffer_name,
@@ -50,6 +54,8 @@ from ._blockutil import (
     get_block,
     is_param,
     nest_for,
+    pick_max,
+    pick_min,
     point_region,
     region_bounds,
     replace_buffers,
@@ -100,7 +106,14 @@ def _whole_written_region(func: PrimFunc, buf: Buffer) -> tuple[Range, ...]:
             if b is None or any(collect_vars(x) for lo_hi in b for x in lo_hi):
                 return BufferRegion.full(buf).region
             hull = b if hull is None else union_bounds(hull, b)
-    return bounds_to_region(hull) if hull is not None else BufferRegion.full(buf).region
+    if hull is None:
+        return BufferRegion.full(buf).region
+    # a guarded (predicated) write never leaves the buffer: clamp the relaxed hull to it
+    clamped = [
+        (pick_max(lo, IntImm(lo.dtype, 0)), pick_min(hi, extent - 1))
+        for (lo, hi), extent in zip(hull, buf.shape, strict=True)
+    ]
+    return bounds_to_region(clamped)
 
 
 def _copy_nest(
@@ -123,6 +136,24 @@ def _top_level_child(func: PrimFunc, realize: BlockRealize) -> tuple[Stmt, Block
     rest = [*path[k + 2 :], realize]
     top = rest[1] if isinstance(rest[0], SeqStmt) else rest[0]
     return top, scope
+
+
+def check_alone_in_nest(
+    prim: str, top: Stmt, realize: BlockRealize, buf: Buffer, others: Sequence[BlockRealize]
+) -> None:
+    """None of ``others`` (blocks accessing ``buf``) shares ``realize``'s top-level nest
+    ``top``: the copy stage goes before or after that whole nest."""
+    inside = [r.block.name for r in others if r is not realize and contains(top, r)]
+    if inside:
+        raise ScheduleError(
+            prim,
+            f'block "{realize.block.name}" shares its loop nest with {_tree.names_of(inside)}, '
+            f'which also access "{buf.name}"',
+            requires="no other block accessing the buffer lies in the block's outer loop nest",
+            fragment=fragment(top, {id(realize): "<- block"}),
+            hint="move the other blocks out of the nest (or cache before compute_at)",
+            locations=[realize.block.name, *inside],
+        )
 
 
 def _insert_after(
@@ -168,6 +199,8 @@ def cache_write(
     )
     name = _tree.fresh_name(func, cache.name)
     region = _whole_written_region(func, buf)
+    top0, _ = _top_level_child(func, realize)
+    check_alone_in_nest(prim, top0, realize, buf, blocks_accessing(func, buf, write=False))
     new_realize = realize.update(block=replace_buffers(realize.block, {buf: cache}))
     func = _tree.replace_stmt(func, realize, new_realize)
     top, scope = _top_level_child(func, new_realize)
@@ -224,6 +257,9 @@ def cache_read(
             requires="the cached buffer has at most one writer",
             locations=[r.block.name for r in writers],
         )
+    if writers:
+        top0, _ = _top_level_child(func, writers[0])
+        check_alone_in_nest(prim, top0, writers[0], buf, chosen)
     cache = Buffer(
         fresh_buffer_name(func, f"{buf.name}_{storage_scope.replace('.', '_')}"),
         buf.shape,
@@ -443,7 +479,8 @@ def reindex(func: PrimFunc, block: str, buffer: tuple[str, int]) -> tuple[PrimFu
 
     Requires: (1) the block is not the root; (2) ``buffer`` selects one of its regions;
     (3) every access of the buffer in the block uses the same indices, which only use block
-    iterators.
+    iterators; (4) the block does not both read and write the buffer; (5) no other block
+    accessing the buffer shares the block's outermost loop nest.
 
     Rewrite (read ``A[vi + vk]`` in a block with iterators vi, vk)::
 
@@ -458,6 +495,23 @@ def reindex(func: PrimFunc, block: str, buffer: tuple[str, int]) -> tuple[PrimFu
     blk = realize.block
     buf = _pick_buffer(prim, blk, buffer)
     idx = check_uniform_access(prim, blk, buf)
+    if any(r.buffer is buf for r in blk.reads) and any(r.buffer is buf for r in blk.writes):
+        raise ScheduleError(
+            prim,
+            f'block "{blk.name}" both reads and writes "{buf.name}"',
+            requires="the reindexed buffer is only read, or only written, by the block",
+            fragment=fragment(blk),
+            hint="reindex a buffer the block only reads (or only writes)",
+            locations=[blk.name],
+        )
+    top0, _ = _top_level_child(func, realize)
+    check_alone_in_nest(
+        prim,
+        top0,
+        realize,
+        buf,
+        blocks_accessing(func, buf, write=True) + blocks_accessing(func, buf, write=False),
+    )
     used = {id(v) for i in idx for v in collect_vars(i)}
     ivs = [iv for iv in blk.iter_vars if id(iv.var) in used]
     shape = tuple(iv.dom.extent for iv in ivs)

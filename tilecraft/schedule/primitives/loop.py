@@ -28,6 +28,7 @@ from ...ir import (
 from .. import _tree
 from ..instruction import primitive
 from ..state import BlockRV, LoopRV, ScheduleState
+from ._blockutil import fresh_var_names
 
 
 # ------------------------------------------------------------------------------------------
@@ -227,7 +228,8 @@ def split(
     if guarded:
         _check_leaves_are_blocks(state, node)
     name, dt = node.loop_var.name, node.loop_var.dtype
-    new_vars = [Var(f"{name}_{k}", dt) for k in range(len(extents))]
+    fresh = fresh_var_names(state.func, [f"{name}_{k}" for k in range(len(extents))])
+    new_vars = [Var(n, dt) for n in fresh]
     keep = [preserve_unit_iters or not is_const(e, 1) for e in extents]
     offset: Expr | None = None
     for v, e, k in zip(new_vars, extents, keep, strict=True):
@@ -321,7 +323,8 @@ def fuse(state: ScheduleState, *loops: LoopRV, preserve_unit_iters: bool = True)
             if isinstance(total, IntImm) and isinstance(e, IntImm)
             else total * e
         )
-    fused = Var("_".join(v.name for v in vars_) + "_fused", dt)
+    (fused_name,) = fresh_var_names(state.func, ["_".join(v.name for v in vars_) + "_fused"])
+    fused = Var(fused_name, dt)
     vmap: dict[Var, Expr] = {}
     stride: Expr = as_expr(1, dt)
     for k in range(len(nodes) - 1, -1, -1):
@@ -422,7 +425,8 @@ def add_unit_loop(state: ScheduleState, block_or_loop: BlockRV | LoopRV) -> Loop
             )
     else:
         target = state.get_loop(block_or_loop)
-    var = Var("u", target.loop_var.dtype if isinstance(target, For) else as_expr(0).dtype)
+    (unit_name,) = fresh_var_names(state.func, ["u"])
+    var = Var(unit_name, target.loop_var.dtype if isinstance(target, For) else as_expr(0).dtype)
     new = For(var, as_expr(0, var.dtype), as_expr(1, var.dtype), ForKind.SERIAL, target)
     state.commit(_tree.replace_stmt(state.func, target, new))
     return LoopRV(var)

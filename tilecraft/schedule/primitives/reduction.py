@@ -47,7 +47,7 @@ from ._blockutil import (
     point_region,
     rename_iters,
 )
-from .index_map import simplify_index
+from .index_map import is_const, simplify_index
 
 
 def _reduce_vars(realize: BlockRealize, kind: IterKind) -> set[int]:
@@ -87,7 +87,8 @@ def decompose_reduction(func: PrimFunc, block: str, loop: Var) -> tuple[PrimFunc
 
     Requires: (1) the block has an init; (2) the loop is above the block; (3) no loop above
     ``loop`` (inside the scope) is used by a reduce iterator's binding; (4) the predicate
-    only uses loops kept for the init block.
+    only uses loops kept for the init block; (5) every non-unit loop from ``loop`` down binds
+    some iterator of the block (otherwise it repeats the reduction, re-running the init).
 
     Rewrite::
 
@@ -95,7 +96,8 @@ def decompose_reduction(func: PrimFunc, block: str, loop: Var) -> tuple[PrimFunc
             C[vi] (init 0) += A[vi, vk]      ->         C_init: C[vi] = 0
                                                         for k: C[vi] += A[vi, vk]   (no init)
 
-    The init block copies the loops from ``loop`` down that bind spatial iterators only.
+    The init block copies the loops from ``loop`` down that bind spatial iterators (a loop
+    that also binds a reduce iterator is copied too; the init then stores equal values again).
     Returns the new function and the init block's name.
     """
     prim = "decompose_reduction"
@@ -119,7 +121,25 @@ def decompose_reduction(func: PrimFunc, block: str, loop: Var) -> tuple[PrimFunc
             locations=[block, loop.name],
         )
     below = [target, *loops_between(path, target)]
-    kept = [lp for lp in below if id(lp.loop_var) not in red]
+    spatial = _reduce_vars(realize, IterKind.SPATIAL)
+    repeat = [
+        lp.loop_var.name
+        for lp in below
+        if id(lp.loop_var) not in red | spatial and not is_const(lp.extent, 1)
+    ]
+    if repeat:
+        # the init re-runs each time such a loop repeats the reduction; once hoisted it would not
+        raise ScheduleError(
+            prim,
+            f'loops {_tree.names_of(repeat)} bind no iterator of "{block}" and repeat its '
+            "reduction",
+            requires="every loop from the target loop down to the block binds an iterator",
+            fragment=fragment(realize),
+            hint="move the block out of the repeating loop (compute_at it elsewhere)",
+            locations=[block, *repeat],
+        )
+    # a loop binding both kinds (after fuse) is kept: the init then rewrites equal values
+    kept = [lp for lp in below if id(lp.loop_var) not in red or id(lp.loop_var) in spatial]
     kept_ids = {id(lp.loop_var) for lp in kept} | {id(lp.loop_var) for lp in above}
     pred_vars = collect_vars(realize.predicate)
     if any(id(v) not in kept_ids and id(v) in {id(lp.loop_var) for lp in below} for v in pred_vars):
