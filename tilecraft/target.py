@@ -141,6 +141,30 @@ class Target:
         return self.kind == "cuda"
 
     @property
+    def simd_bits(self) -> int:
+        """Widest SIMD register of a CPU target in bits (512 AVX-512, 256 AVX2/AVX, else 128).
+
+        For CUDA targets this is 0.
+        """
+        if self.is_gpu:
+            return 0
+        if "avx512f" in self.features:
+            return 512
+        if "avx2" in self.features or "avx" in self.features:
+            return 256
+        return 128
+
+    @property
+    def warp_size(self) -> int:
+        """Threads per warp of a CUDA target (1 for the CPU: no lockstep groups)."""
+        return self.gpu.warp_size if self.gpu is not None else 1
+
+    @staticmethod
+    def presets() -> list[str]:
+        """Names accepted as GPU preset targets (``Target("h100")``)."""
+        return sorted(GPU_PRESETS)
+
+    @property
     def compute_capability(self) -> int:
         """``90`` for sm_90 (0 for the CPU)."""
         return int(self.arch[3:]) if self.is_gpu else 0

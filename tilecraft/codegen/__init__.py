@@ -9,3 +9,6 @@ from .c import c_source as c_source
 from .c import c_symbol as c_symbol
 from .c import compute_ctype as compute_ctype
 from .c import storage_ctype as storage_ctype
+from .cuda import CUDASource as CUDASource
+from .cuda import build_cuda_source as build_cuda_source
+from .cuda import cuda_source as cuda_source

@@ -13,6 +13,7 @@ from .expose_shape_vars import ExposeShapeVars as ExposeShapeVars
 from .expose_shape_vars import shape_vars as shape_vars
 from .flatten_buffer import FlattenBuffer as FlattenBuffer
 from .flatten_buffer import linear_index as linear_index
+from .gpu_pipeline import lower_gpu as lower_gpu
 from .lower_init_block import LowerInitBlock as LowerInitBlock
 from .lower_thread_bindings import LowerThreadBindings as LowerThreadBindings
 from .pipeline import LOWERED_ATTR as LOWERED_ATTR

@@ -8,6 +8,10 @@ from .compiler import cache_key as cache_key
 from .compiler import compile_flags as compile_flags
 from .compiler import compile_shared as compile_shared
 from .compiler import find_compiler as find_compiler
+from .cuda import CUDAModule as CUDAModule
+from .cuda import DeviceArray as DeviceArray
+from .cuda import build_cuda as build_cuda
+from .cuda_driver import CUDAError as CUDAError
 from .module import Function as Function
 from .module import Module as Module
 from .module import TimingResult as TimingResult

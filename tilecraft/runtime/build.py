@@ -10,6 +10,7 @@ from ..errors import BuildError
 from ..ir import IRModule, PrimFunc
 from ..target import Target, as_target
 from .compiler import compile_shared
+from .cuda import build_cuda
 from .module import Module
 
 BuilderPredicate = Callable[[Any, Target, bool], bool]
@@ -43,6 +44,7 @@ def build(
         ``"cpu"`` (default) or a :class:`~tilecraft.target.Target`.
     emulate
         For a CUDA target: run the GPU schedule on the CPU (thread-bound loops become serial).
+        Without it a CUDA target compiles with NVRTC (or nvcc) and runs on the GPU.
 
     Returns
     -------
@@ -59,10 +61,7 @@ def build(
         if predicate(func_or_module, tgt, emulate):
             return builder(func_or_module, tgt, emulate=emulate)
     if tgt.is_gpu and not emulate:
-        raise BuildError(
-            f"build: target {tgt} needs the CUDA runtime, which this build does not provide yet; "
-            "pass emulate=True to run the GPU schedule on the CPU"
-        )
+        return build_cuda(func_or_module, tgt)
     if isinstance(func_or_module, PrimFunc):
         originals = {func_or_module.name: func_or_module}
     elif isinstance(func_or_module, IRModule):

@@ -1,0 +1,58 @@
+"""The GPU lowering pipeline: a scheduled PrimFunc to kernels ready for CUDA codegen.
+
+Order: cross-thread reductions are rewritten while blocks still say which iterators reduce;
+then the common pipeline (:func:`tilecraft.lower.get_pipeline`, which keeps thread bindings
+for CUDA targets) with :class:`CompactThreadDims` before flattening; then vector-access
+decisions and barrier insertion on flat code; then the host/device split and the resource
+check.
+"""
+
+from __future__ import annotations
+
+from ..ir import PrimFunc
+from ..target import Target, as_target
+from .base import FunctionPass, Sequential
+from .flatten_buffer import FlattenBuffer
+from .gpu_compact_thread_dims import CompactThreadDims
+from .gpu_cross_thread_reduction import LowerCrossThreadReduction
+from .gpu_split_host_device import GPUProgram, split_host_device
+from .gpu_thread_sync import InsertThreadSync
+from .gpu_vectorize import VectorizeGPULoops
+from .gpu_verify import verify_program
+from .pipeline import LOWERED_ATTR, get_pipeline
+
+
+def gpu_passes_before(target: Target) -> list[FunctionPass]:
+    """GPU passes that run on block-level IR, before the common pipeline."""
+    return [LowerCrossThreadReduction(target)]
+
+
+def gpu_passes_after(target: Target) -> list[FunctionPass]:
+    """GPU passes that run on flat code, after the common pipeline."""
+    return [VectorizeGPULoops(), InsertThreadSync()]
+
+
+def lower_gpu_function(func: PrimFunc, target: Target | str | None = None) -> PrimFunc:
+    """Lower ``func`` for a CUDA target to flat code with barriers (no host/device split)."""
+    tgt = as_target(target) if target is not None else (Target.current() or Target("cuda"))
+    if func.attrs.get(LOWERED_ATTR):
+        return func
+    passes = get_pipeline(tgt)
+    at = next((i for i, p in enumerate(passes) if isinstance(p, FlattenBuffer)), len(passes))
+    passes[at:at] = [CompactThreadDims()]
+    pipeline = [*gpu_passes_before(tgt), *passes, *gpu_passes_after(tgt)]
+    return Sequential(pipeline).transform_function(func).with_attr(LOWERED_ATTR, True)
+
+
+def lower_gpu(func: PrimFunc, target: Target | str | None = None) -> GPUProgram:
+    """Lower, split and verify ``func`` for a CUDA target.
+
+    Raises
+    ------
+    LowerError
+        When the schedule cannot run on a GPU or a kernel exceeds the target's limits.
+    """
+    tgt = as_target(target) if target is not None else (Target.current() or Target("cuda"))
+    program = split_host_device(lower_gpu_function(func, tgt))
+    verify_program(program, tgt)
+    return program
