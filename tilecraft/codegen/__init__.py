@@ -1,7 +1,8 @@
-"""Code generation: source text from lowered IR (C for the CPU; CUDA to follow)."""
+"""Code generation: source text from lowered IR (C for the CPU, CUDA C++ for NVIDIA GPUs)."""
 
 from .base import LineBuffer as LineBuffer
 from .base import NameTable as NameTable
+from .base import symbol_table as symbol_table
 from .c import CCodegen as CCodegen
 from .c import CSource as CSource
 from .c import build_c_source as build_c_source

@@ -1,7 +1,6 @@
 """C source generation for the CPU: one exported function per lowered PrimFunc.
 
-ABI (what :mod:`tilecraft.runtime` calls through ctypes): a PrimFunc ``f`` becomes (C keywords
-such as ``main`` get a trailing underscore: ``main_``) ::
+ABI (what :mod:`tilecraft.runtime` calls through ctypes): a PrimFunc ``f`` becomes ::
 
     TC_EXPORT void f(const float* restrict A, float* restrict C, int32_t n);
 
@@ -14,6 +13,12 @@ and contiguous. Parallel loops get ``#pragma omp parallel for``, vectorized loop
 The libm functions a unit calls that have vector variants in glibc's libmvec are redeclared
 with ``__attribute__((simd))`` (active when the build defines ``TC_LIBMVEC``), so loops calling
 ``expf``/``logf``/... vectorize.
+
+The exported symbol is the function's name unless that is a C keyword or a name the included
+headers declare (``main``, ``exp``, ``tanhf``, ``abs``...): those get a trailing underscore
+(``main_``, ``exp_``), with a number added if another function already has that symbol;
+:attr:`CSource.symbols` maps names to symbols, so ``lib["exp"]`` works. Locals named like such
+names (a buffer ``expf`` in a kernel that calls ``expf``) get a ``v_`` prefix.
 """
 
 from __future__ import annotations
@@ -21,56 +26,34 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .. import __version__
 from ..errors import CodegenError
 from ..ir import (
-    EQ,
-    GE,
-    GT,
-    LE,
-    LT,
-    NE,
-    Add,
     Allocate,
-    And,
-    BinaryOp,
     Buffer,
-    BufferLoad,
-    BufferStore,
-    Call,
-    Cast,
     DataType,
-    Div,
-    Evaluate,
-    Expr,
-    FloatImm,
-    FloorDiv,
-    FloorMod,
     For,
     ForKind,
-    IfThenElse,
     IntImm,
     IRModule,
-    LetStmt,
-    Max,
-    Min,
-    Mul,
-    Node,
-    Not,
-    Or,
     PrimFunc,
-    Select,
-    SeqStmt,
-    Stmt,
-    Sub,
     Var,
-    post_order_visit,
 )
 from ..lower import lower
 from ..target import Target, as_target
 from . import _c_helpers
-from ._bounds import Bound, const_int_bound, non_negative, positive
-from .base import C_KEYWORDS, LineBuffer, NameTable
+from ._bounds import Bound
+from ._names import C_RESERVED
+from .base import (
+    SourceEmitter,
+    banner,
+    compute_type_of,
+    contains,
+    join_unit,
+    prim_funcs_of,
+    symbol_of,
+    symbol_table,
+    written_buffers,
+)
 
 STACK_LIMIT_BYTES = 16 * 1024
 """Allocations of constant size up to this many bytes go on the stack; larger ones on the heap."""
@@ -78,12 +61,8 @@ STACK_LIMIT_BYTES = 16 * 1024
 _INT_CTYPES = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
                "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t",
                "uint64": "uint64_t"}  # fmt: skip
-_LIBM_UNARY = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "tanh", "erf",
-               "fabs", "floor", "ceil", "trunc", "sin", "cos", "tan", "asin", "acos", "atan",
-               "sinh", "cosh")  # fmt: skip
-_LIBM_BINARY = ("pow", "fmod", "atan2", "hypot", "copysign")
-_CMP: dict[type, str] = {EQ: "==", NE: "!=", LT: "<", LE: "<=", GT: ">", GE: ">="}
-_ARITH: dict[type, str] = {Add: "+", Sub: "-", Mul: "*", Div: "/"}
+_HALF_HELPERS = {"float16": ("f16", _c_helpers.F16), "bfloat16": ("bf16", _c_helpers.BF16)}
+_PRAGMAS = {ForKind.PARALLEL: "#pragma omp parallel for", ForKind.VECTORIZED: "#pragma omp simd"}
 
 
 def storage_ctype(dt: DataType) -> str:
@@ -101,20 +80,17 @@ def storage_ctype(dt: DataType) -> str:
 
 def compute_ctype(dt: DataType) -> str:
     """The C type values of ``dt`` are computed in (16-bit floats compute in ``float``)."""
-    if dt.is_float and dt.bits == 16:
-        return "float"
-    return storage_ctype(dt)
-
-
-def _is_half(dt: DataType) -> str | None:
-    if dt.is_float and dt.bits == 16:
-        return "bf16" if dt.code.value == "bfloat" else "f16"
-    return None
+    return compute_type_of(dt, storage_ctype)
 
 
 def c_symbol(name: str) -> str:
-    """The exported C symbol of the PrimFunc ``name`` (``main`` becomes ``main_``)."""
-    return name + "_" if name in C_KEYWORDS else name
+    """The exported C symbol of a PrimFunc ``name`` alone in its unit (``main`` -> ``main_``).
+
+    C keywords and names declared by the headers the unit includes (``exp``, ``tanhf``,
+    ``abs``...) get a trailing underscore; see :func:`~tilecraft.codegen.base.symbol_of`.
+    In a unit of several functions, :attr:`CSource.symbols` is authoritative.
+    """
+    return symbol_of(name, C_RESERVED)
 
 
 @dataclass(frozen=True)
@@ -139,14 +115,17 @@ class CCodegen:
         self.libm_calls: set[tuple[str, str, int]] = set()
 
     # entry points -----------------------------------------------------------------------
-    def add_function(self, func: PrimFunc) -> None:
-        """Emit ``func`` (already lowered: no blocks, one-dimensional buffers)."""
-        _FunctionEmitter(self, func).emit()
+    def add_function(self, func: PrimFunc, symbol: str | None = None) -> None:
+        """Emit ``func`` (already lowered: no blocks, one-dimensional buffers).
+
+        ``symbol`` is its exported name (default :func:`c_symbol` of its name).
+        """
+        _FunctionEmitter(self, func, symbol or c_symbol(func.name)).emit()
 
     def finish(self) -> str:
         """The whole translation unit."""
         head = [
-            f"/* Generated by tilecraft {__version__} for target {self.target}. Do not edit. */",
+            f"/* {banner(self.target)} */",
             "#include <math.h>",
             "#include <stdbool.h>",
             "#include <stddef.h>",
@@ -159,125 +138,73 @@ class CCodegen:
             "",
             _c_helpers.simd_math(sorted(self.libm_calls)),
         ]
-        parts = ["\n".join(head), *self.helpers.values(), *self.bodies]
-        return "\n".join(p.rstrip("\n") + "\n" for p in parts)
+        return join_unit(["\n".join(head), *self.helpers.values(), *self.bodies])
 
     def need(self, key: str, text: str) -> None:
         """Add helper ``text`` under ``key`` once."""
         self.helpers.setdefault(key, text)
 
 
-class _FunctionEmitter:
+class _FunctionEmitter(SourceEmitter):
     """Emit one function: signature, then its statements."""
 
-    def __init__(self, cg: CCodegen, func: PrimFunc) -> None:
+    INTRINSICS = {
+        "round": "nearbyint{f}({x})",  # half to even, like numpy
+        "exp10": "pow{f}(10.0{f}, {x})",
+        "rsqrt": "({one} / sqrt{f}({x}))",
+        "isnan": "(isnan({x}) != 0)",
+        "isinf": "(isinf({x}) != 0)",
+        "isfinite": "(isfinite({x}) != 0)",
+    }
+    LET_BLOCK = True
+    HALF = {
+        "float16": ("tc_f16_to_f32({})", "tc_f32_to_f16({})", "tc_round_f16({})"),
+        "bfloat16": ("tc_bf16_to_f32({})", "tc_f32_to_bf16({})", "tc_round_bf16({})"),
+    }
+
+    def __init__(self, cg: CCodegen, func: PrimFunc, symbol: str) -> None:
+        super().__init__(func.name, symbol, C_RESERVED)
         self.cg = cg
         self.func = func
-        self.names = NameTable(reserved=(c_symbol(func.name),))
-        self.out = LineBuffer()
-        self.bounds: dict[int, Bound] = {}
-        self.defined: set[int] = set()
-        self.written = _written_buffers(func)
+        self.symbol = symbol
+        self.written = written_buffers(func.body)
 
     def emit(self) -> None:
-        args = []
-        for p in self.func.params:
-            if isinstance(p, Buffer):
-                self._check_flat(p)
-                const = "" if id(p) in self.written else "const "
-                ctype = storage_ctype(p.dtype)
-                args.append(f"{const}{ctype}* restrict {self.names.get(p, p.name)}")
-            else:
-                args.append(f"{compute_ctype(p.dtype)} {self.names.get(p, p.name)}")
-                self.defined.add(id(p))
-                self.bounds[id(p)] = (0, None) if self._is_shape_var(p) else (None, None)
-        self.out.emit(f"TC_EXPORT void {c_symbol(self.func.name)}({', '.join(args) or 'void'}) {{")
-        self.out.level += 1
-        self.stmt(self.func.body)
-        self.out.level -= 1
+        args = self.params(self.func.params)
+        self.out.emit(f"TC_EXPORT void {self.symbol}({', '.join(args) or 'void'}) {{")
+        self.nested(self.func.body)
         self.out.emit("}")
         self.cg.bodies.append(self.out.text())
 
-    def _is_shape_var(self, v: Var) -> bool:
-        return any(
-            any(s is v for s in p.shape) or _mentions(p.shape, v)
-            for p in self.func.params
-            if isinstance(p, Buffer)
-        )
+    # hooks ------------------------------------------------------------------------------
+    def storage_type(self, dt: DataType) -> str:
+        return storage_ctype(dt)
+
+    def buffer_param(self, p: Buffer) -> None:
+        self._check_flat(p)
+
+    def scalar_bound(self, p: Var) -> Bound:
+        dims = [d for b in self.func.params if isinstance(b, Buffer) for d in b.shape]
+        return (0, None) if contains(dims, lambda n: n is p) else (None, None)
 
     def _check_flat(self, buf: Buffer) -> None:
         if buf.ndim != 1:
-            raise CodegenError(
-                f"C codegen {self.func.name}: buffer {buf.name!r} has rank {buf.ndim}; "
+            raise self.fail(
+                f"buffer {buf.name!r} has rank {buf.ndim}; "
                 "codegen needs lowered functions (tilecraft.lower.lower)"
             )
 
-    # statements -------------------------------------------------------------------------
-    def stmt(self, s: Stmt) -> None:
-        out = self.out
-        if isinstance(s, SeqStmt):
-            for c in s.stmts:
-                self.stmt(c)
-        elif isinstance(s, BufferStore):
-            out.emit(f"{self.buf(s.buffer)}[{self.expr(s.indices[0])}] = {self.store_value(s)};")
-        elif isinstance(s, For):
-            self.loop(s)
-        elif isinstance(s, IfThenElse):
-            out.emit(f"if ({self.expr(s.condition)}) {{")
-            self.nested(s.then_case)
-            if s.else_case is not None:
-                out.emit("} else {")
-                self.nested(s.else_case)
-            out.emit("}")
-        elif isinstance(s, LetStmt):
-            name = self.names.get(s.var, s.var.name)
-            out.emit("{")
-            out.level += 1
-            out.emit(f"const {compute_ctype(s.var.dtype)} {name} = {self.expr(s.value)};")
-            self.bounds[id(s.var)] = const_int_bound(s.value, self.bounds)
-            self.defined.add(id(s.var))
-            self.stmt(s.body)
-            out.level -= 1
-            out.emit("}")
-        elif isinstance(s, Allocate):
-            self.allocate(s)
-        elif isinstance(s, Evaluate):
-            out.emit(f"(void)({self.expr(s.value)});")
-        else:
-            raise CodegenError(
-                f"C codegen {self.func.name}: cannot emit {type(s).__name__}; lower the "
-                "function first (tilecraft.lower.lower)"
-            )
-
-    def nested(self, s: Stmt) -> None:
-        self.out.level += 1
-        self.stmt(s)
-        self.out.level -= 1
-
     def loop(self, s: For) -> None:
-        var = self.names.get(s.loop_var, s.loop_var.name)
-        ctype = compute_ctype(s.loop_var.dtype)
-        lo, ext = self.expr(s.min), self.expr(s.extent)
-        end = ext if isinstance(s.min, IntImm) and s.min.value == 0 else f"{lo} + {ext}"
-        if s.kind is ForKind.PARALLEL:
-            self.out.emit("#pragma omp parallel for")
-        elif s.kind is ForKind.VECTORIZED:
-            self.out.emit("#pragma omp simd")
-        elif s.kind is ForKind.UNROLLED:
-            n = s.extent.value if isinstance(s.extent, IntImm) else 8
-            self.out.emit(f"#pragma GCC unroll {max(1, min(n, 1024))}")
-        elif s.kind is ForKind.THREAD_BINDING:
-            raise CodegenError(
-                f"C codegen {self.func.name}: loop {s.loop_var.name!r} is bound to {s.thread}; "
+        if s.kind is ForKind.THREAD_BINDING:
+            raise self.fail(
+                f"loop {s.loop_var.name!r} is bound to {s.thread}; "
                 "lower with emulate_gpu=True to run it on the CPU"
             )
-        lo_b, ext_b = const_int_bound(s.min, self.bounds), const_int_bound(s.extent, self.bounds)
-        hi = None if lo_b[1] is None or ext_b[1] is None else lo_b[1] + ext_b[1] - 1
-        self.bounds[id(s.loop_var)] = (lo_b[0], hi)
-        self.defined.add(id(s.loop_var))
-        self.out.emit(f"for ({ctype} {var} = {lo}; {var} < {end}; ++{var}) {{")
-        self.nested(s.body)
-        self.out.emit("}")
+        pragma = _PRAGMAS.get(s.kind)
+        if s.kind is ForKind.UNROLLED:
+            n = s.extent.value if isinstance(s.extent, IntImm) else 8
+            pragma = f"#pragma GCC unroll {max(1, min(n, 1024))}"
+        self.serial_loop(s, pragma)
 
     def allocate(self, s: Allocate) -> None:
         buf = s.buffer
@@ -305,172 +232,28 @@ class _FunctionEmitter:
         self.out.level -= 1
         self.out.emit("}")
 
-    def buf(self, b: Buffer) -> str:
-        return self.names.get(b, b.name)
-
-    def store_value(self, s: BufferStore) -> str:
-        value = self.expr(s.value)
-        half = _is_half(s.buffer.dtype)
-        if half:
-            self._need_half(half)
-            return f"tc_f32_to_{half}({value})"
-        return value
-
-    # expressions ------------------------------------------------------------------------
-    def expr(self, e: Expr) -> str:
-        if isinstance(e, Var):
-            if id(e) not in self.defined:
-                raise CodegenError(
-                    f"C codegen {self.func.name}: variable {e.name!r} is used but never defined "
-                    "(not a parameter, loop variable or let binding)"
-                )
-            return self.names.get(e, e.name)
-        if isinstance(e, IntImm):
-            return _int_literal(e)
-        if isinstance(e, FloatImm):
-            return _float_literal(e)
-        if isinstance(e, BufferLoad):
-            text = f"{self.buf(e.buffer)}[{self.expr(e.indices[0])}]"
-            half = _is_half(e.dtype)
-            if half:
-                self._need_half(half)
-                return f"tc_{half}_to_f32({text})"
-            return text
-        if isinstance(e, (FloorDiv, FloorMod)):
-            return self.floor_op(e)
-        if isinstance(e, (Min, Max)):
-            ctype = compute_ctype(e.dtype)
-            suffix = ctype.replace("_t", "")
-            self.cg.need(f"minmax_{suffix}", _c_helpers.minmax(ctype, suffix))
-            fn = "min" if isinstance(e, Min) else "max"
-            return f"tc_{fn}_{suffix}({self.expr(e.a)}, {self.expr(e.b)})"
-        if isinstance(e, BinaryOp):
-            text = f"({self.expr(e.a)} {_ARITH[type(e)]} {self.expr(e.b)})"
-            if e.dtype.is_integer and e.dtype.bits < 32:  # C promotes to int: wrap back
-                return f"(({compute_ctype(e.dtype)}){text})"
-            return text
-        if type(e) in _CMP:
-            return f"({self.expr(e.a)} {_CMP[type(e)]} {self.expr(e.b)})"  # type: ignore[attr-defined]
-        if isinstance(e, And):
-            return f"({self.expr(e.a)} && {self.expr(e.b)})"
-        if isinstance(e, Or):
-            return f"({self.expr(e.a)} || {self.expr(e.b)})"
-        if isinstance(e, Not):
-            return f"(!{self.expr(e.a)})"
-        if isinstance(e, Select):
-            return (
-                f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : "
-                f"{self.expr(e.false_value)})"
-            )
-        if isinstance(e, Cast):
-            return self.cast(e)
-        if isinstance(e, Call):
-            return self.call(e)
-        raise CodegenError(f"C codegen {self.func.name}: cannot emit expression {type(e).__name__}")
-
-    def floor_op(self, e: FloorDiv | FloorMod) -> str:
-        a, b = self.expr(e.a), self.expr(e.b)
-        op = "/" if isinstance(e, FloorDiv) else "%"
-        if e.dtype.is_uint or (non_negative(e.a, self.bounds) and positive(e.b, self.bounds)):
-            return f"({a} {op} {b})"
-        ctype = compute_ctype(e.dtype)
+    def helper_fn(self, fn: str, dt: DataType) -> str:
+        ctype = compute_ctype(dt)
         suffix = ctype.replace("_t", "")
-        self.cg.need(f"floordiv_{suffix}", _c_helpers.floordiv(ctype, suffix))
-        fn = "floordiv" if isinstance(e, FloorDiv) else "floormod"
-        return f"tc_{fn}_{suffix}({a}, {b})"
+        if fn in ("min", "max"):
+            self.cg.need(f"minmax_{suffix}", _c_helpers.minmax(ctype, suffix))
+        else:
+            self.cg.need(f"floordiv_{suffix}", _c_helpers.floordiv(ctype, suffix))
+        return f"tc_{fn}_{suffix}"
 
-    def cast(self, e: Cast) -> str:
-        value = self.expr(e.value)
-        if e.dtype.is_bool:
-            return f"({value} != 0)"
-        half = _is_half(e.dtype)
-        if half:
-            self._need_half(half)
-            return f"tc_round_{half}((float)({value}))"
-        return f"(({compute_ctype(e.dtype)})({value}))"
-
-    def call(self, e: Call) -> str:
-        args = [self.expr(a) for a in e.args]
-        argdt = e.args[0].dtype
-        single = compute_ctype(argdt) == "float"
-        fctype = "float" if single else "double"
-        f = "f" if single else ""
-        one = "1.0f" if single else "1.0"
-        x = args[0]
-        if e.op in _LIBM_UNARY:
-            self.cg.libm_calls.add((f"{e.op}{f}", fctype, 1))
-            return f"{e.op}{f}({x})"
-        if e.op in _LIBM_BINARY:
-            self.cg.libm_calls.add((f"{e.op}{f}", fctype, 2))
-            return f"{e.op}{f}({x}, {args[1]})"
-        if e.op == "round":  # half to even, like numpy
-            return f"nearbyint{f}({x})"
-        if e.op == "exp10":
-            return f"pow{f}({'10.0f' if single else '10.0'}, {x})"
-        if e.op == "rsqrt":
-            return f"({one} / sqrt{f}({x}))"
-        if e.op == "sigmoid":
-            self.cg.libm_calls.add((f"exp{f}", fctype, 1))
-            return f"({one} / ({one} + exp{f}(-({x}))))"
-        if e.op in ("isnan", "isinf", "isfinite"):
-            return f"({e.op}({x}) != 0)"
-        raise CodegenError(f"C codegen {self.func.name}: no C mapping for intrinsic {e.op!r}")
-
-    def _need_half(self, kind: str) -> None:
-        self.cg.need(kind, _c_helpers.F16 if kind == "f16" else _c_helpers.BF16)
-
-
-def _mentions(shape: tuple[Expr, ...], v: Var) -> bool:
-    found = False
-
-    def fn(n: Node) -> None:
-        nonlocal found
-        found = found or n is v
-
-    for s in shape:
-        post_order_visit(s, fn)
-    return found
-
-
-def _written_buffers(func: PrimFunc) -> set[int]:
-    out: set[int] = set()
-
-    def fn(n: Node) -> None:
-        if isinstance(n, BufferStore):
-            out.add(id(n.buffer))
-
-    post_order_visit(func.body, fn)
-    return out
-
-
-def _int_literal(e: IntImm) -> str:
-    dt, v = e.dtype, e.value
-    if dt.is_bool:
-        return "true" if v else "false"
-    if str(dt) == "int32":
-        return str(v) if v != -(2**31) else "(-2147483647 - 1)"
-    if str(dt) == "int64":
-        return f"INT64_C({v})" if v != -(2**63) else "(-INT64_C(9223372036854775807) - 1)"
-    if str(dt) == "uint32":
-        return f"{v}u"
-    if str(dt) == "uint64":
-        return f"UINT64_C({v})"
-    return f"(({_INT_CTYPES[str(dt)]}){v})"
-
-
-def _float_literal(e: FloatImm) -> str:
-    single = compute_ctype(e.dtype) == "float"
-    v = e.value
-    if math.isnan(v):
-        return "NAN" if single else "((double)NAN)"
-    if math.isinf(v):
+    def non_finite(self, v: float, single: bool) -> str:
+        if math.isnan(v):
+            return "NAN" if single else "((double)NAN)"
         text = "INFINITY" if single else "((double)INFINITY)"
         return text if v > 0 else f"(-{text})"
-    text = repr(v)
-    if "e" not in text and "." not in text:
-        text += ".0"
-    text = text + "f" if single else text
-    return f"({text})" if v < 0 else text
+
+    def math_fn(self, op: str, single: bool, arity: int) -> str:
+        name = op + "f" if single else op
+        self.cg.libm_calls.add((name, "float" if single else "double", arity))
+        return name
+
+    def note_half(self, dt: str) -> None:
+        self.cg.need(_HALF_HELPERS[dt][0], _HALF_HELPERS[dt][1])
 
 
 def build_c_source(
@@ -498,21 +281,15 @@ def build_c_source(
     tgt = as_target(target)
     if tgt.is_gpu and not emulate_gpu:
         raise CodegenError(f"C codegen: target {tgt} is a GPU; pass emulate_gpu=True or use CUDA")
-    if isinstance(func_or_module, PrimFunc):
-        items = [(func_or_module.name, func_or_module)]
-    elif isinstance(func_or_module, IRModule):
-        items = func_or_module.prim_funcs()
-    else:
-        raise CodegenError(
-            f"C codegen: expected a PrimFunc or IRModule, got {type(func_or_module).__name__}"
-        )
+    items = prim_funcs_of(func_or_module, "C")
+    symbols = symbol_table((name for name, _ in items), C_RESERVED)
     cg = CCodegen(tgt)
     lowered: dict[str, PrimFunc] = {}
     for name, f in items:
         low = lower(f.update(name=name), tgt, emulate_gpu=emulate_gpu)
         lowered[name] = low
-        cg.add_function(low)
-    return CSource(cg.finish(), lowered, {n: c_symbol(n) for n in lowered})
+        cg.add_function(low, symbols[name])
+    return CSource(cg.finish(), lowered, symbols)
 
 
 def c_source(

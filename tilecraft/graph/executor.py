@@ -11,7 +11,6 @@ intermediate values in a few reused storage blocks.
 
 from __future__ import annotations
 
-import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -60,7 +59,7 @@ class GraphFunction:
         self.num_slots = len(slots)
         self.shape_vars = func.shape_vars()
         self._plans: OrderedDict[tuple[int, ...], MemoryPlan] = OrderedDict()
-        self.kernels = [exe.lib[exe.kernel_name(s.func)] for s in self.steps]
+        self.kernels = [exe.lib[s.func] for s in self.steps]
 
     def _bind_inputs(self, args: Sequence[Any]) -> tuple[list[Any], dict[int, int]]:
         """Check the arguments; the arrays by slot and the symbolic extents they bind."""
@@ -145,12 +144,10 @@ class GraphFunction:
 class Executable:
     """Compiled kernels plus the graph functions that call them: ``exe["forward"](x, *w)``."""
 
-    def __init__(self, mod: IRModule, lib: Any, target: Target | str,
-                 symbols: dict[str, str] | None = None) -> None:
+    def __init__(self, mod: IRModule, lib: Any, target: Target | str) -> None:
         self.mod = mod
         self.lib = lib
         self.target = target
-        self.symbols = symbols or {}  # PrimFunc name -> name it was compiled under
         self.functions = {n: GraphFunction(self, f) for n, f in graph_functions(mod)
                           if not f.attrs.get("primitive")}
 
@@ -158,18 +155,13 @@ class Executable:
         """A graph function (:class:`GraphFunction`) or a compiled PrimFunc by name."""
         if name in self.functions:
             return self.functions[name]
-        if self.kernel_name(name) in self.lib:
-            return self.lib[self.kernel_name(name)]
+        if name in self.lib:
+            return self.lib[name]
         raise GraphError(f"executable has no function {name!r}; graph functions: "
                          f"{sorted(self.functions)}")
 
     def __contains__(self, name: object) -> bool:
-        return name in self.functions or (isinstance(name, str) and
-                                          self.kernel_name(name) in self.lib)
-
-    def kernel_name(self, name: str) -> str:
-        """The name the PrimFunc ``name`` was compiled under (see :func:`build_graph_module`)."""
-        return self.symbols.get(name, name)
+        return name in self.functions or (isinstance(name, str) and name in self.lib)
 
     @property
     def source(self) -> str:
@@ -257,33 +249,8 @@ def build_graph_module(mod: IRModule, target: Target | str | None = "cpu",
 
         mod = get_pipeline("zero")(mod)
     check_calls(mod)
-    prims = dict(mod.prim_funcs())
-    symbols = _c_safe_names(prims)
-    lib = build_prim_funcs(IRModule({symbols.get(n, n): f.update(name=symbols.get(n, n))
-                                     for n, f in prims.items()}), target, **kwargs)
-    return Executable(mod, lib, target if target is not None else "cpu", symbols)
-
-
-def _c_safe_names(prims: dict[str, PrimFunc]) -> dict[str, str]:
-    """New names for PrimFuncs named like C math functions (``exp``, ``tanhf``).
-
-    Workaround: the C code generator exports a PrimFunc under its own name, which clashes with
-    the math.h declaration of the same name; Python's ``math`` module names the same
-    functions. Operators such as ``exp`` and ``tanh`` legalize to PrimFuncs of those names.
-    """
-    taken = set(prims)
-    out: dict[str, str] = {}
-    for name in prims:
-        if name in _C_MATH or (name.endswith("f") and name[:-1] in _C_MATH):
-            new, k = f"{name}_kernel", 1
-            while new in taken:
-                new, k = f"{name}_kernel{k}", k + 1
-            taken.add(new)
-            out[name] = new
-    return out
-
-
-_C_MATH = frozenset(n for n in vars(math) if not n.startswith("_"))
+    lib = build_prim_funcs(IRModule(dict(mod.prim_funcs())), target, **kwargs)
+    return Executable(mod, lib, target if target is not None else "cpu")
 
 
 def is_graph_module(mod: Any) -> bool:
