@@ -5,6 +5,11 @@ An integer expression is a :class:`Lin`: ``c + sum(coef * atom)``. An atom is ei
 ``floordiv(lin, 16)``), interned per analyzer by a structural key so that equal pieces are the
 same object and dictionaries of terms compare by content.
 
+Terms are sorted by :func:`atom_order`, which never looks at object identity: variables by
+name, then dtype, then the order in which the analyzer first met them (:data:`VarKeys`), so
+the canonical form is the same in every run and process, and alpha-equivalent inputs (given
+alpha-equivalent analyzer histories) give alpha-equivalent results.
+
 Integers are mathematical integers here: the analyzer assumes index arithmetic does not
 overflow its dtype.
 """
@@ -41,29 +46,41 @@ class Atom:
         self.expr: Expr | None = None
         self._order: tuple[object, ...] | None = None
 
-    def order(self) -> tuple[object, ...]:
+    def order(self, keys: VarKeys) -> tuple[object, ...]:
         """A content-based sort key (opaque atoms fall back to creation order)."""
         if self._order is None:
             k = self.kind
             if k in ("fd", "fm"):
-                self._order = (1, k, lin_order(self.args[0]), self.args[1])  # type: ignore[arg-type]
+                self._order = (1, k, lin_order(self.args[0], keys), self.args[1])  # type: ignore[arg-type]
             elif k == "mul":
-                self._order = (1, k, tuple(sorted(atom_order(f) for f in self.args)))  # type: ignore[arg-type]
+                self._order = (1, k, tuple(sorted(atom_order(f, keys) for f in self.args)))  # type: ignore[arg-type]
             elif k in ("min", "max", "div", "fd2", "fm2"):
-                self._order = (1, k, lin_order(self.args[0]), lin_order(self.args[1]))  # type: ignore[arg-type]
+                self._order = (1, k, lin_order(self.args[0], keys), lin_order(self.args[1], keys))  # type: ignore[arg-type]
             else:
                 self._order = (2, k, self.seq)
         return self._order
 
 
 AtomT = Var | Atom
+VarKeys = dict[Var, tuple[object, ...]]
+"""The sort key of each variable an analyzer has met, ``(0, name, dtype, n)`` where ``n``
+counts the variables met before it; keys never change once given."""
 
 
-def atom_order(a: AtomT) -> tuple[object, ...]:
-    """Sort key of an atom: variables by name first, then compound atoms."""
+def var_key(v: Var, keys: VarKeys) -> tuple[object, ...]:
+    """The sort key of ``v``, given on first sight."""
+    k = keys.get(v)
+    if k is None:
+        k = keys[v] = (0, v.name, str(v.dtype), len(keys))
+    return k
+
+
+def atom_order(a: AtomT, keys: VarKeys) -> tuple[object, ...]:
+    """Sort key of an atom: variables (by name, dtype, first sight) first, then compound atoms."""
     if type(a) is Var:
-        return (0, a.name, id(a))
-    return a.order()  # type: ignore[union-attr]
+        k = keys.get(a)
+        return k if k is not None else var_key(a, keys)
+    return a.order(keys)  # type: ignore[union-attr]
 
 
 class Lin:
@@ -93,9 +110,9 @@ class Lin:
         return None
 
 
-def lin_order(x: Lin) -> tuple[object, ...]:
+def lin_order(x: Lin, keys: VarKeys) -> tuple[object, ...]:
     """Content-based sort key of a Lin."""
-    return (tuple(sorted((atom_order(a), k) for a, k in x.t.items())), x.c)
+    return (tuple(sorted((atom_order(a, keys), k) for a, k in x.t.items())), x.c)
 
 
 def lconst(c: int, dt: DataType) -> Lin:

@@ -43,17 +43,23 @@ from ..ir import (
     Var,
 )
 from ..ir.dtype import bool_
-from ._form import Atom, AtomT, Lin, atom_order, ladd, lconst, lgcd, lscale, lvar, wrap_int
+from ._form import (
+    Atom,
+    AtomT,
+    Lin,
+    VarKeys,
+    atom_order,
+    ladd,
+    lconst,
+    lgcd,
+    lscale,
+    lvar,
+    var_key,
+    wrap_int,
+)
 
 if TYPE_CHECKING:
     from .analyzer import Analyzer
-
-_TERM_SORT = "_term_sort"
-
-
-def _term_sort(item: tuple[AtomT, int]) -> tuple[object, ...]:
-    a, k = item
-    return (k < 0, -abs(k), atom_order(a))
 
 
 class Canonicalizer:
@@ -66,6 +72,7 @@ class Canonicalizer:
         self.ana = ana
         self.atoms: dict[object, Atom] = {}
         self.subst: dict[Var, Lin] = {}
+        self.var_keys: VarKeys = {}  # sort keys, given in the order variables are first met
         self._seq = 0
         self._dispatch: dict[type, Callable[[Expr], Lin]] = {
             IntImm: self._int,
@@ -108,6 +115,8 @@ class Canonicalizer:
         s: Lin | None = self.subst.get(e)  # type: ignore[call-overload]
         if s is not None:
             return s
+        if e not in self.var_keys:
+            var_key(e, self.var_keys)  # type: ignore[arg-type]
         return Lin(0, {e: 1}, e.dtype)  # type: ignore[dict-item]
 
     def _add(self, e: Expr) -> Lin:
@@ -138,7 +147,7 @@ class Canonicalizer:
                 fs.extend(f.args)  # type: ignore[arg-type]
             else:
                 fs.append(f)
-        fs.sort(key=id)
+        fs.sort(key=lambda f: atom_order(f, self.var_keys))
         return self.atom("mul", tuple(fs), tuple(fs), dt)
 
     def merge_divmod(self, x: Lin) -> Lin:
@@ -339,7 +348,7 @@ class Canonicalizer:
     def expr(self, x: Lin) -> Expr:
         """Rebuild IR from a Lin: terms by descending |coefficient|, constant last."""
         dt = x.dt
-        items = sorted(x.t.items(), key=_term_sort) if len(x.t) > 1 else list(x.t.items())
+        items = sorted(x.t.items(), key=self._term_sort) if len(x.t) > 1 else list(x.t.items())
         out: Expr | None = None
         if items and items[0][1] < 0 and x.c > 0:
             out = IntImm(dt, x.c)
@@ -359,6 +368,11 @@ class Canonicalizer:
             return Sub(out, IntImm(dt, -x.c))
         return out
 
+    def _term_sort(self, item: tuple[AtomT, int]) -> tuple[object, ...]:
+        """Terms by descending |coefficient|, positive first, then by atom order."""
+        a, k = item
+        return (k < 0, -abs(k), atom_order(a, self.var_keys))
+
     def atom_expr(self, a: AtomT) -> Expr:
         """IR of one atom (cached on the atom)."""
         if type(a) is Var:
@@ -375,7 +389,7 @@ class Canonicalizer:
             cls = FloorDiv if k == "fd" else FloorMod
             return cls(self.expr(args[0]), IntImm(dt, args[1]))  # type: ignore[arg-type]
         if k == "mul":
-            fs: list[AtomT] = sorted(args, key=atom_order)  # type: ignore[arg-type]
+            fs: list[AtomT] = sorted(args, key=lambda f: atom_order(f, self.var_keys))  # type: ignore[arg-type]
             out = self.atom_expr(fs[0])
             for f in fs[1:]:
                 out = Mul(out, self.atom_expr(f))
