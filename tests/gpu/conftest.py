@@ -1,4 +1,5 @@
-"""GPU test options: ``--update-golden`` rewrites tests/gpu/golden/*.cu; marker skips.
+"""GPU test options: ``--update-golden`` (declared in tests/conftest.py) rewrites
+tests/gpu/golden/*.cu; marker skips.
 
 Tests marked ``nvcc`` are skipped when nvcc is not on PATH; tests marked ``gpu`` are skipped
 when no CUDA device can be opened (no driver, no device, or no GPU at all).
@@ -13,15 +14,6 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/gpu has no __init__.py: import kernels
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--update-golden",
-        action="store_true",
-        default=False,
-        help="rewrite the golden CUDA files in tests/gpu/golden instead of comparing",
-    )
 
 
 @pytest.fixture
