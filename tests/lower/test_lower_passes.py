@@ -260,7 +260,12 @@ def test_lower_pipeline_hooks_and_module():
     text_before = func.script()
     seen = []
     low = lower(func, hooks=[lambda name, before, after: seen.append(name)])
-    assert seen[:3] == ["LowerInitBlock", "PlanAllocations", "ConvertBlocksToLoops"]
+    assert seen[:4] == [
+        "CollectStorageAlign",
+        "LowerInitBlock",
+        "PlanAllocations",
+        "ConvertBlocksToLoops",
+    ]
     assert not nodes_of(low.body, Block)
     assert all(len(b.shape) == 1 for b in nodes_of(low.body, BufferLoad) for b in [b.buffer])
     assert nodes_of(low.body, For)[-1].kind is ForKind.PARALLEL

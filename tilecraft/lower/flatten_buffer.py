@@ -5,24 +5,41 @@ with constant or symbolic extents.
 After:  every buffer — parameters and allocations — has rank 1 and extent the product of its
 old extents (a rank-0 buffer gets extent 1); each access ``B[i, j, k]`` on a buffer of shape
 ``(n0, n1, n2)`` becomes ``B[(i * n1 + j) * n2 + k]``. Buffer identity is kept per buffer.
+
+An allocated buffer named in the ``tc.storage_align`` table (see
+:class:`~tilecraft.lower.CollectStorageAlign`) is laid out with padded strides instead: going
+from the last dimension to the first, ``stride(d) = stride(d + 1) * n(d + 1)`` (1 for the last),
+raised to the next value with ``stride(d) % factor == offset`` when ``d`` is aligned; the access
+becomes ``B[i * s0 + j * s1 + k * s2]`` and the allocation has ``s0 * n0`` elements. The table
+is removed from the function's attributes.
 """
 
 from __future__ import annotations
 
+from ..arith import Analyzer
 from ..errors import LowerError
 from ..ir import (
+    Allocate,
     Block,
     Buffer,
     BufferLoad,
     BufferStore,
     Expr,
+    FloorMod,
     IntImm,
     Mutator,
+    Node,
     PrimFunc,
     as_expr,
     cast,
+    post_order_visit,
 )
 from .base import FunctionPass
+from .collect_storage_align import (
+    STORAGE_ALIGN_ATTR,
+    AlignEntry,
+    storage_align_table,
+)
 
 
 def _product(shape: tuple[Expr, ...]) -> Expr:
@@ -48,22 +65,99 @@ def linear_index(shape: tuple[Expr, ...], indices: tuple[Expr, ...]) -> Expr:
     return offset
 
 
+_ANALYZER = Analyzer()  # unbound: only folds constants and normalises affine forms
+
+
+def _pad(stride: Expr, factor: int, offset: int) -> Expr:
+    """The least value ``>= stride`` that is ``offset`` modulo ``factor``."""
+    if isinstance(stride, IntImm):
+        return IntImm(stride.dtype, stride.value + (offset - stride.value) % factor)
+    f, o = IntImm(stride.dtype, factor), IntImm(stride.dtype, offset)
+    return _ANALYZER.simplify(stride + FloorMod(f + o - FloorMod(stride, f), f))
+
+
+def aligned_strides(
+    shape: tuple[Expr, ...], entries: tuple[AlignEntry, ...]
+) -> tuple[tuple[Expr, ...], Expr]:
+    """Row-major strides of ``shape`` padded for ``(axis, factor, offset)`` entries.
+
+    Parameters
+    ----------
+    shape
+        The buffer's extents (constant or symbolic).
+    entries
+        Alignment requests: ``stride(axis) % factor == offset`` after padding; the stride of
+        ``axis`` is the least value at or above the unpadded one that satisfies it.
+
+    Returns
+    -------
+    tuple
+        ``(strides, size)``: one stride per dimension, and the number of elements to allocate.
+    """
+    aligned = {axis: (factor, offset) for axis, factor, offset in entries}
+    dt = shape[0].dtype if shape else as_expr(0).dtype
+    for extent in shape:
+        dt = extent.dtype if extent.dtype.bits > dt.bits else dt
+    stride: Expr = IntImm(dt, 1)
+    strides: list[Expr] = []
+    for d in reversed(range(len(shape))):
+        if d in aligned:
+            stride = _pad(stride, *aligned[d])
+        strides.append(stride)
+        extent = cast(shape[d], dt)
+        if isinstance(stride, IntImm) and isinstance(extent, IntImm):
+            stride = IntImm(dt, stride.value * extent.value)
+        elif isinstance(stride, IntImm) and stride.value == 1:
+            stride = extent
+        else:
+            stride = _ANALYZER.simplify(stride * extent)
+    return tuple(reversed(strides)), stride
+
+
+def strided_index(strides: tuple[Expr, ...], indices: tuple[Expr, ...]) -> Expr:
+    """The offset ``sum(index * stride)`` of ``indices`` in a buffer with ``strides``."""
+    offset: Expr | None = None
+    for stride, idx in zip(strides, indices, strict=True):
+        dt = idx.dtype if idx.dtype.bits >= stride.dtype.bits else stride.dtype
+        unit = isinstance(stride, IntImm) and stride.value == 1
+        term = cast(idx, dt) if unit else cast(idx, dt) * cast(stride, dt)
+        if offset is None:
+            offset = term
+        else:
+            wide = offset.dtype if offset.dtype.bits >= dt.bits else dt
+            offset = cast(offset, wide) + cast(term, wide)
+    return as_expr(0) if offset is None else offset
+
+
 class _Flattener(Mutator):
+    def __init__(self, aligns: dict[int, tuple[AlignEntry, ...]]) -> None:
+        super().__init__()
+        self.aligns = aligns
+        self.strides: dict[int, tuple[Expr, ...]] = {}
+
     def visit_Buffer(self, buf: Buffer) -> Buffer:  # noqa: N802
         done = self.buffer_map.get(id(buf))
         if done is not None:
             return done
         shape = tuple(self.visit(s) for s in buf.shape)
-        new = (
-            buf
-            if len(shape) == 1 and shape[0] is buf.shape[0]
-            else buf.update(shape=(_product(shape),))
-        )
+        entries = self.aligns.get(id(buf))
+        if entries:
+            strides, size = aligned_strides(shape, entries)
+            self.strides[id(buf)] = strides
+            new = buf.update(shape=(size,))
+        elif len(shape) == 1 and shape[0] is buf.shape[0]:
+            new = buf
+        else:
+            new = buf.update(shape=(_product(shape),))
         self.buffer_map[id(buf)] = new
         return new
 
     def _index(self, buf: Buffer, indices: tuple[Expr, ...]) -> tuple[Expr, ...]:
+        self.visit(buf)
         visited = tuple(self.visit(i) for i in indices)
+        strides = self.strides.get(id(buf))
+        if strides is not None:
+            return (strided_index(strides, visited),)
         if len(visited) == 1:
             return visited
         return (linear_index(tuple(self.visit(s) for s in buf.shape), visited),)
@@ -89,6 +183,30 @@ class FlattenBuffer(FunctionPass):
 
     def transform_function(self, func: PrimFunc) -> PrimFunc:
         """Flatten the buffers of ``func`` (parameters included)."""
-        m = _Flattener()
+        m = _Flattener(_aligned_allocations(func))
         params = tuple(m.visit(p) for p in func.params)
-        return func.update(params=params, body=m.visit(func.body))
+        func = func.update(params=params, body=m.visit(func.body))
+        if STORAGE_ALIGN_ATTR in func.attrs:
+            func = func.update(attrs=func.attrs.without(STORAGE_ALIGN_ATTR))
+        return func
+
+
+def _aligned_allocations(func: PrimFunc) -> dict[int, tuple[AlignEntry, ...]]:
+    """Allocated buffers named in the alignment table, by identity, with their entries."""
+    table = storage_align_table(func)
+    out: dict[int, tuple[AlignEntry, ...]] = {}
+    if not table:
+        return out
+
+    def fn(n: Node) -> None:
+        if isinstance(n, Allocate) and n.buffer.name in table:
+            entries = table[n.buffer.name]
+            if any(not 0 <= axis < n.buffer.ndim for axis, _, _ in entries):
+                raise LowerError(
+                    f"FlattenBuffer: {STORAGE_ALIGN_ATTR} entries {entries} of buffer "
+                    f"{n.buffer.name!r} do not fit its {n.buffer.ndim} dimension(s)"
+                )
+            out[id(n.buffer)] = entries
+
+    post_order_visit(func.body, fn)
+    return out

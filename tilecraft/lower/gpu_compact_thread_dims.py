@@ -9,6 +9,9 @@ index count as one; constants included) is removed; so is such a dimension of a 
 (or ``shared.dyn``) buffer when the function uses ``blockIdx`` indices only. On a GPU each
 thread (block) has private storage and fixed indices, so it only ever touches one position of
 the dimension.
+
+Alignment requests of the ``tc.storage_align`` table follow their buffer: an entry on a removed
+dimension is dropped, the others are renumbered.
 """
 
 from __future__ import annotations
@@ -33,6 +36,12 @@ from ..ir import (
     substitute,
 )
 from .base import FunctionPass
+from .collect_storage_align import (
+    AlignEntry,
+    drop_axes,
+    storage_align_table,
+    with_storage_align_table,
+)
 
 
 def _canonical(
@@ -138,4 +147,21 @@ class CompactThreadDims(FunctionPass):
         drop = _droppable(func)
         if not drop:
             return func
+        table = storage_align_table(func)
+        if table:
+            func = with_storage_align_table(func, _renumber(func, table, drop))
         return func.update(body=_Compactor(drop).visit(func.body))
+
+
+def _renumber(
+    func: PrimFunc, table: dict[str, tuple[AlignEntry, ...]], drop: dict[int, tuple[int, ...]]
+) -> dict[str, tuple[AlignEntry, ...]]:
+    """The alignment table after the dimensions in ``drop`` are removed."""
+    out = dict(table)
+
+    def fn(n: Node) -> None:
+        if isinstance(n, Allocate) and n.buffer.name in table and id(n.buffer) in drop:
+            out[n.buffer.name] = drop_axes(table[n.buffer.name], drop[id(n.buffer)])
+
+    post_order_visit(func.body, fn)
+    return out

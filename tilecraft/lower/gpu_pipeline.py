@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..ir import PrimFunc
 from ..target import Target, as_target
 from .base import FunctionPass, Sequential
+from .collect_storage_align import CollectStorageAlign
 from .flatten_buffer import FlattenBuffer
 from .gpu_compact_thread_dims import CompactThreadDims
 from .gpu_cross_thread_reduction import LowerCrossThreadReduction
@@ -23,8 +24,11 @@ from .pipeline import LOWERED_ATTR, get_pipeline
 
 
 def gpu_passes_before(target: Target) -> list[FunctionPass]:
-    """GPU passes that run on block-level IR, before the common pipeline."""
-    return [LowerCrossThreadReduction(target)]
+    """GPU passes that run on block-level IR, before the common pipeline.
+
+    Alignment requests are collected first: the cross-thread reduction rewrite replaces blocks.
+    """
+    return [CollectStorageAlign(), LowerCrossThreadReduction(target)]
 
 
 def gpu_passes_after(target: Target) -> list[FunctionPass]:

@@ -8,6 +8,7 @@ from typing import overload
 from ..ir import IRModule, PrimFunc
 from ..target import Target, as_target
 from .base import FunctionPass, PassHook, Sequential
+from .collect_storage_align import CollectStorageAlign
 from .compact_buffer import CompactBufferAllocation
 from .convert_blocks_to_loops import ConvertBlocksToLoops
 from .expose_shape_vars import ExposeShapeVars
@@ -36,6 +37,7 @@ def get_pipeline(
     tgt = as_target(target)
     keep_threads = tgt.is_gpu and not emulate_gpu
     return [
+        CollectStorageAlign(),
         LowerInitBlock(),
         PlanAllocations(),
         ConvertBlocksToLoops(),
