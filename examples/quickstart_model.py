@@ -41,13 +41,16 @@ def reference(x: np.ndarray, p: dict[str, np.ndarray]) -> np.ndarray:
     return h @ p["fc2.weight"].T + p["fc2.bias"]
 
 
-def kernel_times(exe: tc.graph.Executable, args: list[np.ndarray],
-                 runs: int = 5) -> list[tuple[str, float]]:
+def kernel_times(
+    exe: tc.graph.Executable, args: list[np.ndarray], runs: int = 5
+) -> list[tuple[str, float]]:
     """Median seconds of each kernel call of ``forward`` over ``runs`` runs (after a warm-up)."""
     exe["forward"](*args)
     samples = [exe.profile("forward", *args) for _ in range(runs)]
-    return [(name, statistics.median(run[i][1] for run in samples))
-            for i, (name, _) in enumerate(samples[0])]
+    return [
+        (name, statistics.median(run[i][1] for run in samples))
+        for i, (name, _) in enumerate(samples[0])
+    ]
 
 
 def main() -> float:

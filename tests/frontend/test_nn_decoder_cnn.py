@@ -61,7 +61,7 @@ def np_rotary(x: np.ndarray, theta: float = 10000.0) -> np.ndarray:
     ang = np.arange(s)[:, None] * inv[None, :]
     cos = np.concatenate([np.cos(ang)] * 2, -1)[None, :, None, :]
     sin = np.concatenate([np.sin(ang)] * 2, -1)[None, :, None, :]
-    rot = np.concatenate([-x[..., d // 2:], x[..., : d // 2]], -1)
+    rot = np.concatenate([-x[..., d // 2 :], x[..., : d // 2]], -1)
     return x * cos + rot * sin
 
 
@@ -156,8 +156,9 @@ def np_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray, pad: int) -> np.ndarray
     out = np.zeros((n, o, h - kh + 1, wd - kw + 1))
     for i in range(kh):
         for j in range(kw):
-            out += np.einsum("nchw,oc->nohw", x[:, :, i:i + out.shape[2], j:j + out.shape[3]],
-                             w[:, :, i, j])
+            out += np.einsum(
+                "nchw,oc->nohw", x[:, :, i : i + out.shape[2], j : j + out.shape[3]], w[:, :, i, j]
+            )
     return out + b[None, :, None, None]
 
 
@@ -175,8 +176,9 @@ def np_cnn(x: np.ndarray, p: dict[str, np.ndarray]) -> np.ndarray:
 
 @pytest.mark.parametrize("batch", [1, 3])
 def test_small_cnn_matches_numpy(batch: int) -> None:
-    mod, params = SmallCNN().export({"forward": {"x": nn.spec.Tensor(("batch", 3, 16, 16))}},
-                                    seed=1)
+    mod, params = SmallCNN().export(
+        {"forward": {"x": nn.spec.Tensor(("batch", 3, 16, 16))}}, seed=1
+    )
     mod = get_pipeline("zero")(mod)
     names = {n for n, _ in mod.prim_funcs()}
     assert any(n.startswith("fused_conv2d") and n.endswith("relu") for n in names), names

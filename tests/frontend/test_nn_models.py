@@ -32,8 +32,10 @@ np_demo = EXAMPLE.reference
 
 def random_state(model: nn.Module, seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return {n: (rng.standard_normal(p.param_shape) * 0.1).astype(p.param_dtype)
-            for n, p in model.named_parameters()}
+    return {
+        n: (rng.standard_normal(p.param_shape) * 0.1).astype(p.param_dtype)
+        for n, p in model.named_parameters()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -49,13 +51,26 @@ def demo() -> tuple[tc.IRModule, tc.IRModule, dict[str, np.ndarray]]:
 def test_tutorial_model_gives_the_tutorials_kernels(demo) -> None:
     mod, fused, params = demo
     assert sorted(n for n, _ in fused.prim_funcs()) == [
-        "fused_matmul1_add1", "fused_matmul_add_relu", "layer_norm", "transpose", "transpose1"]
-    assert list(params) == ["fc1.weight", "fc1.bias", "norm.weight", "norm.bias",
-                            "fc2.weight", "fc2.bias"]
+        "fused_matmul1_add1",
+        "fused_matmul_add_relu",
+        "layer_norm",
+        "transpose",
+        "transpose1",
+    ]
+    assert list(params) == [
+        "fc1.weight",
+        "fc1.bias",
+        "norm.weight",
+        "norm.bias",
+        "fc2.weight",
+        "fc2.bias",
+    ]
     assert params["fc1.weight"].shape == (768, 768)
     assert params["fc2.weight"].shape == (256, 768)
-    calls = [(b.var.name, b.value.func, [a.name for a in b.value.args])
-             for b in fused["forward"].bindings]
+    calls = [
+        (b.var.name, b.value.func, [a.name for a in b.value.args])
+        for b in fused["forward"].bindings
+    ]
     assert calls == [
         ("permute_dims", "transpose", ["fc1_weight"]),
         ("relu", "fused_matmul_add_relu", ["x", "permute_dims", "fc1_bias"]),
@@ -74,8 +89,13 @@ def test_tutorial_model_matches_numpy(demo) -> None:
     out = exe["forward"](x, *params.values())
     np.testing.assert_allclose(out, np_demo(x, params), rtol=1e-4, atol=1e-4)
     prof = exe.profile("forward", x, *params.values())
-    assert [n for n, _ in prof] == ["transpose", "fused_matmul_add_relu", "layer_norm",
-                                    "transpose1", "fused_matmul1_add1"]
+    assert [n for n, _ in prof] == [
+        "transpose",
+        "fused_matmul_add_relu",
+        "layer_norm",
+        "transpose1",
+        "fused_matmul1_add1",
+    ]
     assert all(t > 0 for _, t in prof)
 
 
@@ -94,9 +114,14 @@ def test_quickstart_example_runs_and_reports(capsys: pytest.CaptureFixture[str])
     text = capsys.readouterr().out
     assert err < 1e-4
     names = [n.strip() for n in text.split("\n\n")[0].splitlines()[1:]]
-    assert names == ["transpose", "fused_matmul_add_relu", "layer_norm", "transpose1",
-                     "fused_matmul1_add1"]
+    assert names == [
+        "transpose",
+        "fused_matmul_add_relu",
+        "layer_norm",
+        "transpose1",
+        "fused_matmul1_add1",
+    ]
     assert 'def forward(x: R.Tensor((1, 768), "float32")' in text
     assert f"max abs error vs numpy: {err:.2e}" in text
-    table = text[text.index("kernel "):].splitlines()
+    table = text[text.index("kernel ") :].splitlines()
     assert [row.split()[0] for row in table[1:]] == [*names, "total"]

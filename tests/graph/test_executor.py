@@ -23,8 +23,13 @@ def _chain_exe() -> tc.graph.Executable:
 
 
 def _np_chain(x: np.ndarray) -> np.ndarray:
-    fns = {"exp": np.exp, "tanh": np.tanh, "sigmoid": lambda v: 1 / (1 + np.exp(-v)),
-           "negative": np.negative, "relu": lambda v: np.maximum(v, 0)}
+    fns = {
+        "exp": np.exp,
+        "tanh": np.tanh,
+        "sigmoid": lambda v: 1 / (1 + np.exp(-v)),
+        "negative": np.negative,
+        "relu": lambda v: np.maximum(v, 0),
+    }
     for op in CHAIN:
         x = fns[op](x)
     return x
@@ -56,8 +61,12 @@ def test_chain_uses_two_storages_and_reuses_them() -> None:
 
 
 def test_plan_reuses_a_larger_block_for_a_smaller_value() -> None:
-    steps = [Step("a", (0,), 1, (0,)), Step("b", (1,), 2, (1,)), Step("c", (2,), 3, (2,)),
-             Step("d", (3,), 4, (3,))]
+    steps = [
+        Step("a", (0,), 1, (0,)),
+        Step("b", (1,), 2, (1,)),
+        Step("c", (2,), 3, (2,)),
+        Step("d", (3,), 4, (3,)),
+    ]
     shapes = [(64,), (8,), (16,), (4,)]
     plan = plan_memory(steps, shapes, ["float32"] * 4, result_slot=4)
     # b cannot take a's block (a is b's argument); c takes a's 256-byte block, which fits
@@ -72,8 +81,12 @@ def test_plan_reuses_a_larger_block_for_a_smaller_value() -> None:
 
 
 def test_plan_grows_a_free_block_instead_of_adding_one() -> None:
-    steps = [Step("a", (0,), 1, (0,)), Step("b", (1,), 2, (1,)), Step("c", (2,), 3, (2,)),
-             Step("d", (3,), 4, (3,))]
+    steps = [
+        Step("a", (0,), 1, (0,)),
+        Step("b", (1,), 2, (1,)),
+        Step("c", (2,), 3, (2,)),
+        Step("d", (3,), 4, (3,)),
+    ]
     plan = plan_memory(steps, [(4,), (4,), (32,), (2,)], ["float32"] * 4, result_slot=4)
     assert plan.storage == (0, 1, 0, RESULT)
     assert plan.storage_bytes == (128, 16)
@@ -104,18 +117,21 @@ def exe() -> tc.graph.Executable:
     return build_graph_module(tc.IRModule({"main": bb.finish(out, "main")}), "cpu")
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (lambda x, y, w: (x, y), r"main: expected 3 arguments \(x, y, w\), got 2"),
-    (lambda x, y, w: (x, y, w, w), r"expected 3 arguments"),
-    (lambda x, y, w: (x, y[:2], w), r"argument 1 \(y\).*dimension 0 should be 3"),
-    (lambda x, y, w: (x, y, w.T.copy()), r"argument 2 \(w\) has shape \(2, 4\)"),
-    (lambda x, y, w: (x, y.astype("float64"), w), r"argument 1 \(y\) has dtype float64"),
-    (lambda x, y, w: (x, y.astype("int32"), w), r"has dtype int32, expected float32"),
-    (lambda x, y, w: (x[None], y, w), r"argument 0 \(x\) has shape \(1, 3, 4\)"),
-    (lambda x, y, w: (x.tolist(), y, w), r"argument 0 \(x\): expected a numpy array"),
-    (lambda x, y, w: (None, y, w), r"expected a numpy array or a DLPack tensor, got NoneType"),
-    (lambda x, y, w: ("x", y, w), r"got str"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (lambda x, y, w: (x, y), r"main: expected 3 arguments \(x, y, w\), got 2"),
+        (lambda x, y, w: (x, y, w, w), r"expected 3 arguments"),
+        (lambda x, y, w: (x, y[:2], w), r"argument 1 \(y\).*dimension 0 should be 3"),
+        (lambda x, y, w: (x, y, w.T.copy()), r"argument 2 \(w\) has shape \(2, 4\)"),
+        (lambda x, y, w: (x, y.astype("float64"), w), r"argument 1 \(y\) has dtype float64"),
+        (lambda x, y, w: (x, y.astype("int32"), w), r"has dtype int32, expected float32"),
+        (lambda x, y, w: (x[None], y, w), r"argument 0 \(x\) has shape \(1, 3, 4\)"),
+        (lambda x, y, w: (x.tolist(), y, w), r"argument 0 \(x\): expected a numpy array"),
+        (lambda x, y, w: (None, y, w), r"expected a numpy array or a DLPack tensor, got NoneType"),
+        (lambda x, y, w: ("x", y, w), r"got str"),
+    ],
+)
 def test_wrong_calls_raise_clear_errors(exe: tc.graph.Executable, args, message) -> None:
     x, y = np.ones((3, 4), "float32"), np.ones((3, 4), "float32")
     w = np.ones((4, 2), "float32")
@@ -134,7 +150,7 @@ def test_non_contiguous_and_empty_inputs_work(exe: tc.graph.Executable) -> None:
     assert exe["main"](empty, empty, w).shape == (0, 2)
 
 
-MISMATCHED = '''
+MISMATCHED = """
 @T.ir_module
 class Module:
     @T.prim_func
@@ -154,15 +170,18 @@ class Module:
             gv = R.call_tir(cls.double, (x,), out_sinfo=R.Tensor((8,), "float32"))
             R.output(gv)
         return gv
-'''
+"""
 
 
 def test_build_rejects_a_call_tir_that_does_not_fit_its_prim_func() -> None:
     mod = parse_graph(MISMATCHED)
     assert isinstance(mod, tc.IRModule)
-    with pytest.raises(GraphError, match=r"main calls 'double' at gv: parameter A is "
-                                         r"Tensor\(\(4,\), float32\), but the call passes "
-                                         r"Tensor\(\(8,\), float32\)"):
+    with pytest.raises(
+        GraphError,
+        match=r"main calls 'double' at gv: parameter A is "
+        r"Tensor\(\(4,\), float32\), but the call passes "
+        r"Tensor\(\(8,\), float32\)",
+    ):
         build_graph_module(mod, "cpu")
     fixed = parse_graph(MISMATCHED.replace("(8,)", "(4,)"))
     assert isinstance(fixed, tc.IRModule)

@@ -24,8 +24,10 @@ def test_broadcast_and_matmul_types() -> None:
     assert out.describe() == "Tensor((n, 4, 8), float32)"
     out = infer_type("matmul", [T((2, n, 16)), T((16, 32))], {})
     assert out.describe() == "Tensor((2, n, 32), float32)"
-    assert infer_type("linear", [T((n, 16)), T((8, 16)), T((8,))], {}).describe() == \
-        "Tensor((n, 8), float32)"
+    assert (
+        infer_type("linear", [T((n, 16)), T((8, 16)), T((8,))], {}).describe()
+        == "Tensor((n, 8), float32)"
+    )
 
 
 def test_reshape_with_symbolic_extent_and_inferred_axis() -> None:
@@ -35,33 +37,48 @@ def test_reshape_with_symbolic_extent_and_inferred_axis() -> None:
 
 
 def test_conv_pool_take_concat_reduce_types() -> None:
-    assert infer_type("conv2d", [T((2, 3, 16, 16)), T((8, 3, 3, 3))],
-                      {"padding": 1, "strides": 2}).describe() == "Tensor((2, 8, 8, 8), float32)"
-    assert infer_type("max_pool2d", [T((1, 8, 8, 8))], {"pool_size": 2}).describe() == \
-        "Tensor((1, 8, 4, 4), float32)"
-    assert infer_type("take", [T((100, 16)), T((3, 5), "int32")], {"axis": 0}).describe() == \
-        "Tensor((3, 5, 16), float32)"
-    assert infer_type("concat", [T((2, 3)), T((2, 5))], {"axis": 1}).describe() == \
-        "Tensor((2, 8), float32)"
-    assert infer_type("sum", [T((2, 3, 4))], {"axis": (0, 2), "keepdims": True}).describe() == \
-        "Tensor((1, 3, 1), float32)"
+    assert (
+        infer_type(
+            "conv2d", [T((2, 3, 16, 16)), T((8, 3, 3, 3))], {"padding": 1, "strides": 2}
+        ).describe()
+        == "Tensor((2, 8, 8, 8), float32)"
+    )
+    assert (
+        infer_type("max_pool2d", [T((1, 8, 8, 8))], {"pool_size": 2}).describe()
+        == "Tensor((1, 8, 4, 4), float32)"
+    )
+    assert (
+        infer_type("take", [T((100, 16)), T((3, 5), "int32")], {"axis": 0}).describe()
+        == "Tensor((3, 5, 16), float32)"
+    )
+    assert (
+        infer_type("concat", [T((2, 3)), T((2, 5))], {"axis": 1}).describe()
+        == "Tensor((2, 8), float32)"
+    )
+    assert (
+        infer_type("sum", [T((2, 3, 4))], {"axis": (0, 2), "keepdims": True}).describe()
+        == "Tensor((1, 3, 1), float32)"
+    )
     assert infer_type("astype", [T((2,))], {"dtype": "float16"}).dtype == tc.ir.dtype("float16")
 
 
-@pytest.mark.parametrize(("op", "types", "attrs", "message"), [
-    ("matmul", [T((4, 8)), T((16, 2))], {}, r"matmul: inner dimensions differ.*8 vs 16"),
-    ("add", [T((4, 8)), T((3, 8))], {}, r"add: shapes \(4, 8\) and \(3, 8\) do not broadcast"),
-    ("add", [T((4,)), T((4,), "float16")], {}, r"add: argument 1 has dtype float16"),
-    ("relu", [T((4,)), T((4,))], {}, r"relu: expected 1 tensor arguments, got 2"),
-    ("reshape", [T((4, 6))], {"shape": (5, 5)}, r"reshape: cannot reshape .* element counts"),
-    ("permute_dims", [T((4, 6))], {"axes": (0, 0)}, r"not a permutation"),
-    ("softmax", [T((4,), "int32")], {}, r"softmax: expected a floating-point tensor"),
-    ("layer_norm", [T((2, 8)), T((4,)), T((8,))], {}, r"layer_norm: argument 1 must be \(8,\)"),
-    ("conv2d", [T((1, 3, 8, 8)), T((4, 2, 3, 3))], {}, r"conv2d: data has 3 channels"),
-    ("take", [T((10, 4)), T((3,))], {}, r"take: indices must be integers"),
-    ("attention", [T((1, 4, 2, 8)), T((1, 4, 2, 8)), T((1, 4, 3, 8))], {}, r"incompatible"),
-    ("no_such_op", [T((1,))], {}, r"unknown graph operator 'no_such_op'"),
-])
+@pytest.mark.parametrize(
+    ("op", "types", "attrs", "message"),
+    [
+        ("matmul", [T((4, 8)), T((16, 2))], {}, r"matmul: inner dimensions differ.*8 vs 16"),
+        ("add", [T((4, 8)), T((3, 8))], {}, r"add: shapes \(4, 8\) and \(3, 8\) do not broadcast"),
+        ("add", [T((4,)), T((4,), "float16")], {}, r"add: argument 1 has dtype float16"),
+        ("relu", [T((4,)), T((4,))], {}, r"relu: expected 1 tensor arguments, got 2"),
+        ("reshape", [T((4, 6))], {"shape": (5, 5)}, r"reshape: cannot reshape .* element counts"),
+        ("permute_dims", [T((4, 6))], {"axes": (0, 0)}, r"not a permutation"),
+        ("softmax", [T((4,), "int32")], {}, r"softmax: expected a floating-point tensor"),
+        ("layer_norm", [T((2, 8)), T((4,)), T((8,))], {}, r"layer_norm: argument 1 must be \(8,\)"),
+        ("conv2d", [T((1, 3, 8, 8)), T((4, 2, 3, 3))], {}, r"conv2d: data has 3 channels"),
+        ("take", [T((10, 4)), T((3,))], {}, r"take: indices must be integers"),
+        ("attention", [T((1, 4, 2, 8)), T((1, 4, 2, 8)), T((1, 4, 3, 8))], {}, r"incompatible"),
+        ("no_such_op", [T((1,))], {}, r"unknown graph operator 'no_such_op'"),
+    ],
+)
 def test_ill_typed_calls_are_rejected(op, types, attrs, message) -> None:
     with pytest.raises(GraphError, match=message):
         infer_type(op, types, attrs)

@@ -40,15 +40,26 @@ def test_legalize_leaves_input_untouched_and_names_functions() -> None:
     before = gscript.to_script(mod)
     legal = Legalize()(mod)
     assert gscript.to_script(mod) == before
-    assert sorted(n for n, _ in legal.prim_funcs()) == ["add", "matmul", "multiply", "relu",
-                                                        "sigmoid", "softmax"]
+    assert sorted(n for n, _ in legal.prim_funcs()) == [
+        "add",
+        "matmul",
+        "multiply",
+        "relu",
+        "sigmoid",
+        "softmax",
+    ]
 
 
-@pytest.mark.parametrize(("name", "pattern"), [
-    ("add", OpPattern.BROADCAST), ("relu", OpPattern.ELEMWISE), ("matmul",
-                                                                   OpPattern.OUT_EWISE_FUSABLE),
-    ("softmax", OpPattern.COMM_REDUCE), ("multiply", OpPattern.ELEMWISE),
-])
+@pytest.mark.parametrize(
+    ("name", "pattern"),
+    [
+        ("add", OpPattern.BROADCAST),
+        ("relu", OpPattern.ELEMWISE),
+        ("matmul", OpPattern.OUT_EWISE_FUSABLE),
+        ("softmax", OpPattern.COMM_REDUCE),
+        ("multiply", OpPattern.ELEMWISE),
+    ],
+)
 def test_annotate_op_pattern(name: str, pattern: OpPattern) -> None:
     mod = AnnotateOpPattern()(Legalize()(_mlp_module()))
     assert mod[name].attrs["op_pattern"] == int(pattern)
@@ -87,16 +98,23 @@ def test_fused_module_matches_numpy_and_pool_reuses_buffers() -> None:
         x = rng.standard_normal((n, 16)).astype("float32")
         y = np.maximum(x @ w + b, 0)
         e = np.exp(y - y.max(-1, keepdims=True))
-        np.testing.assert_allclose(exe["main"](x, w, b), e / e.sum(-1, keepdims=True) * y,
-                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            exe["main"](x, w, b), e / e.sum(-1, keepdims=True) * y, rtol=1e-5, atol=1e-6
+        )
 
 
 def test_pass_context_records_passes() -> None:
     rec = RecordPasses()
     with PassContext(instruments=[rec]):
         get_pipeline("zero")(_mlp_module())
-    assert rec.names == ["Legalize", "AnnotateOpPattern", "FuseOps", "FuseTIR",
-                         "DeadCodeElimination", "Sequential"]
+    assert rec.names == [
+        "Legalize",
+        "AnnotateOpPattern",
+        "FuseOps",
+        "FuseTIR",
+        "DeadCodeElimination",
+        "Sequential",
+    ]
 
 
 def test_unknown_pipeline() -> None:
@@ -111,8 +129,11 @@ def test_executable_rejects_wrong_inputs() -> None:
     b = np.zeros(8, "float32")
     with pytest.raises(GraphError, match=r"main: expected 3 arguments \(x, w, b\), got 2"):
         exe["main"](x, w)
-    with pytest.raises(GraphError, match=r"argument 1 \(w\) has shape \(16, 9\), expected "
-                                         r"Tensor\(\(16, 8\), float32\)"):
+    with pytest.raises(
+        GraphError,
+        match=r"argument 1 \(w\) has shape \(16, 9\), expected "
+        r"Tensor\(\(16, 8\), float32\)",
+    ):
         exe["main"](x, np.zeros((16, 9), "float32"), b)
     with pytest.raises(GraphError, match=r"argument 0 \(x\) has dtype float64, expected float32"):
         exe["main"](x.astype("float64"), w, b)
@@ -163,7 +184,8 @@ def test_fuse_tir_keeps_block_and_buffer_names_unique() -> None:
     mod = get_pipeline("zero")(tc.IRModule({"main": bb.finish(bb.emit("relu", [h]), "main")}))
     fused = mod["fused_add_add1_relu"]
     blocks: list[str] = []
-    tc.ir.post_order_visit(fused.body, lambda n: blocks.append(n.name)
-                           if isinstance(n, tc.ir.Block) else None)
+    tc.ir.post_order_visit(
+        fused.body, lambda n: blocks.append(n.name) if isinstance(n, tc.ir.Block) else None
+    )
     assert blocks == ["T_add", "T_add_1", "T_relu", "root"]
     assert tc.script.parse(fused.script()).script() == fused.script()

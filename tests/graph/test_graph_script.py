@@ -9,7 +9,7 @@ from tilecraft.errors import ScriptParseError
 from tilecraft.graph import GraphBuilder, get_pipeline
 from tilecraft.graph import script as gscript
 
-FUNC = '''
+FUNC = """
 @R.function
 def main(x: R.Tensor(("n", 16), "float32"), w: R.Tensor((8, 16), "float32")) -> R.Tensor(("n", 8), "float32"):
     R.func_attr({'num_input': 1})
@@ -19,15 +19,16 @@ def main(x: R.Tensor(("n", 16), "float32"), w: R.Tensor((8, 16), "float32")) -> 
         gv = R.softmax(matmul, axis=-1)
         R.output(gv)
     return gv
-'''  # noqa: E501
+"""  # noqa: E501
 
 
 def _module() -> tc.IRModule:
     bb = GraphBuilder()
     x = bb.param("x", ("n", 16), "float32")
     w = bb.param("w", (8, 16), "float32")
-    h = bb.emit("reshape", [bb.emit("matmul", [x, bb.emit("permute_dims", [w])])],
-                {"shape": ("n", 2, 4)})
+    h = bb.emit(
+        "reshape", [bb.emit("matmul", [x, bb.emit("permute_dims", [w])])], {"shape": ("n", 2, 4)}
+    )
     return tc.IRModule({"main": bb.finish(bb.emit("relu", [h]), "main", {"num_input": 1})})
 
 
@@ -43,8 +44,10 @@ def test_module_with_graph_and_prim_funcs_round_trips() -> None:
     text = gscript.to_script(mod)
     assert text.startswith("@T.ir_module\nclass Module:")
     # an injective reshape does not join matmul's group; it heads its own with relu
-    assert ("gv = R.call_tir(cls.fused_reshape_relu, (matmul,), "
-            'out_sinfo=R.Tensor(("n", 2, 4), "float32"))') in text
+    assert (
+        "gv = R.call_tir(cls.fused_reshape_relu, (matmul,), "
+        'out_sinfo=R.Tensor(("n", 2, 4), "float32"))'
+    ) in text
     back = gscript.parse(text)
     assert gscript.to_script(back) == text
     assert tc.ir.structural_equal(back, mod)
@@ -61,8 +64,9 @@ def test_json_round_trip_of_graph_module() -> None:
 def test_structural_equality_sees_graph_differences() -> None:
     a = gscript.parse(FUNC)
     b = gscript.parse(FUNC.replace("axis=-1", "axis=0"))
-    c = gscript.parse(FUNC.replace("permute_dims =", "pd =").replace("(x, permute_dims)",
-                                                                     "(x, pd)"))
+    c = gscript.parse(
+        FUNC.replace("permute_dims =", "pd =").replace("(x, permute_dims)", "(x, pd)")
+    )
     assert not tc.ir.structural_equal(a, b)
     assert tc.ir.structural_equal(a, c)  # names do not matter
 

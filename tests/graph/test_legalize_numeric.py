@@ -16,8 +16,9 @@ Ref = Callable[..., np.ndarray]
 RNG = np.random.default_rng(0)
 
 
-def _rand(shape: tuple[int, ...], dtype: str = "float32", lo: float = -2.0,
-          hi: float = 2.0) -> np.ndarray:
+def _rand(
+    shape: tuple[int, ...], dtype: str = "float32", lo: float = -2.0, hi: float = 2.0
+) -> np.ndarray:
     if dtype.startswith("int"):
         return RNG.integers(0, 5, shape).astype(dtype)
     return RNG.uniform(lo, hi, shape).astype(dtype)
@@ -47,12 +48,15 @@ def _np_pool(x: np.ndarray, k: int, s: int, p: int, kind: str) -> np.ndarray:
     fill = -np.inf if kind == "max" else 0.0
     x = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=fill)
     oh, ow = (x.shape[2] - k) // s + 1, (x.shape[3] - k) // s + 1
-    wins = np.stack([x[:, :, i:i + s * oh:s, j:j + s * ow:s] for i in range(k) for j in range(k)])
+    wins = np.stack(
+        [x[:, :, i : i + s * oh : s, j : j + s * ow : s] for i in range(k) for j in range(k)]
+    )
     return wins.max(0) if kind == "max" else wins.mean(0)
 
 
-def _np_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool,
-                  scale: float) -> np.ndarray:
+def _np_attention(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool, scale: float
+) -> np.ndarray:
     s = np.einsum("bihd,bjhd->bhij", q, k) * scale
     if causal:
         s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
@@ -65,7 +69,7 @@ def _np_rotary(x: np.ndarray, theta: float) -> np.ndarray:
     ang = np.arange(s)[:, None] * inv[None, :]
     cos = np.concatenate([np.cos(ang)] * 2, -1)[None, :, None, :]
     sin = np.concatenate([np.sin(ang)] * 2, -1)[None, :, None, :]
-    return x * cos + np.concatenate([-x[..., d // 2:], x[..., :d // 2]], -1) * sin
+    return x * cos + np.concatenate([-x[..., d // 2 :], x[..., : d // 2]], -1) * sin
 
 
 def _np_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, eps: float) -> np.ndarray:
@@ -95,44 +99,97 @@ CASES: dict[str, tuple[str, list[tuple[tuple[int, ...], str]], dict[str, object]
     "negative": ("negative", [(X, "float32")], {}, np.negative),
     "sqrt": ("sqrt", [(X, "float32")], {}, np.sqrt),
     "rsqrt": ("rsqrt", [(X, "float32")], {}, lambda x: 1 / np.sqrt(x)),
-    "sum": ("sum", [(X, "float32")], {"axis": (0, 2), "keepdims": True},
-            lambda x: x.sum((0, 2), keepdims=True)),
+    "sum": (
+        "sum",
+        [(X, "float32")],
+        {"axis": (0, 2), "keepdims": True},
+        lambda x: x.sum((0, 2), keepdims=True),
+    ),
     "mean": ("mean", [(X, "float32")], {"axis": 1}, lambda x: x.mean(1)),
     "max": ("max", [(X, "float32")], {}, lambda x: x.max()),
     "min": ("min", [(X, "float32")], {"axis": -1}, lambda x: x.min(-1)),
     "matmul": ("matmul", [(X, "float32"), ((4, 5), "float32")], {}, np.matmul),
-    "linear": ("linear", [((3, 4), "float32"), ((5, 4), "float32"), ((5,), "float32")], {},
-               lambda x, w, b: x @ w.T + b),
-    "permute_dims": ("permute_dims", [(X, "float32")], {"axes": (1, 0, 2)},
-                     lambda x: x.transpose(1, 0, 2)),
+    "linear": (
+        "linear",
+        [((3, 4), "float32"), ((5, 4), "float32"), ((5,), "float32")],
+        {},
+        lambda x, w, b: x @ w.T + b,
+    ),
+    "permute_dims": (
+        "permute_dims",
+        [(X, "float32")],
+        {"axes": (1, 0, 2)},
+        lambda x: x.transpose(1, 0, 2),
+    ),
     "reshape": ("reshape", [(X, "float32")], {"shape": (4, -1)}, lambda x: x.reshape(4, -1)),
-    "concat": ("concat", [((2, 3), "float32"), ((2, 5), "float32"), ((2, 1), "float32")],
-               {"axis": 1}, lambda *xs: np.concatenate(xs, 1)),
-    "take": ("take", [((5, 3), "float32"), ((2, 4), "int32")], {"axis": 0},
-             lambda x, i: np.take(x, i, 0)),
+    "concat": (
+        "concat",
+        [((2, 3), "float32"), ((2, 5), "float32"), ((2, 1), "float32")],
+        {"axis": 1},
+        lambda *xs: np.concatenate(xs, 1),
+    ),
+    "take": (
+        "take",
+        [((5, 3), "float32"), ((2, 4), "int32")],
+        {"axis": 0},
+        lambda x, i: np.take(x, i, 0),
+    ),
     "astype": ("astype", [(X, "int32")], {"dtype": "float32"}, lambda x: x.astype("float32")),
-    "conv2d": ("conv2d", [((1, 2, 7, 7), "float32"), ((3, 2, 3, 3), "float32")],
-               {"strides": 2, "padding": 1}, lambda x, w: _np_conv(x, w, 2, 1, 1)),
-    "conv2d_dilated": ("conv2d", [((1, 2, 7, 7), "float32"), ((3, 2, 3, 3), "float32")],
-                       {"dilation": 2}, lambda x, w: _np_conv(x, w, 1, 0, 2)),
-    "max_pool2d": ("max_pool2d", [((1, 2, 7, 7), "float32")],
-                   {"pool_size": 3, "strides": 2, "padding": 1},
-                   lambda x: _np_pool(x, 3, 2, 1, "max")),
-    "avg_pool2d": ("avg_pool2d", [((1, 2, 7, 7), "float32")],
-                   {"pool_size": 3, "strides": 2, "padding": 1},
-                   lambda x: _np_pool(x, 3, 2, 1, "avg")),
+    "conv2d": (
+        "conv2d",
+        [((1, 2, 7, 7), "float32"), ((3, 2, 3, 3), "float32")],
+        {"strides": 2, "padding": 1},
+        lambda x, w: _np_conv(x, w, 2, 1, 1),
+    ),
+    "conv2d_dilated": (
+        "conv2d",
+        [((1, 2, 7, 7), "float32"), ((3, 2, 3, 3), "float32")],
+        {"dilation": 2},
+        lambda x, w: _np_conv(x, w, 1, 0, 2),
+    ),
+    "max_pool2d": (
+        "max_pool2d",
+        [((1, 2, 7, 7), "float32")],
+        {"pool_size": 3, "strides": 2, "padding": 1},
+        lambda x: _np_pool(x, 3, 2, 1, "max"),
+    ),
+    "avg_pool2d": (
+        "avg_pool2d",
+        [((1, 2, 7, 7), "float32")],
+        {"pool_size": 3, "strides": 2, "padding": 1},
+        lambda x: _np_pool(x, 3, 2, 1, "avg"),
+    ),
     "softmax": ("softmax", [(X, "float32")], {"axis": 0}, lambda x: _np_softmax(x, 0)),
-    "layer_norm": ("layer_norm", [(X, "float32"), ((4,), "float32"), ((4,), "float32")],
-                   {"eps": 1e-5}, lambda x, w, b: _np_norm(x, w, b, 1e-5)),
-    "rms_norm": ("rms_norm", [(X, "float32"), ((4,), "float32")], {"eps": 1e-6},
-                 lambda x, w: _np_norm(x, w, None, 1e-6)),
-    "attention_causal": ("attention", [((1, 5, 2, 4), "float32")] * 3, {"causal": True},
-                         lambda q, k, v: _np_attention(q, k, v, True, 0.5)),
-    "attention_scaled": ("attention", [((1, 5, 2, 4), "float32")] * 3,
-                         {"causal": False, "scale": 0.3},
-                         lambda q, k, v: _np_attention(q, k, v, False, 0.3)),
-    "rotary": ("rotary", [((1, 5, 2, 8), "float32")], {"theta": 100.0},
-               lambda x: _np_rotary(x, 100.0)),
+    "layer_norm": (
+        "layer_norm",
+        [(X, "float32"), ((4,), "float32"), ((4,), "float32")],
+        {"eps": 1e-5},
+        lambda x, w, b: _np_norm(x, w, b, 1e-5),
+    ),
+    "rms_norm": (
+        "rms_norm",
+        [(X, "float32"), ((4,), "float32")],
+        {"eps": 1e-6},
+        lambda x, w: _np_norm(x, w, None, 1e-6),
+    ),
+    "attention_causal": (
+        "attention",
+        [((1, 5, 2, 4), "float32")] * 3,
+        {"causal": True},
+        lambda q, k, v: _np_attention(q, k, v, True, 0.5),
+    ),
+    "attention_scaled": (
+        "attention",
+        [((1, 5, 2, 4), "float32")] * 3,
+        {"causal": False, "scale": 0.3},
+        lambda q, k, v: _np_attention(q, k, v, False, 0.3),
+    ),
+    "rotary": (
+        "rotary",
+        [((1, 5, 2, 8), "float32")],
+        {"theta": 100.0},
+        lambda x: _np_rotary(x, 100.0),
+    ),
 }
 
 
@@ -159,8 +216,9 @@ def test_legalization_is_the_topi_computation() -> None:
     bb = GraphBuilder()
     x = bb.param("x", ("n", 8), "float32")
     w = bb.param("w", (8,), "float32")
-    mod = Legalize()(tc.IRModule({"main": bb.finish(bb.emit("rms_norm", [x, w],
-                                                              {"eps": 1e-6}), "main")}))
+    mod = Legalize()(
+        tc.IRModule({"main": bb.finish(bb.emit("rms_norm", [x, w], {"eps": 1e-6}), "main")})
+    )
     n = te.size_var("n")
     a = te.placeholder((n, 8), "float32", name="x")
     b = te.placeholder((8,), "float32", name="w")

@@ -51,8 +51,13 @@ class GraphBuilder:
         self.params.append(var)
         return var
 
-    def emit(self, op: str, args: Sequence[TensorVar], attrs: Mapping[str, Any] | None = None,
-             name: str | None = None) -> TensorVar:
+    def emit(
+        self,
+        op: str,
+        args: Sequence[TensorVar],
+        attrs: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> TensorVar:
         """Bind ``op(args, attrs)`` to a new variable typed by inference."""
         a = Attrs(attrs or {})
         for x in args:
@@ -63,15 +68,21 @@ class GraphBuilder:
         self.bindings.append(Binding(var, OpCall(op, tuple(args), a)))
         return var
 
-    def emit_call_tir(self, func: str, args: Sequence[TensorVar], out_type: TensorType,
-                      name: str = "lv") -> TensorVar:
+    def emit_call_tir(
+        self, func: str, args: Sequence[TensorVar], out_type: TensorType, name: str = "lv"
+    ) -> TensorVar:
         """Bind ``call_tir(func, args)`` to a new variable of ``out_type``."""
         var = TensorVar(self.fresh(name), out_type)
         self.bindings.append(Binding(var, CallTIR(func, tuple(args), out_type)))
         return var
 
-    def finish(self, ret: TensorVar, name: str = "main",
-               attrs: Mapping[str, Any] | None = None, ret_name: str | None = "gv") -> Function:
+    def finish(
+        self,
+        ret: TensorVar,
+        name: str = "main",
+        attrs: Mapping[str, Any] | None = None,
+        ret_name: str | None = "gv",
+    ) -> Function:
         """The function returning ``ret``; its binding is renamed ``ret_name`` (TVM's ``gv``)."""
         bindings = list(self.bindings)
         if ret_name and any(b.var is ret for b in bindings) and ret_name not in self._names:

@@ -45,16 +45,20 @@ class GraphFunction:
         for b in func.bindings:
             if not isinstance(b.value, CallTIR):
                 kind = "operator call" if isinstance(b.value, OpCall) else "fused group call"
-                raise GraphError(f"build: {func.name} still has a {kind} at {b.var.name}; run "
-                                 "tc.graph.get_pipeline('zero') first")
+                raise GraphError(
+                    f"build: {func.name} still has a {kind} at {b.var.name}; run "
+                    "tc.graph.get_pipeline('zero') first"
+                )
             args.append(tuple(slots[id(a)] for a in b.value.args))
             slots[id(b.var)] = len(slots)
             outs.append(slots[id(b.var)])
             names.append(b.value.func)
             self.out_types.append(b.var.type)
         keep = {slots[id(p)] for p in func.params} | {slots[id(func.ret)]}
-        self.steps = [Step(n, a, o, f) for n, a, o, f in
-                      zip(names, args, outs, liveness(args, outs, keep), strict=True)]
+        self.steps = [
+            Step(n, a, o, f)
+            for n, a, o, f in zip(names, args, outs, liveness(args, outs, keep), strict=True)
+        ]
         self.ret_slot = slots[id(func.ret)]
         self.num_slots = len(slots)
         self.shape_vars = func.shape_vars()
@@ -66,8 +70,10 @@ class GraphFunction:
         params = self.func.params
         name = self.func.name
         if len(args) != len(params):
-            raise GraphError(f"{name}: expected {len(params)} arguments "
-                             f"({', '.join(p.name for p in params)}), got {len(args)}")
+            raise GraphError(
+                f"{name}: expected {len(params)} arguments "
+                f"({', '.join(p.name for p in params)}), got {len(args)}"
+            )
         env: dict[int, int] = {}
         values: list[Any] = [None] * self.num_slots
         for i, (p, a) in enumerate(zip(params, args, strict=True)):
@@ -86,8 +92,10 @@ class GraphFunction:
                     env[id(dim)] = int(actual)
                 expected = eval_shape_expr(dim, env)
                 if expected is not None and expected != actual:
-                    raise GraphError(f"{where} has shape {arr.shape}, expected "
-                                     f"{want.describe()} (dimension {d} should be {expected})")
+                    raise GraphError(
+                        f"{where} has shape {arr.shape}, expected "
+                        f"{want.describe()} (dimension {d} should be {expected})"
+                    )
             values[i] = np.ascontiguousarray(arr)
         return values, env
 
@@ -148,8 +156,11 @@ class Executable:
         self.mod = mod
         self.lib = lib
         self.target = target
-        self.functions = {n: GraphFunction(self, f) for n, f in graph_functions(mod)
-                          if not f.attrs.get("primitive")}
+        self.functions = {
+            n: GraphFunction(self, f)
+            for n, f in graph_functions(mod)
+            if not f.attrs.get("primitive")
+        }
 
     def __getitem__(self, name: str) -> Any:
         """A graph function (:class:`GraphFunction`) or a compiled PrimFunc by name."""
@@ -157,8 +168,9 @@ class Executable:
             return self.functions[name]
         if name in self.lib:
             return self.lib[name]
-        raise GraphError(f"executable has no function {name!r}; graph functions: "
-                         f"{sorted(self.functions)}")
+        raise GraphError(
+            f"executable has no function {name!r}; graph functions: {sorted(self.functions)}"
+        )
 
     def __contains__(self, name: object) -> bool:
         return name in self.functions or (isinstance(name, str) and name in self.lib)
@@ -173,16 +185,19 @@ class Executable:
         """Run graph function ``name`` once and return (kernel name, seconds) per call."""
         func = self.functions.get(name)
         if func is None:
-            raise GraphError(f"executable has no graph function {name!r}; graph functions: "
-                             f"{sorted(self.functions)}")
+            raise GraphError(
+                f"executable has no graph function {name!r}; graph functions: "
+                f"{sorted(self.functions)}"
+            )
         timings: list[tuple[str, float]] = []
         func.run(args, lambda kernel, _out, seconds: timings.append((kernel, seconds)))
         return timings
 
 
 def _needs_pipeline(mod: IRModule) -> bool:
-    return any(isinstance(b.value, (OpCall, CallFunc))
-               for _, f in graph_functions(mod) for b in f.bindings)
+    return any(
+        isinstance(b.value, (OpCall, CallFunc)) for _, f in graph_functions(mod) for b in f.bindings
+    )
 
 
 def check_calls(mod: IRModule) -> None:
@@ -203,25 +218,35 @@ def check_calls(mod: IRModule) -> None:
                 raise GraphError(f"{where}, which is not a PrimFunc of the module")
             types = [a.type for a in v.args] + [v.out_type]
             if len(callee.params) != len(types):
-                raise GraphError(f"{where} with {len(types)} buffers (arguments and result); "
-                                 f"it takes {len(callee.params)} parameters")
+                raise GraphError(
+                    f"{where} with {len(types)} buffers (arguments and result); "
+                    f"it takes {len(callee.params)} parameters"
+                )
             for p, t in zip(callee.params, types, strict=True):
                 if not isinstance(p, Buffer) or not _fits(p, t):
-                    shown = p.name if not isinstance(p, Buffer) else \
-                        TensorType(p.shape, p.dtype).describe()
-                    raise GraphError(f"{where}: parameter {p.name} is {shown}, but the call "
-                                     f"passes {t.describe()}")
+                    shown = (
+                        p.name
+                        if not isinstance(p, Buffer)
+                        else TensorType(p.shape, p.dtype).describe()
+                    )
+                    raise GraphError(
+                        f"{where}: parameter {p.name} is {shown}, but the call "
+                        f"passes {t.describe()}"
+                    )
 
 
 def _fits(p: Buffer, t: TensorType) -> bool:
     if p.dtype != t.dtype or len(p.shape) != t.ndim:
         return False
-    return all(not (isinstance(a, IntImm) and isinstance(b, IntImm)) or a.value == b.value
-               for a, b in zip(p.shape, t.shape, strict=True))
+    return all(
+        not (isinstance(a, IntImm) and isinstance(b, IntImm)) or a.value == b.value
+        for a, b in zip(p.shape, t.shape, strict=True)
+    )
 
 
-def build_graph_module(mod: IRModule, target: Target | str | None = "cpu",
-                       **kwargs: Any) -> Executable:
+def build_graph_module(
+    mod: IRModule, target: Target | str | None = "cpu", **kwargs: Any
+) -> Executable:
     """Compile a module holding graph functions into an :class:`Executable`.
 
     Operator calls left in the module are legalized (and fused) by the "zero" pipeline first.

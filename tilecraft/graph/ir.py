@@ -264,11 +264,20 @@ def check_well_formed(func: Function) -> None:
         raise IRError(f"{where}: the result {func.ret.name} is not defined in the function")
 
 
-def rebuild(func: Function, bindings: Sequence[Binding], ret: TensorVar | None = None,
-            attrs: Mapping[str, Any] | None = None) -> Function:
+def rebuild(
+    func: Function,
+    bindings: Sequence[Binding],
+    ret: TensorVar | None = None,
+    attrs: Mapping[str, Any] | None = None,
+) -> Function:
     """A copy of ``func`` with new bindings (and optionally result and attrs)."""
-    return Function(func.params, tuple(bindings), ret or func.ret,
-                    as_attrs(attrs) if attrs is not None else func.attrs, func.name)
+    return Function(
+        func.params,
+        tuple(bindings),
+        ret or func.ret,
+        as_attrs(attrs) if attrs is not None else func.attrs,
+        func.name,
+    )
 
 
 class ShapeVarCopier:

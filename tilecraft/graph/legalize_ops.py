@@ -112,8 +112,13 @@ def _conv2d(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
     def pair(key: str, default: int) -> tuple[int, ...]:
         return int_tuple("conv2d", attrs, key, 2, default)
 
-    return topi.conv2d(args[0], args[1], stride=pair("strides", 1), padding=pair("padding", 0),
-                       dilation=pair("dilation", 1))
+    return topi.conv2d(
+        args[0],
+        args[1],
+        stride=pair("strides", 1),
+        padding=pair("padding", 0),
+        dilation=pair("dilation", 1),
+    )
 
 
 def _pool(op: str) -> LegalizeFn:
@@ -151,8 +156,10 @@ _SWAP_SEQ_HEADS = (0, 2, 1, 3)  # (batch, seq, heads, dim) <-> (batch, heads, se
 
 def _attention(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
     """topi works on (..., seq, dim): move the heads axis in front of the sequence axis."""
-    q, k, v = (topi.transpose(t, _SWAP_SEQ_HEADS, name=f"{n}_bhsd")
-               for t, n in zip(args, "qkv", strict=True))
+    q, k, v = (
+        topi.transpose(t, _SWAP_SEQ_HEADS, name=f"{n}_bhsd")
+        for t, n in zip(args, "qkv", strict=True)
+    )
     scale = attr_optional_float("attention", attrs, "scale")
     if bool(attrs.get("causal", False)):
         o = topi.causal_attention(q, k, v, scale=scale)
@@ -185,8 +192,9 @@ def _rotary(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
     dim = static_extent("rotary", x.shape[3], "head_dim")
     cos, sin = _rotary_tables(x.shape[1], dim, theta, str(x.dtype))
     xt = topi.transpose(x, _SWAP_SEQ_HEADS, name="x_bhsd")
-    return topi.transpose(topi.rotary_embedding(xt, cos, sin), _SWAP_SEQ_HEADS,
-                          name="T_rotary_bshd")
+    return topi.transpose(
+        topi.rotary_embedding(xt, cos, sin), _SWAP_SEQ_HEADS, name="T_rotary_bshd"
+    )
 
 
 _TABLE: dict[str, LegalizeFn] = {

@@ -69,8 +69,12 @@ class MemoryPlan:
         return storages[sid].view(np.uint8)[:nbytes].view(dt).reshape(shape)
 
 
-def plan_memory(steps: Sequence[Step], shapes: Sequence[tuple[int, ...]],
-                dtypes: Sequence[str], result_slot: int) -> MemoryPlan:
+def plan_memory(
+    steps: Sequence[Step],
+    shapes: Sequence[tuple[int, ...]],
+    dtypes: Sequence[str],
+    result_slot: int,
+) -> MemoryPlan:
     """Assign storages to the outputs of ``steps`` (see the module docstring)."""
     sizes: list[int] = []  # capacity of each storage
     free: list[int] = []  # storage indices available now
@@ -103,8 +107,9 @@ def _take(free: list[int], sizes: list[int], need: int) -> int:
     return sid
 
 
-def liveness(arg_slots: Sequence[tuple[int, ...]], out_slots: Sequence[int],
-             keep: set[int]) -> list[tuple[int, ...]]:
+def liveness(
+    arg_slots: Sequence[tuple[int, ...]], out_slots: Sequence[int], keep: set[int]
+) -> list[tuple[int, ...]]:
     """Per step, the slots whose last use it is (never those in ``keep``).
 
     A step's output that nothing reads is freed right after that step.

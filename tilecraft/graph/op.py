@@ -54,8 +54,9 @@ class OpDef:
 OPS: dict[str, OpDef] = {}
 
 
-def register_op(name: str, num_args: tuple[int, int | None], infer: InferFn,
-                func_name: str | None = None) -> OpDef:
+def register_op(
+    name: str, num_args: tuple[int, int | None], infer: InferFn, func_name: str | None = None
+) -> OpDef:
     """Register operator ``name`` (re-registering replaces it)."""
     op = OpDef(name, num_args, infer, func_name or name)
     OPS[name] = op
@@ -140,8 +141,10 @@ def same_dtype(op: str, types: Sequence[TensorType]) -> DataType:
     first = types[0].dtype
     for i, t in enumerate(types[1:], 1):
         if t.dtype != first:
-            raise GraphError(f"{op}: argument {i} has dtype {t.dtype}, expected {first} "
-                             f"(like argument 0); insert astype to convert")
+            raise GraphError(
+                f"{op}: argument {i} has dtype {t.dtype}, expected {first} "
+                f"(like argument 0); insert astype to convert"
+            )
     return first
 
 
@@ -165,8 +168,10 @@ def broadcast_shapes(op: str, a: Sequence[Expr], b: Sequence[Expr]) -> tuple[Exp
         elif (isinstance(db, IntImm) and db.value == 1) or dims_equal(da, db):
             out.append(da)
         else:
-            raise GraphError(f"{op}: shapes {shape_text(a)} and {shape_text(b)} do not broadcast "
-                             f"(dimension {i}: {dim_text(da)} vs {dim_text(db)})")
+            raise GraphError(
+                f"{op}: shapes {shape_text(a)} and {shape_text(b)} do not broadcast "
+                f"(dimension {i}: {dim_text(da)} vs {dim_text(db)})"
+            )
     return tuple(out)
 
 

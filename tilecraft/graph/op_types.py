@@ -44,11 +44,14 @@ def _matmul(op: str, ts: Types, attrs: Attrs) -> TensorType:
     a, b = ts
     dt = same_dtype(op, ts)
     if a.ndim < 2 or b.ndim < 2:
-        raise GraphError(f"{op}: both operands need rank >= 2, got {a.describe()} and "
-                         f"{b.describe()}")
+        raise GraphError(
+            f"{op}: both operands need rank >= 2, got {a.describe()} and {b.describe()}"
+        )
     if not dims_equal(a.shape[-1], b.shape[-2]):
-        raise GraphError(f"{op}: inner dimensions differ: {a.describe()} @ {b.describe()} "
-                         f"({dim_text(a.shape[-1])} vs {dim_text(b.shape[-2])})")
+        raise GraphError(
+            f"{op}: inner dimensions differ: {a.describe()} @ {b.describe()} "
+            f"({dim_text(a.shape[-1])} vs {dim_text(b.shape[-2])})"
+        )
     batch = broadcast_shapes(op, a.shape[:-2], b.shape[:-2])
     return TensorType((*batch, a.shape[-2], b.shape[-1]), dt)
 
@@ -59,8 +62,10 @@ def _dense(op: str, ts: Types, attrs: Attrs) -> TensorType:
     if w.ndim != 2 or x.ndim < 1:
         raise GraphError(f"{op}: weight must be (out, in), got {w.describe()}")
     if not dims_equal(x.shape[-1], w.shape[1]):
-        raise GraphError(f"{op}: input {x.describe()} has {dim_text(x.shape[-1])} features, "
-                         f"weight {w.describe()} expects {dim_text(w.shape[1])}")
+        raise GraphError(
+            f"{op}: input {x.describe()} has {dim_text(x.shape[-1])} features, "
+            f"weight {w.describe()} expects {dim_text(w.shape[1])}"
+        )
     if len(ts) == 3 and (ts[2].ndim != 1 or not dims_equal(ts[2].shape[0], w.shape[0])):
         raise GraphError(f"{op}: bias must be ({dim_text(w.shape[0])},), got {ts[2].describe()}")
     return TensorType((*x.shape[:-1], w.shape[0]), dt)
@@ -90,8 +95,9 @@ def reshape_target(op: str, t: TensorType, attrs: Attrs) -> tuple[Expr, ...]:
     for item in spec:
         if isinstance(item, str):
             if item not in names:
-                raise GraphError(f"{op}: {item!r} is not a symbolic extent of the input "
-                                 f"{t.describe()}")
+                raise GraphError(
+                    f"{op}: {item!r} is not a symbolic extent of the input {t.describe()}"
+                )
             out.append(names[item])
         elif isinstance(item, int) and not isinstance(item, bool) and item >= -1:
             out.append(None if item == -1 else as_expr(item))
@@ -102,8 +108,13 @@ def reshape_target(op: str, t: TensorType, attrs: Attrs) -> tuple[Expr, ...]:
         raise GraphError(f"{op}: at most one -1 in shape {spec!r}")
     if out.count(None) == 1:
         known = product([e for e in out if e is not None])
-        if total is None or known is None or known[0] == 0 or total[0] % known[0] or \
-                any(total[1].count(i) < known[1].count(i) for i in known[1]):
+        if (
+            total is None
+            or known is None
+            or known[0] == 0
+            or total[0] % known[0]
+            or any(total[1].count(i) < known[1].count(i) for i in known[1])
+        ):
             raise GraphError(f"{op}: cannot infer -1 in {spec!r} from {t.describe()}")
         rest = list(total[1])
         for i in known[1]:
@@ -113,8 +124,9 @@ def reshape_target(op: str, t: TensorType, attrs: Attrs) -> tuple[Expr, ...]:
         out[out.index(None)] = as_expr(total[0] // known[0])
     shape = tuple(e for e in out if e is not None)
     if product(shape) != total or total is None:
-        raise GraphError(f"{op}: cannot reshape {t.describe()} to {shape_text(shape)}: "
-                         "element counts differ")
+        raise GraphError(
+            f"{op}: cannot reshape {t.describe()} to {shape_text(shape)}: element counts differ"
+        )
     return shape
 
 
@@ -128,10 +140,15 @@ def _concat(op: str, ts: Types, attrs: Attrs) -> TensorType:
     axis = norm_axis(op, attr_int(op, attrs, "axis", 0), nd)
     total: Expr = ts[0].shape[axis]
     for i, t in enumerate(ts[1:], 1):
-        if t.ndim != nd or any(not dims_equal(a, b) for d, (a, b) in
-                               enumerate(zip(t.shape, ts[0].shape, strict=False)) if d != axis):
-            raise GraphError(f"{op}: argument {i} {t.describe()} does not match argument 0 "
-                             f"{ts[0].describe()} outside axis {axis}")
+        if t.ndim != nd or any(
+            not dims_equal(a, b)
+            for d, (a, b) in enumerate(zip(t.shape, ts[0].shape, strict=False))
+            if d != axis
+        ):
+            raise GraphError(
+                f"{op}: argument {i} {t.describe()} does not match argument 0 "
+                f"{ts[0].describe()} outside axis {axis}"
+            )
         total = _add_dims(total, t.shape[axis])
     shape = list(ts[0].shape)
     shape[axis] = total
@@ -149,7 +166,7 @@ def _take(op: str, ts: Types, attrs: Attrs) -> TensorType:
     if not idx.dtype.is_integer:
         raise GraphError(f"{op}: indices must be integers, got {idx.describe()}")
     axis = norm_axis(op, attr_int(op, attrs, "axis", 0), data.ndim)
-    shape = (*data.shape[:axis], *idx.shape, *data.shape[axis + 1:])
+    shape = (*data.shape[:axis], *idx.shape, *data.shape[axis + 1 :])
     return TensorType(shape, data.dtype)
 
 
@@ -165,8 +182,9 @@ def _window(op: str, n: Expr, k: int, s: int, p: int, d: int) -> Expr:
     if isinstance(n, IntImm):
         out = (n.value + 2 * p - eff) // s + 1
         if out <= 0:
-            raise GraphError(f"{op}: window {k} (dilation {d}) does not fit extent {n.value} "
-                             f"with padding {p}")
+            raise GraphError(
+                f"{op}: window {k} (dilation {d}) does not fit extent {n.value} with padding {p}"
+            )
         return as_expr(out)
     if s != 1:
         raise GraphError(f"{op}: a symbolic spatial extent needs stride 1")
@@ -177,13 +195,16 @@ def _conv2d(op: str, ts: Types, attrs: Attrs) -> TensorType:
     x, w = ts
     dt = same_dtype(op, ts)
     if x.ndim != 4 or w.ndim != 4:
-        raise GraphError(f"{op}: expected NCHW data and OIHW weight, got {x.describe()} and "
-                         f"{w.describe()}")
+        raise GraphError(
+            f"{op}: expected NCHW data and OIHW weight, got {x.describe()} and {w.describe()}"
+        )
     if not dims_equal(x.shape[1], w.shape[1]):
-        raise GraphError(f"{op}: data has {dim_text(x.shape[1])} channels, weight expects "
-                         f"{dim_text(w.shape[1])}")
-    s, p, d = (int_tuple(op, attrs, k, 2, v) for k, v in
-               (("strides", 1), ("padding", 0), ("dilation", 1)))
+        raise GraphError(
+            f"{op}: data has {dim_text(x.shape[1])} channels, weight expects {dim_text(w.shape[1])}"
+        )
+    s, p, d = (
+        int_tuple(op, attrs, k, 2, v) for k, v in (("strides", 1), ("padding", 0), ("dilation", 1))
+    )
     kh, kw = (static_extent(op, e, "kernel size") for e in w.shape[2:])
     oh = _window(op, x.shape[2], kh, s[0], p[0], d[0])
     ow = _window(op, x.shape[3], kw, s[1], p[1], d[1])
@@ -214,8 +235,7 @@ def _reduce(op: str, ts: Types, attrs: Attrs) -> TensorType:
     t = ts[0]
     axes = reduce_axes(op, attrs, t.ndim)
     keep = bool(attrs.get("keepdims", False))
-    shape = [as_expr(1) if d in axes else s for d, s in enumerate(t.shape)
-             if keep or d not in axes]
+    shape = [as_expr(1) if d in axes else s for d, s in enumerate(t.shape) if keep or d not in axes]
     if op == "mean":
         float_dtype(op, t)
     return TensorType(tuple(shape), t.dtype)
@@ -240,8 +260,10 @@ def _norm(op: str, ts: Types, attrs: Attrs) -> TensorType:
     same_dtype(op, ts)
     for i, p in enumerate(ts[1:], 1):
         if p.ndim != 1 or not dims_equal(p.shape[0], x.shape[-1]):
-            raise GraphError(f"{op}: argument {i} must be ({dim_text(x.shape[-1])},) to match "
-                             f"the last axis of {x.describe()}, got {p.describe()}")
+            raise GraphError(
+                f"{op}: argument {i} must be ({dim_text(x.shape[-1])},) to match "
+                f"the last axis of {x.describe()}, got {p.describe()}"
+            )
     return x
 
 
@@ -251,14 +273,19 @@ def _attention(op: str, ts: Types, attrs: Attrs) -> TensorType:
     float_dtype(op, q)
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.ndim != 4:
-            raise GraphError(f"{op}: {name} must be (batch, seq, heads, head_dim), got "
-                             f"{t.describe()}")
-    ok = (dims_equal(q.shape[0], k.shape[0]) and dims_equal(k.shape[0], v.shape[0])
-          and dims_equal(q.shape[2], k.shape[2]) and dims_equal(k.shape[2], v.shape[2])
-          and dims_equal(q.shape[3], k.shape[3]) and dims_equal(k.shape[1], v.shape[1]))
+            raise GraphError(
+                f"{op}: {name} must be (batch, seq, heads, head_dim), got {t.describe()}"
+            )
+    ok = (
+        dims_equal(q.shape[0], k.shape[0])
+        and dims_equal(k.shape[0], v.shape[0])
+        and dims_equal(q.shape[2], k.shape[2])
+        and dims_equal(k.shape[2], v.shape[2])
+        and dims_equal(q.shape[3], k.shape[3])
+        and dims_equal(k.shape[1], v.shape[1])
+    )
     if not ok:
-        raise GraphError(f"{op}: incompatible q {q.describe()}, k {k.describe()}, "
-                         f"v {v.describe()}")
+        raise GraphError(f"{op}: incompatible q {q.describe()}, k {k.describe()}, v {v.describe()}")
     return TensorType((q.shape[0], q.shape[1], q.shape[2], v.shape[3]), dt)
 
 

@@ -17,8 +17,9 @@ from .transform import (
 
 
 def _zero() -> Sequential:
-    return Sequential([Legalize(), AnnotateOpPattern(), FuseOps(), FuseTIR(),
-                       DeadCodeElimination()])
+    return Sequential(
+        [Legalize(), AnnotateOpPattern(), FuseOps(), FuseTIR(), DeadCodeElimination()]
+    )
 
 
 PIPELINES: dict[str, Callable[[], Sequential]] = {"zero": _zero}

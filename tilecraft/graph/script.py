@@ -35,7 +35,11 @@ from .op import infer_type
 _IND = "    "
 _BINOPS: dict[type[Expr], str] = {Add: "+", Sub: "-", Mul: "*", FloorDiv: "//"}
 _AST_BINOPS: dict[type[ast.operator], type[Add | Sub | Mul | FloorDiv]] = {
-    ast.Add: Add, ast.Sub: Sub, ast.Mult: Mul, ast.FloorDiv: FloorDiv}
+    ast.Add: Add,
+    ast.Sub: Sub,
+    ast.Mult: Mul,
+    ast.FloorDiv: FloorDiv,
+}
 
 
 def _dim(e: Expr) -> str:
@@ -114,8 +118,11 @@ def _value_text(v: OpCall | CallTIR | CallFunc, args: list[str], in_module: bool
     if isinstance(v, CallTIR):
         tup = "(" + ", ".join(args) + ("," if len(args) == 1 else "") + ")"
         return f"R.call_tir({callee}, {tup}, out_sinfo={type_text(v.out_type)})"
-    return f"{callee}({', '.join(args)})" if in_module else \
-        f"R.call_func({', '.join([callee, *args])})"
+    return (
+        f"{callee}({', '.join(args)})"
+        if in_module
+        else f"R.call_func({', '.join([callee, *args])})"
+    )
 
 
 def to_script(node: Function | IRModule) -> str:
@@ -153,8 +160,11 @@ class _GraphParser:
         return ScriptParseError(msg, line, col, src)
 
     def r_name(self, node: ast.AST) -> str | None:
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                and node.value.id == "R":
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "R"
+        ):
             return node.attr
         return None
 
@@ -182,20 +192,28 @@ class _GraphParser:
         if isinstance(e, ast.Constant) and isinstance(e.value, int):
             return as_expr(e.value)
         if isinstance(e, ast.BinOp) and type(e.op) in _AST_BINOPS:
-            return _AST_BINOPS[type(e.op)](self.dim_expr(e.left, svars, where),
-                                           self.dim_expr(e.right, svars, where))
+            return _AST_BINOPS[type(e.op)](
+                self.dim_expr(e.left, svars, where), self.dim_expr(e.right, svars, where)
+            )
         raise self.fail(where, "extent expressions use names, ints, + - * //")
 
     def tensor_type(self, node: ast.AST | None, svars: dict[str, Var]) -> TensorType:
-        if not (isinstance(node, ast.Call) and self.r_name(node.func) == "Tensor"
-                and len(node.args) == 2 and isinstance(node.args[0], ast.Tuple)):
+        if not (
+            isinstance(node, ast.Call)
+            and self.r_name(node.func) == "Tensor"
+            and len(node.args) == 2
+            and isinstance(node.args[0], ast.Tuple)
+        ):
             raise self.fail(node, 'expected R.Tensor((extents...), "dtype")')
         dt = self.literal(node.args[1])
         return TensorType(tuple(self.dim(d, svars) for d in node.args[0].elts), dt)
 
     def callee(self, node: ast.AST) -> str:
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                and node.value.id == "cls":
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "cls"
+        ):
             return node.attr
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return node.value
@@ -215,17 +233,26 @@ class _GraphParser:
         bindings: list[Binding] = []
         ret: TensorVar | None = None
         for s in node.body:
-            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
-                    and self.r_name(s.value.func) == "func_attr":
+            if (
+                isinstance(s, ast.Expr)
+                and isinstance(s.value, ast.Call)
+                and self.r_name(s.value.func) == "func_attr"
+            ):
                 attrs = Attrs(self.literal(s.value.args[0]))
             elif isinstance(s, ast.Assign) and ast.unparse(s) == "cls = Module":
                 continue
-            elif isinstance(s, ast.With) and len(s.items) == 1 and isinstance(
-                    s.items[0].context_expr, ast.Call) and \
-                    self.r_name(s.items[0].context_expr.func) == "dataflow":
+            elif (
+                isinstance(s, ast.With)
+                and len(s.items) == 1
+                and isinstance(s.items[0].context_expr, ast.Call)
+                and self.r_name(s.items[0].context_expr.func) == "dataflow"
+            ):
                 for inner in s.body:
-                    if isinstance(inner, ast.Expr) and isinstance(inner.value, ast.Call) and \
-                            self.r_name(inner.value.func) == "output":
+                    if (
+                        isinstance(inner, ast.Expr)
+                        and isinstance(inner.value, ast.Call)
+                        and self.r_name(inner.value.func) == "output"
+                    ):
                         continue
                     bindings.append(self.binding(inner, env, svars))
             elif isinstance(s, ast.Return) and isinstance(s.value, ast.Name):
@@ -243,11 +270,18 @@ class _GraphParser:
 
     def binding(self, s: ast.stmt, env: dict[str, TensorVar], svars: dict[str, Var]) -> Binding:
         ann: ast.expr | None = None
-        if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and \
-                isinstance(s.value, ast.Call):
+        if (
+            isinstance(s, ast.AnnAssign)
+            and isinstance(s.target, ast.Name)
+            and isinstance(s.value, ast.Call)
+        ):
             name, call, ann = s.target.id, s.value, s.annotation
-        elif isinstance(s, ast.Assign) and len(s.targets) == 1 and \
-                isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Call):
+        elif (
+            isinstance(s, ast.Assign)
+            and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Name)
+            and isinstance(s.value, ast.Call)
+        ):
             name, call = s.targets[0].id, s.value
         else:
             raise self.fail(s, "expected `name = R.<op>(...)` in a dataflow block")
@@ -255,8 +289,11 @@ class _GraphParser:
         value: OpCall | CallTIR | CallFunc
         if op in ("call_func", None):
             if ann is None:
-                raise self.fail(s, "a call of a graph function needs its type: write "
-                                f"`{name}: R.Tensor(...) = cls.f(...)`")
+                raise self.fail(
+                    s,
+                    "a call of a graph function needs its type: write "
+                    f"`{name}: R.Tensor(...) = cls.f(...)`",
+                )
             t = self.tensor_type(ann, svars)
             target = call.args[0] if op == "call_func" else call.func
             rest = call.args[1:] if op == "call_func" else call.args
@@ -277,11 +314,9 @@ class _GraphParser:
         env[name] = var
         return Binding(var, value)
 
-    def call_tir(self, call: ast.Call, env: dict[str, TensorVar], svars: dict[str, Var]
-                 ) -> CallTIR:
+    def call_tir(self, call: ast.Call, env: dict[str, TensorVar], svars: dict[str, Var]) -> CallTIR:
         kw = {k.arg: k.value for k in call.keywords}
-        if len(call.args) != 2 or not isinstance(call.args[1], ast.Tuple) or \
-                "out_sinfo" not in kw:
+        if len(call.args) != 2 or not isinstance(call.args[1], ast.Tuple) or "out_sinfo" not in kw:
             raise self.fail(call, "expected R.call_tir(func, (args,), out_sinfo=R.Tensor(...))")
         t = self.tensor_type(kw["out_sinfo"], svars)
         args = tuple(self.lookup(a, env) for a in call.args[1].elts)
@@ -312,18 +347,24 @@ def parse(text: str) -> Function | IRModule:
     funcs: dict[str, Any] = {}
     attrs: Attrs = Attrs()
     for s in top.body:
-        if isinstance(s, ast.FunctionDef) and s.decorator_list and \
-                gp.r_name(s.decorator_list[0]) == "function":
+        if (
+            isinstance(s, ast.FunctionDef)
+            and s.decorator_list
+            and gp.r_name(s.decorator_list[0]) == "function"
+        ):
             funcs[s.name] = gp.function(s)
         elif isinstance(s, ast.FunctionDef):
             first = min([s.lineno, *(d.lineno for d in s.decorator_list)])
-            segment = "\n".join(lines[first - 1:s.end_lineno])
+            segment = "\n".join(lines[first - 1 : s.end_lineno])
             func = parse_prim(textwrap.dedent(segment))
             if not isinstance(func, PrimFunc):
                 raise gp.fail(s, "expected a @T.prim_func")
             funcs[s.name] = func
-        elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
-                ast.unparse(s.value.func) == "T.module_attr":
+        elif (
+            isinstance(s, ast.Expr)
+            and isinstance(s.value, ast.Call)
+            and ast.unparse(s.value.func) == "T.module_attr"
+        ):
             attrs = Attrs(gp.literal(s.value.args[0]))
         elif not isinstance(s, ast.Pass):
             raise gp.fail(s, "a module holds @T.prim_func and @R.function definitions")

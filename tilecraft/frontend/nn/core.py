@@ -40,8 +40,10 @@ class Tensor:
     def var(self) -> TensorVar:
         """The graph variable this tensor stands for."""
         if self._var is None:
-            raise FrontendError(f"{self!r} is not bound to a graph value; use it inside "
-                                "forward() during Module.export(...)")
+            raise FrontendError(
+                f"{self!r} is not bound to a graph value; use it inside "
+                "forward() during Module.export(...)"
+            )
         return self._var
 
     @property
@@ -102,8 +104,10 @@ def emit(op: str, args: Sequence[Tensor], attrs: Mapping[str, Any] | None = None
     """Trace one operator call (type-checked by the graph's op registry)."""
     for a in args:
         if not isinstance(a, Tensor):
-            raise FrontendError(f"{op}: expected nn tensors, got {type(a).__name__}; scalars "
-                                "must be given as parameters or op attributes")
+            raise FrontendError(
+                f"{op}: expected nn tensors, got {type(a).__name__}; scalars "
+                "must be given as parameters or op attributes"
+            )
     return Tensor(builder().emit(op, [a.var for a in args], attrs))
 
 
@@ -123,8 +127,13 @@ class Parameter(Tensor):
         Bound or standard deviation of the random initialisers.
     """
 
-    def __init__(self, shape: Sequence[int], dtype: str = "float32", init: str = "uniform",
-                 scale: float = 0.05) -> None:
+    def __init__(
+        self,
+        shape: Sequence[int],
+        dtype: str = "float32",
+        init: str = "uniform",
+        scale: float = 0.05,
+    ) -> None:
         super().__init__(None)
         self.param_shape = tuple(int(s) for s in shape)
         self.param_dtype = str(to_dtype(dtype))
@@ -189,12 +198,15 @@ class Module:
         for name, p in own.items():
             arr = np.asarray(state[name])
             if tuple(arr.shape) != p.param_shape:
-                raise FrontendError(f"load_state_dict: {name} has shape {tuple(arr.shape)}, "
-                                    f"expected {p.param_shape}")
+                raise FrontendError(
+                    f"load_state_dict: {name} has shape {tuple(arr.shape)}, "
+                    f"expected {p.param_shape}"
+                )
             p.data = np.ascontiguousarray(arr, dtype=p.param_dtype)
 
-    def export(self, spec: Mapping[str, Mapping[str, TensorSpec]], seed: int = 0
-               ) -> tuple[IRModule, dict[str, np.ndarray]]:
+    def export(
+        self, spec: Mapping[str, Mapping[str, TensorSpec]], seed: int = 0
+    ) -> tuple[IRModule, dict[str, np.ndarray]]:
         """Trace the methods named in ``spec`` into graph functions.
 
         Parameters
@@ -223,16 +235,23 @@ class Module:
             funcs[method] = self._trace(method, fn, inputs, named)
         return IRModule(funcs), self.state_dict(seed)
 
-    def _trace(self, method: str, fn: Any, inputs: Mapping[str, TensorSpec],
-               named: list[tuple[str, Parameter]]) -> Any:
+    def _trace(
+        self,
+        method: str,
+        fn: Any,
+        inputs: Mapping[str, TensorSpec],
+        named: list[tuple[str, Parameter]],
+    ) -> Any:
         if getattr(_TRACE, "builder", None) is not None:
             raise FrontendError("export: nested exports are not supported")
         bb = GraphBuilder()
         args = []
         for name, s in inputs.items():
             if not isinstance(s, TensorSpec):
-                raise FrontendError(f"export: input {name!r} of {method} must be "
-                                    f"nn.spec.Tensor, got {type(s).__name__}")
+                raise FrontendError(
+                    f"export: input {name!r} of {method} must be "
+                    f"nn.spec.Tensor, got {type(s).__name__}"
+                )
             args.append(Tensor(bb.param(name, s.shape, s.dtype)))
         for name, p in named:
             p._var = bb.param(name.replace(".", "_"), p.param_shape, p.param_dtype)
@@ -244,8 +263,9 @@ class Module:
             for _, p in named:
                 p._var = None
         if not isinstance(out, Tensor):
-            raise FrontendError(f"export: {method} must return one nn tensor, got "
-                                f"{type(out).__name__}")
+            raise FrontendError(
+                f"export: {method} must return one nn tensor, got {type(out).__name__}"
+            )
         return bb.finish(out.var, method, {"num_input": len(args)})
 
 

@@ -73,31 +73,44 @@ def take(data: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
     return emit("take", [data, indices], {"axis": axis})
 
 
-def sum(x: Tensor, axis: int | Sequence[int] | None = None,
-        keepdims: bool = False) -> Tensor:
+def sum(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
     """Sum over ``axis`` (all when None)."""
-    return emit("sum", [x], {"axis": axis if not isinstance(axis, list) else tuple(axis),
-                             "keepdims": keepdims})
+    return emit(
+        "sum",
+        [x],
+        {"axis": axis if not isinstance(axis, list) else tuple(axis), "keepdims": keepdims},
+    )
 
 
 def mean(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
     """Mean over ``axis`` (all when None)."""
-    return emit("mean", [x], {"axis": axis if not isinstance(axis, list) else tuple(axis),
-                              "keepdims": keepdims})
+    return emit(
+        "mean",
+        [x],
+        {"axis": axis if not isinstance(axis, list) else tuple(axis), "keepdims": keepdims},
+    )
 
 
-def max_pool2d(x: Tensor, pool_size: int = 2, strides: int | None = None,
-               padding: int = 0) -> Tensor:
+def max_pool2d(
+    x: Tensor, pool_size: int = 2, strides: int | None = None, padding: int = 0
+) -> Tensor:
     """Max pooling of NCHW data."""
-    return emit("max_pool2d", [x], {"pool_size": pool_size, "strides": strides or pool_size,
-                                    "padding": padding})
+    return emit(
+        "max_pool2d",
+        [x],
+        {"pool_size": pool_size, "strides": strides or pool_size, "padding": padding},
+    )
 
 
-def avg_pool2d(x: Tensor, pool_size: int = 2, strides: int | None = None,
-               padding: int = 0) -> Tensor:
+def avg_pool2d(
+    x: Tensor, pool_size: int = 2, strides: int | None = None, padding: int = 0
+) -> Tensor:
     """Average pooling of NCHW data."""
-    return emit("avg_pool2d", [x], {"pool_size": pool_size, "strides": strides or pool_size,
-                                    "padding": padding})
+    return emit(
+        "avg_pool2d",
+        [x],
+        {"pool_size": pool_size, "strides": strides or pool_size, "padding": padding},
+    )
 
 
 def rotary(x: Tensor, theta: float = 10000.0) -> Tensor:
@@ -105,7 +118,8 @@ def rotary(x: Tensor, theta: float = 10000.0) -> Tensor:
     return emit("rotary", [x], {"theta": theta})
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True,
-              scale: float | None = None) -> Tensor:
+def attention(
+    q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float | None = None
+) -> Tensor:
     """Scaled dot-product attention on (batch, seq, heads, head_dim) tensors."""
     return emit("attention", [q, k, v], {"causal": causal, "scale": scale})

@@ -12,8 +12,9 @@ from .core import Module, Parameter, Tensor, emit
 class Linear(Module):
     """``y = x @ weight.T + bias`` with ``weight`` of shape (out_features, in_features)."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True,
-                 dtype: str = "float32") -> None:
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool = True, dtype: str = "float32"
+    ) -> None:
         bound = 1.0 / math.sqrt(in_features)
         self.weight = Parameter((out_features, in_features), dtype, "uniform", bound)
         self.bias = Parameter((out_features,), dtype, "uniform", bound) if bias else None
@@ -112,12 +113,21 @@ class Embedding(Module):
 class Conv2d(Module):
     """2-D convolution of NCHW data with an OIHW weight (groups=1)."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1,
-                 padding: int = 0, dilation: int = 1, bias: bool = True,
-                 dtype: str = "float32") -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        stride: int = 1,
+        padding: int = 0,
+        dilation: int = 1,
+        bias: bool = True,
+        dtype: str = "float32",
+    ) -> None:
         bound = 1.0 / math.sqrt(in_channels * kernel_size * kernel_size)
-        self.weight = Parameter((out_channels, in_channels, kernel_size, kernel_size), dtype,
-                                "uniform", bound)
+        self.weight = Parameter(
+            (out_channels, in_channels, kernel_size, kernel_size), dtype, "uniform", bound
+        )
         self.bias = Parameter((out_channels,), dtype, "uniform", bound) if bias else None
         self.out_channels = out_channels
         self.attrs = {"strides": stride, "padding": padding, "dilation": dilation}

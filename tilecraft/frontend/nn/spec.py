@@ -21,7 +21,8 @@ class Tensor:
         for d in dims:
             ok = (isinstance(d, int) and d >= 0) or (isinstance(d, str) and d.isidentifier())
             if not ok or isinstance(d, bool):
-                raise TilecraftError(f"nn.spec.Tensor: extents must be non-negative ints or "
-                                     f"identifiers, got {d!r}")
+                raise TilecraftError(
+                    f"nn.spec.Tensor: extents must be non-negative ints or identifiers, got {d!r}"
+                )
         object.__setattr__(self, "shape", dims)
         object.__setattr__(self, "dtype", str(to_dtype(dtype)))

@@ -76,7 +76,8 @@ def _spatial_pattern(store: BufferStore) -> OpPattern:
     pattern = OpPattern.ELEMWISE
     for load in _loads(store.value):
         same = len(load.indices) == len(idx) and all(
-            a is b for a, b in zip(load.indices, idx, strict=False))
+            a is b for a, b in zip(load.indices, idx, strict=False)
+        )
         if same and len(load.buffer.shape) == len(store.buffer.shape):
             continue
         pos = -1

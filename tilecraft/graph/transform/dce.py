@@ -37,8 +37,11 @@ class DeadCodeElimination(ModulePass):
         if not graphs:
             return mod
         funcs = {n: _live_bindings(f) if isinstance(f, Function) else f for n, f in mod.items()}
-        roots = list(self.entries) if self.entries else [
-            n for n, f in graphs if not f.attrs.get("primitive")]
+        roots = (
+            list(self.entries)
+            if self.entries
+            else [n for n, f in graphs if not f.attrs.get("primitive")]
+        )
         reach: set[str] = set()
         todo = [r for r in roots if r in funcs]
         while todo:
@@ -48,6 +51,7 @@ class DeadCodeElimination(ModulePass):
             reach.add(name)
             f = funcs[name]
             if isinstance(f, Function):
-                todo.extend(b.value.func for b in f.bindings
-                            if isinstance(b.value, (CallTIR, CallFunc)))
+                todo.extend(
+                    b.value.func for b in f.bindings if isinstance(b.value, (CallTIR, CallFunc))
+                )
         return IRModule({n: f for n, f in funcs.items() if n in reach}, mod.attrs)

@@ -75,8 +75,12 @@ def group_bindings(func: Function, mod_funcs: Mapping[str, BaseFunc]) -> list[_G
         target: _Group | None = None
         for a in v.args:
             producer = group_of.get(id(a))
-            if producer is not None and producer.output is a and uses[id(a)] == 1 and \
-                    _can_join(producer, pattern):
+            if (
+                producer is not None
+                and producer.output is a
+                and uses[id(a)] == 1
+                and _can_join(producer, pattern)
+            ):
                 target = producer
                 break
         if target is None:
@@ -108,8 +112,9 @@ def _group_function(group: _Group, name: str) -> tuple[Function, tuple[TensorVar
     for b in group.members:
         nv = TensorVar(b.var.name, fresh.type(b.var.type))
         call = _call_tir(b)
-        bindings.append(Binding(nv, CallTIR(call.func, tuple(vmap[id(a)] for a in call.args),
-                                            nv.type)))
+        bindings.append(
+            Binding(nv, CallTIR(call.func, tuple(vmap[id(a)] for a in call.args), nv.type))
+        )
         vmap[id(b.var)] = nv
     params = tuple(vmap[id(a)] for a in outer)
     func = Function(params, tuple(bindings), bindings[-1].var, Attrs({"primitive": True}), name)

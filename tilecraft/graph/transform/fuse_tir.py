@@ -39,8 +39,6 @@ def _buffer_of(var: TensorVar) -> Buffer:
     return Buffer(var.name, var.type.shape, var.type.dtype)
 
 
-
-
 class _Rewrite(Mutator):
     """Map one member PrimFunc into the fused function.
 
@@ -49,8 +47,9 @@ class _Rewrite(Mutator):
     already uses the name (``T_add`` -> ``T_add_1``), so names stay unique in the result.
     """
 
-    def __init__(self, bmap: dict[int, Buffer], vmap: dict[int, Expr], blocks: set[str],
-                 buffers: set[str]) -> None:
+    def __init__(
+        self, bmap: dict[int, Buffer], vmap: dict[int, Expr], blocks: set[str], buffers: set[str]
+    ) -> None:
         super().__init__()
         self.buffer_map.update(bmap)
         self.vmap = vmap
@@ -89,22 +88,28 @@ def _root(func: PrimFunc) -> tuple[Stmt, tuple[Buffer, ...]]:
     return body, ()
 
 
-def _member_call(group: Function, b: Binding, funcs: Mapping[str, BaseFunc]
-                 ) -> tuple[CallTIR, PrimFunc]:
+def _member_call(
+    group: Function, b: Binding, funcs: Mapping[str, BaseFunc]
+) -> tuple[CallTIR, PrimFunc]:
     call = b.value
     callee = funcs.get(call.func) if isinstance(call, CallTIR) else None
     if not isinstance(call, CallTIR) or not isinstance(callee, PrimFunc):
-        raise GraphError(f"FuseTIR: {group.name} binds {b.var.name} to something other "
-                         "than a call_tir of a PrimFunc")
+        raise GraphError(
+            f"FuseTIR: {group.name} binds {b.var.name} to something other "
+            "than a call_tir of a PrimFunc"
+        )
     return call, callee
 
 
-def _bind_params(callee: PrimFunc, actual: list[Buffer]) -> tuple[dict[int, Buffer],
-                                                                   dict[int, Expr]]:
+def _bind_params(
+    callee: PrimFunc, actual: list[Buffer]
+) -> tuple[dict[int, Buffer], dict[int, Expr]]:
     """Parameter buffer -> actual buffer, parameter shape variable -> actual extent."""
     if len(callee.params) != len(actual):
-        raise GraphError(f"FuseTIR: {callee.name} takes {len(callee.params)} parameters, "
-                         f"the call passes {len(actual)} buffers")
+        raise GraphError(
+            f"FuseTIR: {callee.name} takes {len(callee.params)} parameters, "
+            f"the call passes {len(actual)} buffers"
+        )
     bmap: dict[int, Buffer] = {}
     vmap: dict[int, Expr] = {}
     for p, a in zip(callee.params, actual, strict=True):
@@ -138,8 +143,9 @@ def fuse_group(group: Function, funcs: Mapping[str, BaseFunc]) -> PrimFunc:
         allocs.extend(rw.visit(x) for x in inner)
     root = Block("root", (), (), (), seq(*stmts), alloc_buffers=tuple(allocs))
     params = [bufs[id(p)] for p in group.params] + [bufs[id(group.ret)]]
-    func = PrimFunc(tuple(params), block_realize(root), Attrs({"op_pattern": int(pattern)}),
-                    group.name)
+    func = PrimFunc(
+        tuple(params), block_realize(root), Attrs({"op_pattern": int(pattern)}), group.name
+    )
     return detach_shape_vars(func)
 
 

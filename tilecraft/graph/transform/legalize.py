@@ -42,16 +42,23 @@ def legalize_call(call: OpCall, out: TensorVar) -> tuple[PrimFunc, tuple[TensorV
     func = te.create_prim_func([*(phs[id(a)] for a in args), result], name=op.func_name)
     extra = [p for p in func.params if isinstance(p, Var)]
     if extra:
-        raise GraphError(f"Legalize: {call.op} needs scalar parameters {[v.name for v in extra]}"
-                         " that its arguments' shapes do not bind")
+        raise GraphError(
+            f"Legalize: {call.op} needs scalar parameters {[v.name for v in extra]}"
+            " that its arguments' shapes do not bind"
+        )
     return detach_shape_vars(func), tuple(args)
 
 
 def _check_result(op: str, result: te.Tensor, want: TensorType) -> None:
     """The legalized computation must produce the inferred type (static extents compared)."""
-    ok = result.dtype == want.dtype and result.ndim == want.ndim and all(
-        not (isinstance(a, IntImm) and isinstance(b, IntImm)) or a.value == b.value
-        for a, b in zip(result.shape, want.shape, strict=False))
+    ok = (
+        result.dtype == want.dtype
+        and result.ndim == want.ndim
+        and all(
+            not (isinstance(a, IntImm) and isinstance(b, IntImm)) or a.value == b.value
+            for a, b in zip(result.shape, want.shape, strict=False)
+        )
+    )
     if not ok:
         shape = TensorType(result.shape, result.dtype).describe()
         raise GraphError(f"Legalize: {op} computes {shape}, but its type is {want.describe()}")
@@ -70,8 +77,9 @@ class Legalize(ModulePass):
             funcs[gname] = self._function(func, funcs, index)
         return IRModule(funcs, mod.attrs)
 
-    def _function(self, func: Function, funcs: dict[str, BaseFunc],
-                  index: PrimFuncIndex) -> Function:
+    def _function(
+        self, func: Function, funcs: dict[str, BaseFunc], index: PrimFuncIndex
+    ) -> Function:
         out: list[Binding] = []
         for b in func.bindings:
             if not isinstance(b.value, OpCall):

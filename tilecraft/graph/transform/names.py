@@ -61,10 +61,16 @@ def detach_shape_vars(func: PrimFunc) -> PrimFunc:
     Each PrimFunc binds its shape variables from its arguments, so it must not share Var
     objects with the graph function or other PrimFuncs (the script form could not say so).
     """
-    shape_vars = {id(v) for p in func.params if isinstance(p, Buffer)
-                  for s in p.shape for v in collect_vars(s)}
-    vmap: dict[Var, Expr] = {v: Var(v.name, v.dtype) for v in collect_vars(func)
-                             if id(v) in shape_vars}
+    shape_vars = {
+        id(v)
+        for p in func.params
+        if isinstance(p, Buffer)
+        for s in p.shape
+        for v in collect_vars(s)
+    }
+    vmap: dict[Var, Expr] = {
+        v: Var(v.name, v.dtype) for v in collect_vars(func) if id(v) in shape_vars
+    }
     if not vmap:
         return func
     out = substitute(func, vmap)
