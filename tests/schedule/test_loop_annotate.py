@@ -147,3 +147,77 @@ def test_annotate_rejects_bad_value() -> None:
     sch = tc.Schedule(tc.script.parse(BEFORE))
     assert_fails_unchanged(sch, "annotate", sch.get_block("B"), "k", object(), match="value")
     assert_fails_unchanged(sch, "annotate", sch.get_block("B"), "", 1, match="key")
+
+
+# -- loop-kind nesting (regression: a parallel loop inside a vectorized one made C that gcc
+# rejects, "OpenMP constructs may not be nested inside simd region")
+def _two_loops() -> tuple[tc.Schedule, tc.schedule.LoopRV, tc.schedule.LoopRV]:
+    sch = tc.Schedule(tc.script.parse(BEFORE))
+    i, j = sch.get_loops(sch.get_block("B"))
+    return sch, i, j
+
+
+def test_parallel_rejected_inside_vectorized_loop() -> None:
+    sch, i, j = _two_loops()
+    sch.vectorize(i)
+    assert_fails_unchanged(
+        sch, "parallel", j, match='parallel loop "j" would lie inside vectorized'
+    )
+
+
+def test_vectorize_rejected_around_parallel_loop() -> None:
+    sch, i, j = _two_loops()
+    sch.parallel(j)
+    assert_fails_unchanged(
+        sch, "vectorize", i, match='parallel loop "j" would lie inside vectorized'
+    )
+
+
+def test_nested_parallel_rejected_both_orders() -> None:
+    sch, i, j = _two_loops()
+    sch.parallel(i)
+    assert_fails_unchanged(sch, "parallel", j, match='parallel loop "j" would lie inside parallel')
+    sch2, i2, j2 = _two_loops()
+    sch2.parallel(j2)
+    assert_fails_unchanged(
+        sch2, "parallel", i2, match='parallel loop "j" would lie inside parallel'
+    )
+
+
+def test_nested_vectorize_rejected_both_orders() -> None:
+    sch, i, j = _two_loops()
+    sch.vectorize(i)
+    assert_fails_unchanged(sch, "vectorize", j, match='vectorized loop "j" would lie inside')
+    sch2, i2, j2 = _two_loops()
+    sch2.vectorize(j2)
+    assert_fails_unchanged(sch2, "vectorize", i2, match='vectorized loop "j" would lie inside')
+
+
+def test_nesting_checked_across_blocks() -> None:
+    """A loop of another block's nest counts: the consumer's loop encloses the producer's."""
+    a = tc.te.placeholder((4, 8), "float32", name="A")
+    b = tc.te.compute((4, 8), lambda i, j: a[i, j] + 1.0, name="B")
+    c = tc.te.compute((4, 8), lambda i, j: b[i, j] * 2.0, name="C")
+    sch = tc.Schedule(tc.te.create_prim_func([a, c]))
+    i, _ = sch.get_loops(sch.get_block("C"))
+    sch.compute_at(sch.get_block("B"), i)
+    sch.vectorize(i)
+    (inner,) = sch.get_loops(sch.get_block("B"))[1:]
+    assert_fails_unchanged(sch, "parallel", inner, match="would lie inside vectorized loop")
+
+
+def test_reorder_rejected_when_it_nests_parallel_inside_vectorized() -> None:
+    sch, i, j = _two_loops()
+    sch.parallel(i)
+    sch.vectorize(j)
+    assert_fails_unchanged(sch, "reorder", j, i, match='parallel loop "i" would lie inside')
+    sch.reorder(i, j)  # the same order is fine
+
+
+def test_parallel_outer_vectorized_inner_compiles() -> None:
+    before = tc.script.parse(BEFORE)
+    sch = tc.Schedule(before)
+    i, j = sch.get_loops(sch.get_block("B"))
+    sch.vectorize(j)
+    sch.parallel(i)
+    same_result(before, sch.func)

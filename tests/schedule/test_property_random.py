@@ -7,6 +7,8 @@ the trace must replay to the same function, and the scheduled function must comp
 original computes on the same random inputs. Compilation dominates the cost, so the distinct
 results of a workload are built together with the original in one module (one compiler call
 per chunk) instead of one ``check_numeric`` each. Any other exception is a bug of a primitive.
+Besides single primitives, steps compose rfactor after compute_at (and a split) and apply
+parallel/vectorize to two loops of one nest in either order (nestings gcc rejects must fail).
 """
 
 from __future__ import annotations
@@ -21,7 +23,14 @@ import pytest
 
 import tilecraft as tc
 from tilecraft.errors import ScheduleError
-from tilecraft.ir import Block, BufferStore, PrimFunc, post_order_visit, structural_hash
+from tilecraft.ir import (
+    Block,
+    BufferStore,
+    IterKind,
+    PrimFunc,
+    post_order_visit,
+    structural_hash,
+)
 from tilecraft.schedule import BlockRV, LoopRV, Schedule
 from tilecraft.testing import verify_trace_roundtrip
 
@@ -244,6 +253,50 @@ def _step_reduction(sch: Schedule, rng: random.Random) -> Callable[[], Any] | No
     return lambda: sch.decompose_reduction(blk, lp)
 
 
+def _reduction_blocks(sch: Schedule) -> list[str]:
+    out = []
+    for name in _block_names(sch.func):
+        blk = sch.get(sch.get_block(name))
+        if isinstance(blk, Block) and any(iv.kind is IterKind.REDUCE for iv in blk.iter_vars):
+            out.append(name)
+    return out
+
+
+def _step_rfactor_after_compute_at(sch: Schedule, rng: random.Random) -> Callable[[], Any] | None:
+    """compute_at a reduction block under a consumer loop, split a reduction loop, rfactor."""
+    names = _reduction_blocks(sch)
+    if not names:
+        return None
+    blk = sch.get_block(rng.choice(names))
+    consumers = sch.get_consumers(blk)
+    if consumers and rng.random() < 0.8:
+        targets = sch.get_loops(rng.choice(consumers))
+        if targets:
+            sch.try_(sch.compute_at, blk, rng.choice(targets))
+    loops = sch.get_loops(blk)
+    if not loops:
+        return None
+    lp = rng.choice(loops[-2:])
+    if rng.random() < 0.7:
+        parts = sch.try_(sch.split, lp, factors=_factors(rng, _extent(sch, lp)))
+        if parts:
+            lp = rng.choice(parts)
+    axis = rng.choice([0, 1, -1])
+    return lambda: sch.rfactor(lp, factor_axis=axis)
+
+
+def _step_kind_pair(sch: Schedule, rng: random.Random) -> Callable[[], Any] | None:
+    """parallel/vectorize on two loops of one nest (either may be the outer one), in a random
+    order: the second one must be rejected when the nesting is not allowed."""
+    loops = _pick_loops(sch, rng)
+    if len(loops) < 2:
+        return None
+    a, b = rng.sample(loops, 2)
+    first, second = rng.choice(["parallel", "vectorize"]), rng.choice(["parallel", "vectorize"])
+    sch.try_(getattr(sch, first), a)
+    return lambda: getattr(sch, second)(b)
+
+
 STEPS: list[Callable[[Schedule, random.Random], Callable[[], Any] | None]] = [
     _step_split,
     _step_tile,
@@ -258,6 +311,8 @@ STEPS: list[Callable[[Schedule, random.Random], Callable[[], Any] | None]] = [
     _step_buffer,
     _step_layout,
     _step_reduction,
+    _step_rfactor_after_compute_at,
+    _step_kind_pair,
 ]
 
 

@@ -215,7 +215,10 @@ class Schedule:
         """Put the given loops, in this order, at the positions they occupy.
 
         Requires: loops in one chain, perfectly nested from the outermost to the innermost
-        given loop (no block between); ranges independent; no opaque iterator bound.
+        given loop (no block between); ranges independent; no opaque iterator bound; the
+        new order nests no parallel loop in a parallel/vectorized one and no vectorized loop
+        in a vectorized one; a loop binding both spatial and reduce iterators of a block with
+        an init, or none of them, keeps its order relative to that block's reduction loops.
         Rewrite: ``for i: for j: for k`` -- reorder(k, i) --> ``for k: for j: for i``.
         """
         _loop.reorder(self.state, *loops)
@@ -231,7 +234,9 @@ class Schedule:
     def parallel(self, loop: LoopRV) -> None:
         """Run a serial loop in parallel.
 
-        Requires: the loop is serial; every block iterator it binds is spatial.
+        Requires: the loop is serial; every block iterator it binds is spatial; no enclosing
+        loop is parallel or vectorized (OpenMP allows no parallel region in a simd region;
+        nested parallel teams are rejected too) and no loop inside it is parallel.
         Rewrite: ``for i in range(n)`` -> ``for i in T.parallel(n)``.
         """
         _annotate.parallel(self.state, loop)
@@ -239,7 +244,8 @@ class Schedule:
     def vectorize(self, loop: LoopRV) -> None:
         """Vectorize a serial loop.
 
-        Requires: the loop is serial; every block iterator it binds is spatial.
+        Requires: the loop is serial; every block iterator it binds is spatial; no enclosing
+        loop is vectorized and no loop inside it is parallel or vectorized.
         Rewrite: ``for i in range(n)`` -> ``for i in T.vectorized(n)``.
         """
         _annotate.vectorize(self.state, loop)
@@ -284,7 +290,8 @@ class Schedule:
         there need.
 
         Requires: the block is not the root and writes no function output; ``loop`` is not
-        above the block; every consumer lies under ``loop``; the needed region is bounded.
+        above the block; every consumer lies under ``loop``; the needed region is bounded;
+        the block has an init or reads no buffer it writes (it may run twice on an element).
         A root location handle (``sample_compute_location``) keeps the block where it is,
         an inline handle inlines it.
         Rewrite: ``for i: B[i] = ...; for i: for j: C[i, j] = B[i]`` -- compute_at(B, C's i)
@@ -299,7 +306,8 @@ class Schedule:
         write.
 
         Requires: the block is not the root; ``loop`` is not above the block; every producer
-        of the block lies under ``loop``; the region is bounded.
+        of the block lies under ``loop``; the region is bounded; the block has an init or
+        reads no buffer it writes (an update without init would accumulate twice).
         Rewrite: ``for i: for j: B[i, j] = ...; for i: C[i] = B[i, 0]`` -- reverse_compute_at
         (C, B's i) --> ``for i: (for j: B[i, j] = ...; C[i] = B[i, 0])``.
         """
@@ -370,6 +378,8 @@ class Schedule:
         Requires: the index selects a write of an intermediate buffer; ``axis`` is a valid
         dimension; ``factor > 0`` and ``0 <= offset < factor``.
         Rewrite: the block gains the ``buffer_dim_align`` annotation (applied when lowering).
+        A later primitive that relayouts the buffer or makes the block write another one
+        (transform_layout, reindex, reverse_compute_inline) drops the stale request.
         """
         _bridge.storage_align(self.state, block, buffer_index, axis, factor, offset)
 
@@ -400,9 +410,13 @@ class Schedule:
 
         Requires: exactly one reduction block under ``loop``, with an init and a body
         ``C[s] = C[s] op rhs`` (op one of +, *, max, min); ``loop`` binds reduce iterators
-        only; the block has no predicate; ``-(ndim + 1) <= factor_axis <= ndim``.
+        only; the block has no predicate; ``-(ndim + 1) <= factor_axis <= ndim``; no loop
+        binds both spatial and reduce iterators; no other block inside the replaced nest
+        accesses ``C``; loop ranges independent of the dropped reduction loops.
         Rewrite: ``C[i] += A[i, ko * 4 + ki]`` -> ``C_rf[ki, i] += A[i, ko * 4 + ki]`` and
-        ``C[i] += C_rf[ki, i]`` (``ki`` inserted into ``C_rf`` at ``factor_axis``).
+        ``C[i] += C_rf[ki, i]`` (``ki`` inserted into ``C_rf`` at ``factor_axis``). The two
+        nests replace the block's own loop nest in place (loops shared with other statements,
+        e.g. after ``compute_at``, stay shared), the rf nest first.
         """
         return _bridge.rfactor(self.state, loop, factor_axis)
 

@@ -395,3 +395,49 @@ def rename_iters(block: Block, suffix: str = "") -> tuple[Block, dict[Var, Expr]
     new = substitute(block.update(iter_vars=tuple(ivs)), vmap)
     assert isinstance(new, Block)
     return new, vmap
+
+
+ALIGN_KEY = "buffer_dim_align"
+
+
+def prune_alignment(func: PrimFunc, dropped: Buffer | None = None) -> PrimFunc:
+    """``func`` without ``storage_align`` entries that no longer fit their block.
+
+    An entry ``(write_index, axis, factor, offset)`` is kept while the block's write at that
+    index is a buffer allocated in the function with more than ``axis`` dimensions, and is not
+    ``dropped`` (a buffer whose layout changed). Primitives that change what a block writes
+    (``reverse_compute_inline``, ``cache_write``, ``reindex``) or a buffer's layout
+    (``transform_layout``) call this so that lowering never sees a stale request.
+    """
+    allocated: set[int] = set()
+    annotated: list[BlockRealize] = []
+    for node, _ in _tree.walk(func.body):
+        if isinstance(node, BlockRealize):
+            allocated.update(id(b) for b in node.block.alloc_buffers)
+            if ALIGN_KEY in node.block.annotations:
+                annotated.append(node)
+    mapping: dict[int, Stmt | None] = {}
+    for r in annotated:
+        blk = r.block
+        entries = blk.annotations[ALIGN_KEY]
+        assert isinstance(entries, tuple)
+        kept = tuple(e for e in entries if _alignment_fits(blk, e, allocated, dropped))
+        if len(kept) == len(entries):
+            continue
+        ann = (
+            blk.annotations.with_item(ALIGN_KEY, kept)
+            if kept
+            else blk.annotations.without(ALIGN_KEY)
+        )
+        mapping[id(r)] = r.update(block=blk.update(annotations=ann))
+    return _tree.replace_stmts(func, mapping) if mapping else func
+
+
+def _alignment_fits(blk: Block, entry: object, allocated: set[int], dropped: Buffer | None) -> bool:
+    if not (isinstance(entry, tuple) and len(entry) == 4):
+        return False
+    index, axis = entry[0], entry[1]
+    if not (isinstance(index, int) and isinstance(axis, int) and 0 <= index < len(blk.writes)):
+        return False
+    buf = blk.writes[index].buffer
+    return id(buf) in allocated and buf is not dropped and axis < buf.ndim

@@ -10,6 +10,7 @@ from ...ir import THREAD_TAGS, For, ForKind, IterKind, uses_var
 from .. import _tree
 from ..instruction import primitive
 from ..state import BlockRV, LoopRV, ScheduleState
+from ._looporder import check_kind_nesting
 from .loop import check_serial, loop_error_fragment, loop_node
 
 
@@ -50,17 +51,31 @@ def _set_kind(state: ScheduleState, node: For, kind: ForKind, thread: str | None
     state.commit(_tree.replace_stmt(state.func, node, node.update(kind=kind, thread=thread)))
 
 
+def check_kind_nesting_around(state: ScheduleState, loop: LoopRV, kind: ForKind, what: str) -> For:
+    """The loop, after checking that making it ``kind`` nests no parallel loop inside a
+    parallel or vectorized loop and no vectorized loop inside a vectorized one."""
+    node, path = loop_node(state, loop)
+    for outer in (s for s in path if isinstance(s, For)):
+        check_kind_nesting(state, outer, node, what, kinds=(outer.kind, kind))
+    for inner in (s for s, _ in _tree.walk(node.body) if isinstance(s, For)):
+        check_kind_nesting(state, node, inner, what, kinds=(kind, inner.kind))
+    return node
+
+
 @primitive("parallel", inputs=("loop",))
 def parallel(state: ScheduleState, loop: LoopRV) -> None:
     """Run ``loop`` in parallel (CPU threads).
 
     Requires: (1) the loop is serial; (2) every block iterator bound by the loop is spatial,
-    and every reduction block under it depends on the loop.
+    and every reduction block under it depends on the loop; (3) no enclosing loop is
+    parallel or vectorized (no OpenMP region inside a simd region; no nested parallel
+    teams) and no loop inside it is parallel.
     Rewrite:  for i in range(n)  ->  for i in parallel(n)
     """
     node, _ = loop_node(state, loop)
     check_serial(state, node, "parallel needs")
     check_iters_bound_by(state, node, (IterKind.SPATIAL,), "parallel needs")
+    check_kind_nesting_around(state, loop, ForKind.PARALLEL, "parallel needs")
     _set_kind(state, node, ForKind.PARALLEL)
 
 
@@ -69,12 +84,14 @@ def vectorize(state: ScheduleState, loop: LoopRV) -> None:
     """Vectorize ``loop``.
 
     Requires: (1) the loop is serial; (2) every block iterator bound by the loop is spatial,
-    and every reduction block under it depends on the loop.
+    and every reduction block under it depends on the loop; (3) no enclosing loop is
+    vectorized and no loop inside it is parallel or vectorized.
     Rewrite:  for i in range(8)  ->  for i in vectorized(8)
     """
     node, _ = loop_node(state, loop)
     check_serial(state, node, "vectorize needs")
     check_iters_bound_by(state, node, (IterKind.SPATIAL,), "vectorize needs")
+    check_kind_nesting_around(state, loop, ForKind.VECTORIZED, "vectorize needs")
     _set_kind(state, node, ForKind.VECTORIZED)
 
 

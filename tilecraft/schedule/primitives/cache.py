@@ -57,6 +57,7 @@ from ._blockutil import (
     pick_max,
     pick_min,
     point_region,
+    prune_alignment,
     region_bounds,
     replace_buffers,
     union_bounds,
@@ -206,7 +207,7 @@ def cache_write(
     top, scope = _top_level_child(func, new_realize)
     nest = _copy_nest(func, name, cache, buf, region)
     func = _insert_after(func, top, scope, nest)
-    return add_alloc(func, cache, func.body), name
+    return prune_alignment(add_alloc(func, cache, func.body)), name
 
 
 def check_only_writer(prim: str, func: PrimFunc, realize: BlockRealize, buf: Buffer) -> None:
@@ -454,7 +455,8 @@ def transform_layout(
     bijection (permutation / split / fusion) on the buffer's shape.
 
     Rewrite: ``B`` of shape ``(m, n)`` becomes ``B`` of shape ``index_map.map_shape((m, n))``;
-    every ``B[i, j]`` becomes ``B[index_map(i, j)]`` and every region is mapped.
+    every ``B[i, j]`` becomes ``B[index_map(i, j)]`` and every region is mapped;
+    ``storage_align`` requests on ``B`` (made for the old layout) are dropped.
     """
     prim = "transform_layout"
     realize, _ = get_block(func, block, prim)
@@ -471,7 +473,7 @@ def transform_layout(
     index_map.inverse(buf.shape)
     new = buf.update(shape=index_map.map_shape(buf.shape))
     body = _Relayout(buf, new, index_map).visit(func.body)
-    return func.update(body=body)
+    return prune_alignment(func.update(body=body), dropped=new)
 
 
 def reindex(func: PrimFunc, block: str, buffer: tuple[str, int]) -> tuple[PrimFunc, str]:
@@ -545,7 +547,7 @@ def reindex(func: PrimFunc, block: str, buffer: tuple[str, int]) -> tuple[PrimFu
     func = _tree.replace_stmt(func, realize, new_realize)
     top, scope = _top_level_child(func, new_realize)
     func = _insert_after(func, top, scope, nest, before=not write)
-    return add_alloc(func, rbuf, func.body), name
+    return prune_alignment(add_alloc(func, rbuf, func.body)), name
 
 
 def check_uniform_access(prim: str, blk: Block, buf: Buffer) -> tuple[Expr, ...]:

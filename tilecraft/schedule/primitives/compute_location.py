@@ -47,9 +47,18 @@ from ._blockutil import (
     loops_between,
     nest_for,
     point_region,
+    prune_alignment,
     region_bounds,
     union_bounds,
     var_dom,
+)
+from ._dataflow import (
+    add_predicate,
+    check_exact_production,
+    check_producers_finish,
+    check_reads_within,
+    inner_loops,
+    shared_outer_conditions,
 )
 from .index_map import Bounds, const_value, simplify_index
 
@@ -68,7 +77,7 @@ def compute_at(
     block writes the buffer at its iterators (``B[vi, vj] = ...``); (5) the consumers' read
     regions under the loop can be bounded; (6) ``index`` (-1: just before the first consumer)
     is after every child of the loop that writes a buffer the block reads and not after the
-    first consumer.
+    first consumer; (7) the block has an init or reads no buffer it writes.
 
     Rewrite::
 
@@ -89,7 +98,12 @@ def reverse_compute_at(
     loop; (4) the block reads a produced buffer at its iterators (``C[vi, vj]``); (5) the
     producers' write regions under the loop can be bounded; (6) ``index`` (-1: right after the
     last producer) is after every producer child and before any child reading what the block
-    writes.
+    writes; (7) the block has an init or reads no buffer it writes (it may run again on an
+    element covered by two iterations' regions); (8) no producer under the loop has a
+    reduction carried by the loop or a loop above it; (9) the block reads only elements the
+    producers write in the same iteration (a reduce iterator over the produced buffer needs
+    its whole range produced). Predicate conditions shared by the producers that use no loop
+    below the target loop are added to the moved block's predicate.
 
     Rewrite::
 
@@ -116,14 +130,22 @@ def _move(
         check_single_intermediate_output(prim, func, blk)
         buffers = [blk.writes[0].buffer]
         others = _related(func, blk, buffers, write=False)
+    check_rerunnable(prim, realize)
     check_related_under_loop(prim, func, name, others, loop, reverse=reverse)
     under = [(r, p) for r, p in others if is_ancestor(p, loop)]
+    enclosing = [*_tree.loops_in_path(loop_path), loop]
+    if reverse:
+        check_producers_finish(prim, name, under, enclosing)
+        check_exact_production(prim, name, under, buffers, loop)
     bounds_by_buf = _demanded(prim, func, under, buffers, loop, reverse=reverse)
     ranges = _iter_ranges(prim, blk, bounds_by_buf, reverse=reverse)
+    if reverse:
+        check_reads_within(prim, blk, ranges, bounds_by_buf)
     position = check_position(prim, func, loop, blk, [r for r, _ in under], index, reverse=reverse)
     names = fresh_var_names(func, [f"ax{k}" for k in range(len(blk.iter_vars))])
-    outer = var_dom([*_tree.loops_in_path(loop_path), loop])
-    nest = nest_for(blk, ranges, names, preserve_unit_loops=preserve, outer=outer)
+    nest = nest_for(blk, ranges, names, preserve_unit_loops=preserve, outer=var_dom(enclosing))
+    if reverse:  # where no producer runs, the consumer must not run either
+        nest = add_predicate(nest, shared_outer_conditions(under, inner_loops(under, loop)))
     return _tree.replace_stmts(func, {id(realize): None, id(loop): insert_at(loop, nest, position)})
 
 
@@ -139,6 +161,24 @@ def _related(
         if any(r.buffer is b for r in regions for b in buffers):
             out.append((node, p))
     return out
+
+
+def check_rerunnable(prim: str, realize: BlockRealize) -> None:
+    """Running the block again on an element gives the same result: it has an init, or it
+    reads no buffer it writes (an update without init would accumulate twice)."""
+    blk = realize.block
+    written = _tree.buffers_written(blk)
+    if blk.init is not None or not any(b is w for b in _tree.buffers_read(blk) for w in written):
+        return
+    raise ScheduleError(
+        prim,
+        f'block "{blk.name}" updates a buffer it reads and has no init',
+        requires="the block has an init or reads no buffer it writes (the moved block may "
+        "run more than once on an element when the computed region is over-approximated)",
+        fragment=fragment(realize),
+        hint="move the block before decompose_reduction",
+        locations=[blk.name],
+    )
 
 
 def check_loop_not_above(prim: str, realize: BlockRealize, path: _tree.Path, loop: For) -> None:
@@ -543,7 +583,7 @@ def reverse_compute_inline(func: PrimFunc, block: str) -> PrimFunc:
         writes=(BufferRegion(store.buffer, point_region(new_store.indices)),),
     )
     out = _tree.replace_stmts(func, {id(realize): None, id(prod): prod.update(block=new_blk)})
-    return _drop_alloc(out, buf)
+    return prune_alignment(_drop_alloc(out, buf))
 
 
 def check_inlinable_consumer(

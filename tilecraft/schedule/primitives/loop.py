@@ -29,6 +29,7 @@ from .. import _tree
 from ..instruction import primitive
 from ..state import BlockRV, LoopRV, ScheduleState
 from ._blockutil import fresh_var_names
+from ._looporder import check_kind_nesting, check_reduction_order
 
 
 # ------------------------------------------------------------------------------------------
@@ -387,7 +388,10 @@ def reorder(state: ScheduleState, *loops: LoopRV) -> None:
     Requires: (1) each loop given once; (2) the loops lie in one chain; (3) from the outermost
     to the innermost given loop the nest is perfect (no block, statement or sibling between);
     (4) no loop range in the chain depends on another chain loop; (5) no opaque block
-    iterator depends on the chain loops.
+    iterator depends on the chain loops; (6) the new order puts no parallel loop inside a
+    parallel or vectorized loop and no vectorized loop inside a vectorized one; (7) for each
+    block with an init under the chain, when a chain loop binds both spatial and reduce
+    iterators of it, or none (repeating it), its non-spatial loops keep their order.
     Rewrite:  for i: for j: for k  --reorder(k, i)-->  for k: for j: for i
     """
     vars_ = [state.loop_var(rv) for rv in loops]
@@ -400,6 +404,10 @@ def reorder(state: ScheduleState, *loops: LoopRV) -> None:
     chosen = {id(v) for v in vars_}
     order = iter(_tree.find_loop(state.func, v) for v in vars_)
     placed = [next(order) if id(n.loop_var) in chosen else n for n in chain]
+    for k, outer in enumerate(placed):
+        for inner in placed[k + 1 :]:
+            check_kind_nesting(state, outer, inner, "reorder needs", kinds=(outer.kind, inner.kind))
+    check_reduction_order(state, chain, placed)
     body: Stmt = chain[-1].body
     for n in reversed(placed):
         body = n.update(body=body)

@@ -47,16 +47,8 @@ from ._blockutil import (
     point_region,
     rename_iters,
 )
+from ._reduction_nest import check_one_to_one, check_reduction_nest, reduce_vars
 from .index_map import is_const, simplify_index
-
-
-def _reduce_vars(realize: BlockRealize, kind: IterKind) -> set[int]:
-    """Ids of loop variables used by the bindings of iterators of ``kind``."""
-    out: set[int] = set()
-    for iv, v in zip(realize.block.iter_vars, realize.iter_values, strict=False):
-        if iv.kind is kind:
-            out |= {id(x) for x in collect_vars(v)}
-    return out
 
 
 def check_has_init(prim: str, realize: BlockRealize) -> None:
@@ -88,7 +80,9 @@ def decompose_reduction(func: PrimFunc, block: str, loop: Var) -> tuple[PrimFunc
     Requires: (1) the block has an init; (2) the loop is above the block; (3) no loop above
     ``loop`` (inside the scope) is used by a reduce iterator's binding; (4) the predicate
     only uses loops kept for the init block; (5) every non-unit loop from ``loop`` down binds
-    some iterator of the block (otherwise it repeats the reduction, re-running the init).
+    some iterator of the block (otherwise it repeats the reduction, re-running the init),
+    and together they reach each iteration of the block exactly once (``vi = fused // 32``
+    under a fused loop repeats it: a one-to-one iterator map is required).
 
     Rewrite::
 
@@ -105,7 +99,7 @@ def decompose_reduction(func: PrimFunc, block: str, loop: Var) -> tuple[PrimFunc
     target, _ = get_loop(func, loop, prim)
     check_has_init(prim, realize)
     check_loop_above(prim, realize, path, target)
-    red = _reduce_vars(realize, IterKind.REDUCE)
+    red = reduce_vars(realize, IterKind.REDUCE)
     above = [
         lp
         for lp in _tree.loops_in_path(path)
@@ -121,7 +115,7 @@ def decompose_reduction(func: PrimFunc, block: str, loop: Var) -> tuple[PrimFunc
             locations=[block, loop.name],
         )
     below = [target, *loops_between(path, target)]
-    spatial = _reduce_vars(realize, IterKind.SPATIAL)
+    spatial = reduce_vars(realize, IterKind.SPATIAL)
     repeat = [
         lp.loop_var.name
         for lp in below
@@ -138,6 +132,7 @@ def decompose_reduction(func: PrimFunc, block: str, loop: Var) -> tuple[PrimFunc
             hint="move the block out of the repeating loop (compute_at it elsewhere)",
             locations=[block, *repeat],
         )
+    check_one_to_one(prim, realize, below)
     # a loop binding both kinds (after fuse) is kept: the init then rewrites equal values
     kept = [lp for lp in below if id(lp.loop_var) not in red or id(lp.loop_var) in spatial]
     kept_ids = {id(lp.loop_var) for lp in kept} | {id(lp.loop_var) for lp in above}
@@ -239,14 +234,23 @@ def rfactor(func: PrimFunc, block: str, loop: Var, factor_axis: int = 0) -> tupl
     Requires: (1) the block has an init and a body ``C[s] = C[s] op rhs`` (op in +, *, max,
     min); (2) the loop is above the block, its variable is used by reduce iterator bindings
     and by no spatial binding; (3) the realize has no predicate; (4)
-    ``-(ndim + 1) <= factor_axis <= ndim``.
+    ``-(ndim + 1) <= factor_axis <= ndim``; (5) no loop binds both spatial and reduce
+    iterators of the block; (6) no other block inside the replaced nest (see below) accesses
+    the output buffer; (7) the factored loop's range uses no enclosing loop, and the range
+    of each loop kept for the write-back nest uses no dropped reduction loop.
 
     Rewrite (``loop`` = ``ki``)::
 
-        C[vi] (init 0) += A[vi, vk]        C_rf[vki, vi] (init 0) += A[vi, vk]   # same loops
-                                    ->     for i, ki: C[vi] (init as before) += C_rf[vki, vi]
+        for i:                                   for i:
+            for ko, ki:                              for ko, ki:
+                C[vi] (init 0) += A[vi, vk]  ->          C_rf[vki, vi] (init 0) += A[vi, vk]
+                                                     for ki: C[vi] (init as before) += C_rf[vki, vi]
 
-    Returns the new function and the name of the rf block.
+    Both nests replace the block's own loop nest in place: its outermost loop that holds
+    nothing but the block (or, when the block shares every loop down to the outermost
+    reduction loop with other statements, e.g. a consumer placed by ``compute_at``, that
+    reduction loop). Loops above it stay shared; the rf nest comes first and the write-back
+    nest right after it. Returns the new function and the name of the rf block.
     """
     prim = "rfactor"
     realize, path = get_block(func, block, prim)
@@ -264,26 +268,23 @@ def rfactor(func: PrimFunc, block: str, loop: Var, factor_axis: int = 0) -> tupl
             requires="-(ndim + 1) <= factor_axis <= ndim",
             locations=[block],
         )
+    top, inner = check_reduction_nest(prim, realize, path, store.buffer, target)
     axis = factor_axis % (ndim + 1)
     shape = list(buf.shape)
     shape.insert(axis, target.extent)
     rf_buf = Buffer(fresh_buffer_name(func, f"{buf.name}_rf"), tuple(shape), buf.dtype, buf.scope)
     rf_name = _tree.fresh_name(func, f"{block}_rf")
     rf_realize = _rf_block(realize, path, store, op, rhs, rf_buf, rf_name, target, axis)
-    final = _final_nest(realize, path, store, op, rf_buf, target, axis)
-    top = _top_of(path, realize)
-    func = _tree.replace_stmt(
-        func,
-        top,
-        SeqStmt((_tree.replace_stmt(func.update(body=top), realize, rf_realize).body, final)),
-    )
+    final = _final_nest(realize, inner, store, op, rf_buf, target, axis)
+    rf_nest = _tree.replace_stmt(func.update(body=top), realize, rf_realize).body
+    func = _tree.replace_stmt(func, top, SeqStmt((rf_nest, final)))
     return add_alloc(func, rf_buf, func.body), rf_name
 
 
 def check_rfactor_loop(prim: str, realize: BlockRealize, target: For) -> None:
     """The loop feeds reduce iterators only, and the realize has no predicate."""
     lid = id(target.loop_var)
-    if lid in _reduce_vars(realize, IterKind.SPATIAL) or lid not in _reduce_vars(
+    if lid in reduce_vars(realize, IterKind.SPATIAL) or lid not in reduce_vars(
         realize, IterKind.REDUCE
     ):
         raise ScheduleError(
@@ -314,7 +315,7 @@ def _rf_block(
     axis: int,
 ) -> BlockRealize:
     blk = realize.block
-    red = _reduce_vars(realize, IterKind.REDUCE)
+    red = reduce_vars(realize, IterKind.REDUCE)
     red_loops = [lp for lp in _tree.loops_in_path(path) if id(lp.loop_var) in red]
     # One iterator per reduction loop: the factored loop becomes spatial, the rest reduce.
     lmap: dict[Var, Expr] = {}
@@ -352,7 +353,7 @@ def _rf_block(
 
 def _final_nest(
     realize: BlockRealize,
-    path: _tree.Path,
+    inner: list[For],
     store: BufferStore,
     op: type,
     rf_buf: Buffer,
@@ -360,8 +361,8 @@ def _final_nest(
     axis: int,
 ) -> Stmt:
     blk = realize.block
-    red = _reduce_vars(realize, IterKind.REDUCE)
-    loops = [lp for lp in _tree.loops_in_path(path) if id(lp.loop_var) not in red or lp is target]
+    red = reduce_vars(realize, IterKind.REDUCE)
+    loops = [lp for lp in inner if id(lp.loop_var) not in red or lp is target]
     lmap: dict[Var, Expr] = {lp.loop_var: Var(lp.loop_var.name, lp.loop_var.dtype) for lp in loops}
     spatial = [
         (iv, v)
@@ -392,13 +393,5 @@ def _final_nest(
     for lp in reversed(loops):
         nv = lmap[lp.loop_var]
         assert isinstance(nv, Var)
-        stmt = For(nv, lp.min, lp.extent, ForKind.SERIAL, stmt)
+        stmt = For(nv, substitute(lp.min, lmap), substitute(lp.extent, lmap), ForKind.SERIAL, stmt)
     return stmt
-
-
-def _top_of(path: _tree.Path, realize: BlockRealize) -> Stmt:
-    """The outermost statement of ``realize``'s loop nest inside its scope."""
-    scope = _tree.scope_of(path)
-    k = path.index(scope) if scope is not None else -1
-    rest = [*path[k + 2 :], realize]
-    return rest[1] if isinstance(rest[0], SeqStmt) else rest[0]
