@@ -70,6 +70,8 @@ def test_bind_threads() -> None:
     assert sch.get(i).thread == "blockIdx.x"
     assert sch.get(j).kind is ForKind.THREAD_BINDING
     verify_trace_roundtrip(sch, before)
+    # A GPU schedule keeps its serial meaning: run it through CPU emulation.
+    tc.testing.check_numeric(before, sch.func, emulate_gpu=True)
 
 
 def test_bind_reduction_to_thread_is_allowed() -> None:
