@@ -76,6 +76,12 @@ def _time_calls(fn: Callable[[], object], number: int) -> float:
     return (time.perf_counter() - start) / number
 
 
+SETTLE_S = 0.25
+"""Pause before each timing block. OpenBLAS keeps a helper thread spinning for ~150 ms after a
+call, and OpenMP workers spin briefly too; without a pause, whichever library runs second
+shares a core with the other's spinning thread. The pause is the same for both."""
+
+
 def measure(w: Workload, rounds: int, number: int) -> tuple[float, float]:
     """Interleaved per-call medians (tilecraft, numpy) in seconds."""
     for _ in range(2):  # warm up caches, thread pools, page mappings
@@ -83,7 +89,9 @@ def measure(w: Workload, rounds: int, number: int) -> tuple[float, float]:
         w.theirs()
     ours, theirs = [], []
     for _ in range(rounds):
+        time.sleep(SETTLE_S)
         ours.append(_time_calls(w.ours, number))
+        time.sleep(SETTLE_S)
         theirs.append(_time_calls(w.theirs, number))
     return statistics.median(ours), statistics.median(theirs)
 
