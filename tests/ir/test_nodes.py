@@ -140,3 +140,14 @@ def test_substitute_and_collect_vars_keep_buffer_identity() -> None:
     assert out2.buffer is not A
     assert out2.buffer.shape[0] is m
     assert out2.value.a.buffer is out2.buffer
+
+
+def test_every_intrinsic_has_a_helper() -> None:
+    from tilecraft.ir import op
+
+    x = ir.Var("x", "float32")
+    for name, intr in ir.INTRINSICS.items():
+        call = getattr(op, name)(*([x] * intr.arity))
+        assert isinstance(call, ir.Call)
+        assert call.op == name
+        assert call.dtype == (ir.dtype("bool") if intr.predicate else x.dtype)
