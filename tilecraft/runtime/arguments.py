@@ -224,10 +224,10 @@ class ArgumentChecker:
                 )
             expected.append(value)
         if tuple(expected) != tuple(arr.shape):
-            raise ArgumentError(
-                f"{where}: expected shape {shape_text(p.shape)} = {tuple(expected)}, "
-                f"got {arr.shape}"
-            )
+            declared = shape_text(p.shape)
+            resolved = str(tuple(expected))
+            shown = declared if declared == resolved else f"{declared} = {resolved}"
+            raise ArgumentError(f"{where}: expected shape {shown}, got {arr.shape}")
 
     def _check_aliasing(self, arrays: list[np.ndarray | None]) -> None:
         params = self.func.params
