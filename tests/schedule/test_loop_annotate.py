@@ -3,39 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from sched_loop_helpers import matmul, same_result
+from sched_loop_helpers import ADD_ONE_BEFORE, add_one_script, matmul, same_result
 
 import tilecraft as tc
 from tilecraft.ir import ForKind
 from tilecraft.schedule.testing_utils import assert_fails_unchanged, verify_trace_roundtrip
 from tilecraft.testing import assert_ir_equal
 
-BEFORE = """
-@T.prim_func
-def main(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
-    with T.block("root"):
-        for i, j in T.grid(4, 8):
-            with T.block("B"):
-                vi = T.axis.spatial(4, i)
-                vj = T.axis.spatial(8, j)
-                T.reads(A[vi, vj])
-                T.writes(B[vi, vj])
-                B[vi, vj] = A[vi, vj] + T.float32(1.0)
-"""
-
-EXPECTED = """
-@T.prim_func
-def main(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
-    with T.block("root"):
-        for i in T.parallel(4):
-            for j in T.vectorized(8):
-                with T.block("B"):
-                    vi = T.axis.spatial(4, i)
-                    vj = T.axis.spatial(8, j)
-                    T.reads(A[vi, vj])
-                    T.writes(B[vi, vj])
-                    B[vi, vj] = A[vi, vj] + T.float32(1.0)
-"""
+BEFORE = ADD_ONE_BEFORE
+EXPECTED = add_one_script("for i in T.parallel(4)", "for j in T.vectorized(8)")
 
 
 def test_parallel_vectorize() -> None:

@@ -2,63 +2,16 @@
 
 from __future__ import annotations
 
-from sched_loop_helpers import matmul, same_result, two_stage
+from sched_loop_helpers import ADD_ONE_BEFORE, add_one_script, matmul, same_result, two_stage
 
 import tilecraft as tc
 from tilecraft.schedule.testing_utils import assert_fails_unchanged, verify_trace_roundtrip
 from tilecraft.testing import assert_ir_equal
 
-BEFORE = """
-@T.prim_func
-def main(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
-    with T.block("root"):
-        for i, j in T.grid(4, 8):
-            with T.block("B"):
-                vi = T.axis.spatial(4, i)
-                vj = T.axis.spatial(8, j)
-                T.reads(A[vi, vj])
-                T.writes(B[vi, vj])
-                B[vi, vj] = A[vi, vj] + T.float32(1.0)
-"""
-
-FUSED = """
-@T.prim_func
-def main(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
-    with T.block("root"):
-        for i_j_fused in range(32):
-            with T.block("B"):
-                vi = T.axis.spatial(4, i_j_fused // 8)
-                vj = T.axis.spatial(8, i_j_fused % 8)
-                T.reads(A[vi, vj])
-                T.writes(B[vi, vj])
-                B[vi, vj] = A[vi, vj] + T.float32(1.0)
-"""
-
-REORDERED = """
-@T.prim_func
-def main(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
-    with T.block("root"):
-        for j, i in T.grid(8, 4):
-            with T.block("B"):
-                vi = T.axis.spatial(4, i)
-                vj = T.axis.spatial(8, j)
-                T.reads(A[vi, vj])
-                T.writes(B[vi, vj])
-                B[vi, vj] = A[vi, vj] + T.float32(1.0)
-"""
-
-UNIT = """
-@T.prim_func
-def main(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
-    with T.block("root"):
-        for u, i, j in T.grid(1, 4, 8):
-            with T.block("B"):
-                vi = T.axis.spatial(4, i)
-                vj = T.axis.spatial(8, j)
-                T.reads(A[vi, vj])
-                T.writes(B[vi, vj])
-                B[vi, vj] = A[vi, vj] + T.float32(1.0)
-"""
+BEFORE = ADD_ONE_BEFORE
+FUSED = add_one_script("for i_j_fused in range(32)", vi="i_j_fused // 8", vj="i_j_fused % 8")
+REORDERED = add_one_script("for j, i in T.grid(8, 4)")
+UNIT = add_one_script("for u, i, j in T.grid(1, 4, 8)")
 
 
 def test_fuse_two_loops() -> None:

@@ -11,7 +11,7 @@ Lookups use an index built once per PrimFunc object (a small cache keyed by iden
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import ScheduleError
@@ -255,23 +255,27 @@ def child_blocks_of_body(body: Stmt) -> list[BlockRealize]:
 
 def producers(func: PrimFunc, name: str) -> list[str]:
     """Blocks in the same scope that write a buffer block ``name`` reads (program order)."""
-    target = find_block(func, name)[0].block
-    reads = buffers_read(target)
-    return [
-        r.block.name
-        for r in sibling_blocks(func, name)
-        if r.block is not target and any(b is w for b in reads for w in buffers_written(r.block))
-    ]
+    return _linked_siblings(func, name, buffers_read, buffers_written)
 
 
 def consumers(func: PrimFunc, name: str) -> list[str]:
     """Blocks in the same scope that read a buffer block ``name`` writes (program order)."""
+    return _linked_siblings(func, name, buffers_written, buffers_read)
+
+
+def _linked_siblings(
+    func: PrimFunc,
+    name: str,
+    mine: Callable[[Block], list[Buffer]],
+    theirs: Callable[[Block], list[Buffer]],
+) -> list[str]:
+    """Sibling blocks of ``name`` whose ``theirs`` buffers meet block ``name``'s ``mine``."""
     target = find_block(func, name)[0].block
-    writes = buffers_written(target)
+    bufs = mine(target)
     return [
         r.block.name
         for r in sibling_blocks(func, name)
-        if r.block is not target and any(b is w for b in writes for w in buffers_read(r.block))
+        if r.block is not target and any(b is w for b in bufs for w in theirs(r.block))
     ]
 
 

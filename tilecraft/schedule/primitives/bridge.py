@@ -29,6 +29,28 @@ def _commit_block(state: ScheduleState, result: tuple[PrimFunc, str]) -> BlockRV
     return state.block_rv(name)
 
 
+def _move(
+    state: ScheduleState,
+    block: BlockRV,
+    loop: LoopRV,
+    preserve_unit_loops: bool,
+    index: int,
+    *,
+    reverse: bool,
+) -> None:
+    """Shared body of (reverse_)compute_at: root handles keep, inline handles inline."""
+    prefix = "reverse_" if reverse else ""
+    name = state.block_name(block)
+    if isinstance(loop, LoopRV) and loop.special == ROOT:
+        return
+    if isinstance(loop, LoopRV) and loop.special == INLINE:
+        state.commit(_pure("compute_location", f"{prefix}compute_inline")(state.func, name))
+        return
+    var = state.loop_var(loop)
+    fn = _pure("compute_location", f"{prefix}compute_at")
+    state.commit(fn(state.func, name, var, preserve_unit_loops, index))
+
+
 @primitive("compute_at", inputs=("block", "loop"))
 def compute_at(
     state: ScheduleState,
@@ -42,15 +64,7 @@ def compute_at(
     A root location handle (from sample_compute_location) leaves the block where it is; an
     inline handle inlines it.
     """
-    name = state.block_name(block)
-    if isinstance(loop, LoopRV) and loop.special == ROOT:
-        return
-    if isinstance(loop, LoopRV) and loop.special == INLINE:
-        state.commit(_pure("compute_location", "compute_inline")(state.func, name))
-        return
-    var = state.loop_var(loop)
-    fn = _pure("compute_location", "compute_at")
-    state.commit(fn(state.func, name, var, preserve_unit_loops, index))
+    _move(state, block, loop, preserve_unit_loops, index, reverse=False)
 
 
 @primitive("reverse_compute_at", inputs=("block", "loop"))
@@ -62,15 +76,7 @@ def reverse_compute_at(
     index: int = -1,
 ) -> None:
     """Move consumer ``block`` under ``loop`` (see compute_location.reverse_compute_at)."""
-    name = state.block_name(block)
-    if isinstance(loop, LoopRV) and loop.special == ROOT:
-        return
-    if isinstance(loop, LoopRV) and loop.special == INLINE:
-        state.commit(_pure("compute_location", "reverse_compute_inline")(state.func, name))
-        return
-    var = state.loop_var(loop)
-    fn = _pure("compute_location", "reverse_compute_at")
-    state.commit(fn(state.func, name, var, preserve_unit_loops, index))
+    _move(state, block, loop, preserve_unit_loops, index, reverse=True)
 
 
 @primitive("compute_inline", inputs=("block",))

@@ -16,11 +16,8 @@ the caller's contract, so it is rejected (transform the layout in the graph inst
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ...errors import ScheduleError
 from ...ir import (
-    SCOPES,
     Block,
     BlockRealize,
     Buffer,
@@ -28,12 +25,10 @@ from ...ir import (
     BufferRegion,
     BufferStore,
     Expr,
-    IntImm,
     IterKind,
     IterVar,
     Mutator,
     PrimFunc,
-    Range,
     SeqStmt,
     Stmt,
     Var,
@@ -43,131 +38,23 @@ from .. import _tree
 from ._blockutil import (
     access_indices,
     add_alloc,
-    alloc_owner,
     blocks_accessing,
     bounds_to_region,
-    contains,
-    copy_block,
     fragment,
     fresh_buffer_name,
     fresh_var_names,
     get_block,
-    is_param,
     nest_for,
-    pick_max,
-    pick_min,
     point_region,
     prune_alignment,
-    region_bounds,
     replace_buffers,
-    union_bounds,
-    var_dom,
 )
+from ._cache_common import check_alone_in_nest as check_alone_in_nest
+from ._cache_common import check_buffer_index as check_buffer_index
+from ._cache_common import check_intermediate as check_intermediate
+from ._cache_common import check_scope as check_scope
+from ._cache_common import copy_nest, insert_after, top_level_child, whole_written_region
 from .index_map import IndexMap, bound_index, simplify_index
-
-
-def check_scope(prim: str, scope: str) -> None:
-    """The storage scope is one of :data:`tilecraft.ir.SCOPES`."""
-    if scope not in SCOPES:
-        raise ScheduleError(
-            prim,
-            f"argument 'storage_scope': expected one of {SCOPES}, got {scope!r}",
-            requires="a known storage scope",
-        )
-
-
-def check_buffer_index(prim: str, blk: Block, index: int, *, write: bool) -> Buffer:
-    """``index`` selects one of the block's write (read) regions."""
-    regions = blk.writes if write else blk.reads
-    kind = "write" if write else "read"
-    if not 0 <= index < len(regions):
-        raise ScheduleError(
-            prim,
-            f"argument '{kind}_buffer_index': {index} is out of range for block "
-            f'"{blk.name}" with {len(regions)} {kind} regions',
-            requires=f"0 <= index < number of {kind} regions",
-            locations=[blk.name],
-        )
-    return regions[index].buffer
-
-
-def _whole_written_region(func: PrimFunc, buf: Buffer) -> tuple[Range, ...]:
-    """Hull of every region of ``buf`` written in ``func``, relaxed over enclosing loops."""
-    hull = None
-    for node, path in _tree.walk(func.body):
-        if not isinstance(node, BlockRealize):
-            continue
-        for reg in node.block.writes:
-            if reg.buffer is not buf:
-                continue
-            vmap = {
-                iv.var: v for iv, v in zip(node.block.iter_vars, node.iter_values, strict=False)
-            }
-            b = region_bounds(reg.region, vmap, var_dom(_tree.loops_in_path(path)))
-            if b is None or any(collect_vars(x) for lo_hi in b for x in lo_hi):
-                return BufferRegion.full(buf).region
-            hull = b if hull is None else union_bounds(hull, b)
-    if hull is None:
-        return BufferRegion.full(buf).region
-    # a guarded (predicated) write never leaves the buffer: clamp the relaxed hull to it
-    clamped = [
-        (pick_max(lo, IntImm(lo.dtype, 0)), pick_min(hi, extent - 1))
-        for (lo, hi), extent in zip(hull, buf.shape, strict=True)
-    ]
-    return bounds_to_region(clamped)
-
-
-def _copy_nest(
-    func: PrimFunc, name: str, src: Buffer, dst: Buffer, region: tuple[Range, ...]
-) -> Stmt:
-    names = fresh_var_names(func, [f"v{k}" for k in range(len(region))])
-    loop_names = fresh_var_names(func, [f"ax{k}" for k in range(len(region))])
-    blk, _ = copy_block(name, src, dst, region, names)
-    # The copy block's iterators run over their full domain, so loops are [0, extent).
-    return nest_for(blk, [Range(r.min, r.extent) for r in region], loop_names)
-
-
-def _top_level_child(func: PrimFunc, realize: BlockRealize) -> tuple[Stmt, BlockRealize]:
-    """The child of the scope block's body that contains ``realize``, and the scope."""
-    _, path = _tree.find_block(func, realize.block.name)
-    scope = _tree.scope_of(path)
-    if scope is None:
-        raise ScheduleError("cache", f'block "{realize.block.name}" has no scope block')
-    k = path.index(scope)
-    rest = [*path[k + 2 :], realize]
-    top = rest[1] if isinstance(rest[0], SeqStmt) else rest[0]
-    return top, scope
-
-
-def check_alone_in_nest(
-    prim: str, top: Stmt, realize: BlockRealize, buf: Buffer, others: Sequence[BlockRealize]
-) -> None:
-    """None of ``others`` (blocks accessing ``buf``) shares ``realize``'s top-level nest
-    ``top``: the copy stage goes before or after that whole nest."""
-    inside = [r.block.name for r in others if r is not realize and contains(top, r)]
-    if inside:
-        raise ScheduleError(
-            prim,
-            f'block "{realize.block.name}" shares its loop nest with {_tree.names_of(inside)}, '
-            f'which also access "{buf.name}"',
-            requires="no other block accessing the buffer lies in the block's outer loop nest",
-            fragment=fragment(top, {id(realize): "<- block"}),
-            hint="move the other blocks out of the nest (or cache before compute_at)",
-            locations=[realize.block.name, *inside],
-        )
-
-
-def _insert_after(
-    func: PrimFunc, anchor: Stmt, scope: BlockRealize, new: Stmt, *, before: bool = False
-) -> PrimFunc:
-    """Insert ``new`` as a sibling after (or before) ``anchor`` in ``scope``'s body."""
-    body = scope.block.body
-    items = list(body.stmts) if isinstance(body, SeqStmt) else [body]
-    k = next(i for i, s in enumerate(items) if s is anchor)
-    items.insert(k if before else k + 1, new)
-    blk = scope.block.update(body=SeqStmt(tuple(items)))
-    return _tree.replace_stmt(func, scope, scope.update(block=blk))
-
 
 # ------------------------------------------------------------------------------------------
 
@@ -199,14 +86,14 @@ def cache_write(
         storage_scope,
     )
     name = _tree.fresh_name(func, cache.name)
-    region = _whole_written_region(func, buf)
-    top0, _ = _top_level_child(func, realize)
+    region = whole_written_region(func, buf)
+    top0, _ = top_level_child(func, realize)
     check_alone_in_nest(prim, top0, realize, buf, blocks_accessing(func, buf, write=False))
     new_realize = realize.update(block=replace_buffers(realize.block, {buf: cache}))
     func = _tree.replace_stmt(func, realize, new_realize)
-    top, scope = _top_level_child(func, new_realize)
-    nest = _copy_nest(func, name, cache, buf, region)
-    func = _insert_after(func, top, scope, nest)
+    top, scope = top_level_child(func, new_realize)
+    nest = copy_nest(func, name, cache, buf, region)
+    func = insert_after(func, top, scope, nest)
     return prune_alignment(add_alloc(func, cache, func.body)), name
 
 
@@ -259,7 +146,7 @@ def cache_read(
             locations=[r.block.name for r in writers],
         )
     if writers:
-        top0, _ = _top_level_child(func, writers[0])
+        top0, _ = top_level_child(func, writers[0])
         check_alone_in_nest(prim, top0, writers[0], buf, chosen)
     cache = Buffer(
         fresh_buffer_name(func, f"{buf.name}_{storage_scope.replace('.', '_')}"),
@@ -268,21 +155,21 @@ def cache_read(
         storage_scope,
     )
     name = _tree.fresh_name(func, cache.name)
-    region = _whole_written_region(func, buf) if writers else BufferRegion.full(buf).region
+    region = whole_written_region(func, buf) if writers else BufferRegion.full(buf).region
     mapping: dict[int, Stmt | None] = {
         id(r): r.update(block=replace_buffers(r.block, {buf: cache})) for r in chosen
     }
-    nest = _copy_nest(func, name, buf, cache, region)
+    nest = copy_nest(func, name, buf, cache, region)
     if writers:
-        top, scope = _top_level_child(func, writers[0])
-        func = _insert_after(func, top, scope, nest)
+        top, scope = top_level_child(func, writers[0])
+        func = insert_after(func, top, scope, nest)
     else:
         root = _tree.root_block(func)
         if root is None:
             raise ScheduleError(prim, "the function has no root block")
         body = root.block.body
         first = body.stmts[0] if isinstance(body, SeqStmt) else body
-        func = _insert_after(func, first, root, nest, before=True)
+        func = insert_after(func, first, root, nest, before=True)
     func = _tree.replace_stmts(func, mapping)
     return add_alloc(func, cache, func.body), name
 
@@ -312,20 +199,6 @@ def check_consumers(
 
 
 # ------------------------------------------------------------------------------------------
-
-
-def check_intermediate(prim: str, func: PrimFunc, blk: Block, buf: Buffer) -> BlockRealize:
-    """``buf`` is allocated inside the function (not a parameter); returns the allocator."""
-    owner = alloc_owner(func, buf)
-    if is_param(func, buf) or owner is None:
-        raise ScheduleError(
-            prim,
-            f'buffer "{buf.name}" is a function parameter',
-            requires="the buffer is allocated in the function (an intermediate)",
-            hint="cache_read / cache_write it first and change the cache instead",
-            locations=[blk.name],
-        )
-    return owner
 
 
 def set_scope(func: PrimFunc, block: str, buffer_index: int, storage_scope: str) -> PrimFunc:
@@ -506,7 +379,7 @@ def reindex(func: PrimFunc, block: str, buffer: tuple[str, int]) -> tuple[PrimFu
             hint="reindex a buffer the block only reads (or only writes)",
             locations=[blk.name],
         )
-    top0, _ = _top_level_child(func, realize)
+    top0, _ = top_level_child(func, realize)
     check_alone_in_nest(
         prim,
         top0,
@@ -545,8 +418,8 @@ def reindex(func: PrimFunc, block: str, buffer: tuple[str, int]) -> tuple[PrimFu
     new_blk = _Reindex(buf, rbuf, tuple(simplify_index(i) for i in r_idx)).visit(blk)
     new_realize = realize.update(block=new_blk)
     func = _tree.replace_stmt(func, realize, new_realize)
-    top, scope = _top_level_child(func, new_realize)
-    func = _insert_after(func, top, scope, nest, before=not write)
+    top, scope = top_level_child(func, new_realize)
+    func = insert_after(func, top, scope, nest, before=not write)
     return prune_alignment(add_alloc(func, rbuf, func.body)), name
 
 

@@ -1,0 +1,318 @@
+"""Shared machinery of compute_at and reverse_compute_at (package-private).
+
+One routine, :func:`move_block`, implements both directions: ``reverse=False`` moves a
+producer under a loop of its consumers, ``reverse=True`` a consumer under a loop of its
+producers. The checks raise :class:`~tilecraft.errors.ScheduleError` on the first broken
+requirement, before anything is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...errors import ScheduleError
+from ...ir import Block, BlockRealize, Buffer, For, IterKind, PrimFunc, Range, Stmt, Var
+from .. import _tree
+from ._blockutil import (
+    blocks_accessing,
+    body_items,
+    bounds_to_region,
+    contains,
+    direct_dims,
+    fragment,
+    fresh_var_names,
+    get_block,
+    get_loop,
+    insert_at,
+    is_ancestor,
+    is_param,
+    loops_between,
+    nest_for,
+    region_bounds,
+    union_bounds,
+    var_dom,
+)
+from ._dataflow import (
+    add_predicate,
+    check_exact_production,
+    check_producers_finish,
+    check_reads_within,
+    inner_loops,
+    shared_outer_conditions,
+)
+from .index_map import Bounds
+
+
+def move_block(
+    func: PrimFunc, name: str, loop_var: Var, preserve: bool, index: int, *, reverse: bool
+) -> PrimFunc:
+    """Move ``name`` under ``loop_var`` (compute_at, or reverse_compute_at if ``reverse``)."""
+    prim = "reverse_compute_at" if reverse else "compute_at"
+    realize, path = get_block(func, name, prim)
+    loop, loop_path = get_loop(func, loop_var, prim)
+    check_loop_not_above(prim, realize, path, loop)
+    check_same_scope(prim, realize, path, loop, loop_path)
+    blk = realize.block
+    if reverse:
+        buffers = [r.buffer for r in blk.reads]
+        others = _related(func, blk, buffers, write=True)
+    else:
+        check_single_intermediate_output(prim, func, blk)
+        buffers = [blk.writes[0].buffer]
+        others = _related(func, blk, buffers, write=False)
+    check_rerunnable(prim, realize)
+    check_related_under_loop(prim, func, name, others, loop, reverse=reverse)
+    under = [(r, p) for r, p in others if is_ancestor(p, loop)]
+    enclosing = [*_tree.loops_in_path(loop_path), loop]
+    if reverse:
+        check_producers_finish(prim, name, under, enclosing)
+        check_exact_production(prim, name, under, buffers, loop)
+    bounds_by_buf = _demanded(prim, func, under, buffers, loop, reverse=reverse)
+    ranges = _iter_ranges(prim, blk, bounds_by_buf, reverse=reverse)
+    if reverse:
+        check_reads_within(prim, blk, ranges, bounds_by_buf)
+    position = check_position(prim, func, loop, blk, [r for r, _ in under], index, reverse=reverse)
+    names = fresh_var_names(func, [f"ax{k}" for k in range(len(blk.iter_vars))])
+    nest = nest_for(blk, ranges, names, preserve_unit_loops=preserve, outer=var_dom(enclosing))
+    if reverse:  # where no producer runs, the consumer must not run either
+        nest = add_predicate(nest, shared_outer_conditions(under, inner_loops(under, loop)))
+    return _tree.replace_stmts(func, {id(realize): None, id(loop): insert_at(loop, nest, position)})
+
+
+def _related(
+    func: PrimFunc, blk: Block, buffers: Sequence[Buffer], *, write: bool
+) -> list[tuple[BlockRealize, _tree.Path]]:
+    """Other blocks writing (``write``) or reading any of ``buffers``, with their paths."""
+    out = []
+    for node, p in _tree.walk(func.body):
+        if not isinstance(node, BlockRealize) or node.block is blk or not p:
+            continue
+        regions = node.block.writes if write else node.block.reads
+        if any(r.buffer is b for r in regions for b in buffers):
+            out.append((node, p))
+    return out
+
+
+def check_rerunnable(prim: str, realize: BlockRealize) -> None:
+    """Running the block again on an element gives the same result: it has an init, or it
+    reads no buffer it writes (an update without init would accumulate twice)."""
+    blk = realize.block
+    written = _tree.buffers_written(blk)
+    if blk.init is not None or not any(b is w for b in _tree.buffers_read(blk) for w in written):
+        return
+    raise ScheduleError(
+        prim,
+        f'block "{blk.name}" updates a buffer it reads and has no init',
+        requires="the block has an init or reads no buffer it writes (the moved block may "
+        "run more than once on an element when the computed region is over-approximated)",
+        fragment=fragment(realize),
+        hint="move the block before decompose_reduction",
+        locations=[blk.name],
+    )
+
+
+def check_loop_not_above(prim: str, realize: BlockRealize, path: _tree.Path, loop: For) -> None:
+    """The target loop must not enclose the block being moved."""
+    if is_ancestor(path, loop):
+        raise ScheduleError(
+            prim,
+            f'block "{realize.block.name}" is already under loop "{loop.loop_var.name}"',
+            requires="the target loop is not an ancestor of the block",
+            fragment=fragment(loop, {id(loop): "<- target loop"}),
+            hint="choose a loop of the consumer (producer) nest",
+            locations=[realize.block.name, loop.loop_var.name],
+        )
+
+
+def check_same_scope(
+    prim: str, realize: BlockRealize, path: _tree.Path, loop: For, loop_path: _tree.Path
+) -> None:
+    """Block and loop must have the same scope block."""
+    if _tree.scope_of(path) is not _tree.scope_of(loop_path):
+        raise ScheduleError(
+            prim,
+            f'block "{realize.block.name}" and loop "{loop.loop_var.name}" are in different scopes',
+            requires="the block and the loop share their scope block",
+            locations=[realize.block.name, loop.loop_var.name],
+        )
+
+
+def check_single_intermediate_output(prim: str, func: PrimFunc, blk: Block) -> None:
+    """The block writes one buffer, allocated in the function, with no other writer."""
+    bufs = _tree.buffers_written(blk)
+    if len(bufs) != 1:
+        raise ScheduleError(
+            prim,
+            f'block "{blk.name}" writes {len(bufs)} buffers',
+            requires="the block writes exactly one buffer",
+            locations=[blk.name],
+        )
+    buf = bufs[0]
+    if is_param(func, buf):
+        raise ScheduleError(
+            prim,
+            f'block "{blk.name}" writes the function output "{buf.name}"',
+            requires="the block writes an intermediate buffer (not a parameter)",
+            hint="cache_write the block first, then compute_at the copy or this block",
+            locations=[blk.name],
+        )
+    writers = [r.block.name for r in blocks_accessing(func, buf, write=True) if r.block is not blk]
+    if writers:
+        raise ScheduleError(
+            prim,
+            f'buffer "{buf.name}" has other writers {_tree.names_of(writers)}',
+            requires="the block is the only writer of its output",
+            hint="decompose_reduction after compute_at, not before",
+            locations=[blk.name],
+        )
+
+
+def check_related_under_loop(
+    prim: str,
+    func: PrimFunc,
+    name: str,
+    others: Sequence[tuple[BlockRealize, _tree.Path]],
+    loop: For,
+    *,
+    reverse: bool,
+) -> None:
+    """Every consumer (producer) exists and lies under the target loop."""
+    role = "producer" if reverse else "consumer"
+    if not others:
+        raise ScheduleError(
+            prim,
+            f'block "{name}" has no {role}s',
+            requires=f"the block has at least one {role}",
+            locations=[name],
+        )
+    outside = [r.block.name for r, p in others if not is_ancestor(p, loop)]
+    if outside:
+        raise ScheduleError(
+            prim,
+            f'block "{name}" cannot move under loop "{loop.loop_var.name}"',
+            requires=f'every {role} of "{name}" lies under the target loop; '
+            f"{_tree.names_of(outside)} do not",
+            fragment=fragment(loop, {id(loop): "<- target loop"}),
+            hint=f"move {_tree.names_of(outside)} under the loop first, or choose a loop above",
+            locations=[name, loop.loop_var.name, *outside],
+        )
+
+
+def _demanded(
+    prim: str,
+    func: PrimFunc,
+    under: Sequence[tuple[BlockRealize, _tree.Path]],
+    buffers: Sequence[Buffer],
+    loop: For,
+    *,
+    reverse: bool,
+) -> dict[int, list[Bounds]]:
+    """Per buffer: hull of the regions the related blocks access under ``loop``."""
+    out: dict[int, list[Bounds]] = {}
+    for r, p in under:
+        vmap = {iv.var: v for iv, v in zip(r.block.iter_vars, r.iter_values, strict=False)}
+        dom = var_dom(loops_between(p, loop))
+        regions = r.block.writes if reverse else r.block.reads
+        for reg in regions:
+            if not any(reg.buffer is b for b in buffers):
+                continue
+            got = region_bounds(reg.region, vmap, dom)
+            if got is None:
+                raise ScheduleError(
+                    prim,
+                    f'cannot bound the region of "{reg.buffer.name}" accessed by "{r.block.name}"',
+                    requires="access regions are affine in the loops below the target loop",
+                    locations=[r.block.name],
+                )
+            key = id(reg.buffer)
+            out[key] = union_bounds(out[key], got) if key in out else got
+    return out
+
+
+def _iter_ranges(
+    prim: str, blk: Block, demanded: dict[int, list[Bounds]], *, reverse: bool
+) -> list[Range | None]:
+    """Iterator ranges of ``blk`` covering the demanded regions (None: the full domain)."""
+    regions = blk.reads if reverse else blk.writes
+    ranges: list[Range | None] = [None] * len(blk.iter_vars)
+    used = False
+    for reg in regions:
+        bnd = demanded.get(id(reg.buffer))
+        if bnd is None:
+            continue
+        dims = direct_dims(reg.region, blk.iter_vars)
+        if dims is None:
+            raise ScheduleError(
+                prim,
+                f'block "{blk.name}" accesses "{reg.buffer.name}" at non-trivial indices',
+                requires="the buffer is indexed directly by block iterators (B[vi, vj])",
+                hint="use reindex or transform_layout first",
+                locations=[blk.name],
+            )
+        reg_ranges = bounds_to_region(bnd)
+        for k, d in dims.items():
+            if blk.iter_vars[k].kind is not IterKind.SPATIAL:
+                continue
+            if ranges[k] is None:
+                ranges[k] = reg_ranges[d]
+        used = True
+        if reverse:
+            break
+    if not used:
+        raise ScheduleError(
+            prim,
+            f'block "{blk.name}" accesses none of the demanded buffers',
+            requires="the block reads (writes) a buffer its producers (consumers) write (read)",
+            locations=[blk.name],
+        )
+    return ranges
+
+
+def check_position(
+    prim: str,
+    func: PrimFunc,
+    loop: For,
+    blk: Block,
+    related: Sequence[BlockRealize],
+    index: int,
+    *,
+    reverse: bool,
+) -> int:
+    """Resolve ``index`` into a child position of ``loop``'s body and validate it."""
+    items = body_items(loop)
+    holds_related = [any(contains(it, r) for r in related) for it in items]
+    reads = _tree.buffers_read(blk)
+    writes = _tree.buffers_written(blk)
+
+    def touches(it: Stmt, bufs: list[Buffer], *, write: bool) -> bool:
+        for n in _tree.blocks_under(it):
+            regs = n.block.writes if write else n.block.reads
+            if any(r.buffer is b for r in regs for b in bufs):
+                return True
+        return False
+
+    if reverse:
+        lo = max(k for k, h in enumerate(holds_related)) + 1
+        hi = min(
+            (k for k, it in enumerate(items) if k >= lo and touches(it, writes, write=False)),
+            default=len(items),
+        )
+        default = lo
+    else:
+        hi = min(k for k, h in enumerate(holds_related) if h)
+        lo = max(
+            (k + 1 for k, it in enumerate(items) if k < hi and touches(it, reads, write=True)),
+            default=0,
+        )
+        default = hi
+    pos = default if index == -1 else (lo if index == -2 else index)
+    if not lo <= pos <= hi:
+        raise ScheduleError(
+            prim,
+            f'index {index} is not a valid position under loop "{loop.loop_var.name}"',
+            requires=f"the position lies between {lo} and {hi} (dependences inside the loop)",
+            fragment=fragment(loop, {id(loop): "<- target loop"}),
+            hint="use index=-1",
+            locations=[blk.name, loop.loop_var.name],
+        )
+    return pos
