@@ -1,6 +1,7 @@
 """Schedules: handles, queries, primitives, sampling and replayable traces over a PrimFunc."""
 
 from ..errors import ScheduleError as ScheduleError
+from . import analysis as analysis
 from .instruction import INSTRUCTION_KINDS as INSTRUCTION_KINDS
 from .instruction import Instruction as Instruction
 from .instruction import InstructionKind as InstructionKind
@@ -27,5 +28,6 @@ __all__ = [
     "ScheduleState",
     "Trace",
     "TraceFormatError",
+    "analysis",
     "primitive",
 ]
