@@ -276,3 +276,11 @@ def test_misuse_raises_schedule_error() -> None:
         match=r"classify_einsum: argument 'block': expected a Block or BlockInfo, got int",
     ):
         an.classify_einsum(3)  # type: ignore[arg-type]
+
+
+def test_operands_missing_from_the_block_signature_are_rejected() -> None:
+    block = _block(WORKLOADS["matmul"](), "matmul").block
+    for stripped in (block.update(reads=()), block.update(writes=())):
+        assert an.why_not_einsum(stripped) == (
+            'block "matmul": its reads/writes do not list the operands and output'
+        )

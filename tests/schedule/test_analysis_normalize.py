@@ -38,6 +38,7 @@ def _normalized(func: tc.ir.PrimFunc) -> tuple[Schedule, list[an.BlockInfo]]:
 
 
 def test_matmul_block_info() -> None:
+    assert tc.schedule.analysis.normalize_prim_func is an.normalize_prim_func  # DESIGN's spelling
     sch, infos = _normalized(WORKLOADS["matmul"]())
     (info,) = infos
     assert info.name == "matmul"

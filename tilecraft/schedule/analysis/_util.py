@@ -5,7 +5,23 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from ...errors import ScheduleError
-from ...ir import Buffer, BufferLoad, Cast, Expr, Node, Var, structural_equal
+from ...ir import (
+    Allocate,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    Cast,
+    Expr,
+    For,
+    IfThenElse,
+    LetStmt,
+    Node,
+    SeqStmt,
+    Stmt,
+    Var,
+    structural_equal,
+)
 from ...ir.visitor import iter_children
 
 
@@ -20,6 +36,29 @@ def walk(node: Node) -> Iterator[Node]:
         yield n
         if not isinstance(n, Buffer):
             stack.extend(reversed(list(iter_children(n))))
+
+
+def blocks_under(stmt: Stmt) -> list[Block]:
+    """Every Block under ``stmt`` at any depth (statements only; iterative), in pre-order."""
+    out: list[Block] = []
+    stack = [stmt]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, Block):
+            out.append(s)
+            kids: tuple[Stmt, ...] = (s.body,) if s.init is None else (s.init, s.body)
+        elif isinstance(s, BlockRealize):
+            kids = (s.block,)
+        elif isinstance(s, For | LetStmt | Allocate):
+            kids = (s.body,)
+        elif isinstance(s, SeqStmt):
+            kids = s.stmts
+        elif isinstance(s, IfThenElse):
+            kids = (s.then_case,) if s.else_case is None else (s.then_case, s.else_case)
+        else:
+            kids = ()
+        stack.extend(reversed(kids))
+    return out
 
 
 def loads_in(expr: Expr) -> list[BufferLoad]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from ...arith import eval_region
 from ...errors import TilecraftError
-from ...ir import Block, BufferRegion, IntImm, IterKind, Range, Var
+from ...ir import Block, BufferRegion, Expr, IntImm, IterKind, Range, Var
 from ._util import vars_of
 from .block_info import BlockInfo, block_of
 
@@ -49,20 +49,31 @@ class ReadAccess:
     footprint: int | None
 
 
-def _footprint(region: BufferRegion, block: Block) -> int | None:
-    dom = {iv.var: iv.dom for iv in block.iter_vars}
+def _dim_extent(r: Range, dom: dict[int, Range], block: Block) -> Expr | None:
+    """The extent ``r`` covers over the block's iterators (fast paths first), or None."""
+    if isinstance(r.extent, IntImm) and r.extent.value == 1:
+        if isinstance(r.min, IntImm):
+            return r.extent
+        if isinstance(r.min, Var) and id(r.min) in dom:
+            return dom[id(r.min)].extent
+    elif isinstance(r.min, IntImm):
+        return r.extent
     try:
-        relaxed = eval_region(list(region.region), dom)
+        (relaxed,) = eval_region([r], {iv.var: iv.dom for iv in block.iter_vars})
     except TilecraftError:
         return None
+    return relaxed.extent
+
+
+def _footprint(region: BufferRegion, block: Block) -> int | None:
+    dom = {id(iv.var): iv.dom for iv in block.iter_vars}
     total = 1
-    for r, size in zip(relaxed, region.buffer.shape, strict=True):
-        if not isinstance(r.extent, IntImm):
+    for r, size in zip(region.region, region.buffer.shape, strict=True):
+        ext = _dim_extent(r, dom, block)
+        if not isinstance(ext, IntImm):
             return None
-        ext = r.extent.value
-        if isinstance(size, IntImm):
-            ext = min(ext, size.value)
-        total *= max(ext, 0)
+        value = ext.value if not isinstance(size, IntImm) else min(ext.value, size.value)
+        total *= max(value, 0)
     return total
 
 

@@ -239,12 +239,13 @@ def _assemble(
         return EinsumOperand(access.buffer, access.indices, roles, pos)
 
     lhs_pos, rhs_pos = (_position(block.reads, x.buffer) for x in (lhs, rhs))
-    if min(lhs_pos, rhs_pos) < 0:
-        return f'block "{block.name}": its reads do not list both operands'
+    out_pos = _position(block.writes, store.buffer)
+    if min(lhs_pos, rhs_pos, out_pos) < 0:
+        return f'block "{block.name}": its reads/writes do not list the operands and output'
     in_c = [v for v in out_v if v is not None]
     return EinsumInfo(
         block.name,
-        operand(store, out_v, 0),
+        operand(store, out_v, out_pos),
         operand(lhs, lhs_v, lhs_pos),
         operand(rhs, rhs_v, rhs_pos),
         tuple(v for v in in_c if _among(v, batch)),

@@ -36,7 +36,7 @@ from ...ir import (
     PrimFunc,
     Var,
 )
-from ._util import expect, loads_in, same_exprs, strip_casts, walk
+from ._util import blocks_under, expect, loads_in, same_exprs, strip_casts
 
 
 class OpPattern(enum.IntEnum):
@@ -140,7 +140,7 @@ def _blocks_of(func: PrimFunc) -> list[Block]:
     root = func.body.block if isinstance(func.body, BlockRealize) else None
     if root is not None and root.iter_vars:
         root = None
-    return [n for n in walk(func.body) if isinstance(n, Block) and n is not root]
+    return [b for b in blocks_under(func.body) if b is not root]
 
 
 def classify_prim_func(func: PrimFunc) -> OpPattern:
