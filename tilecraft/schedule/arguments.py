@@ -148,6 +148,8 @@ class Float(Check):
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise RejectedError
         out = value if isinstance(value, int | float) else float(value)
+        if isinstance(out, int) and not INT64_MIN <= out <= INT64_MAX:
+            raise RejectedError  # an int this large is no weight or attribute value
         if not math.isfinite(out) or (self.nonneg and out < 0):
             raise RejectedError
         return out

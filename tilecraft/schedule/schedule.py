@@ -362,7 +362,10 @@ class Schedule:
         """Pad the stride of ``axis`` of a buffer ``block`` writes to ``factor * k + offset``.
 
         Requires: the index selects a write of an intermediate buffer; ``axis`` is a valid
-        dimension; ``factor > 0`` and ``0 <= offset < factor``.
+        dimension; ``factor > 0`` and ``0 <= offset < factor``; no other block (and no other
+        write index of this block) already asks for a different factor/offset on the same
+        buffer axis: a buffer has one layout. Repeating the request on the same block and
+        index replaces the earlier one.
         Rewrite: the block gains the ``buffer_dim_align`` annotation (applied when lowering).
         A later primitive that relayouts the buffer or makes the block write another one
         (transform_layout, reindex, reverse_compute_inline) drops the stale request.
