@@ -398,9 +398,12 @@ def normalise_args(specs: Sequence[ArgSpec], arguments: dict[str, Any]) -> None:
             continue
         value = arguments[name]
         if star:
-            items = value if isinstance(value, tuple) else ()
+            if not isinstance(value, tuple):  # only from a malformed trace: calls pass tuples
+                raise RejectedError(
+                    f"argument '{name}': expected a sequence of {check.noun}, got {show(value)}"
+                )
             arguments[name] = tuple(
-                check_value(check, v, name, position=k) for k, v in enumerate(items)
+                check_value(check, v, name, position=k) for k, v in enumerate(value)
             )
         else:
             arguments[name] = check_value(check, value, name)
