@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 from compute_workloads import matmul
 
+from tilecraft import ir
 from tilecraft.errors import ScheduleError
-from tilecraft.schedule import INSTRUCTION_KINDS, BlockRV, LoopRV, Schedule, Trace
+from tilecraft.schedule import INSTRUCTION_KINDS, BlockRV, IndexMap, LoopRV, Schedule, Trace
 from tilecraft.schedule.arguments import POSITIVE_INT, from_annotation
 from tilecraft.testing import assert_fails_unchanged, verify_trace_roundtrip
 
@@ -46,6 +47,19 @@ def _transpose(i: Any, j: Any) -> tuple[Any, Any]:
 
 def _branching(i: Any, j: Any) -> Any:
     return i if i > 0 else j  # Expr.__bool__ raises TypeError
+
+
+def _half(i: Any, j: Any) -> tuple[Any, Any]:
+    return (i * 0.5, j)  # a float index
+
+
+_N = ir.Var("n", "int32")
+_I = ir.Var("i", "int32")
+_FLOAT_MAP = IndexMap((_I,), (ir.FloatImm("float32", 1.5),))
+
+
+def _free_var(i: Any, j: Any) -> tuple[Any, Any]:
+    return (i + _N, j)  # a variable that is not a parameter of the map
 
 
 Row = tuple[str, str, Callable[[_H], tuple[tuple[Any, ...], dict[str, Any]]]]
@@ -111,6 +125,9 @@ TABLE: list[Row] = [
     ("transform_layout", "index_map", lambda h: _a(h.c, ("write", 0), 5)),
     ("transform_layout", "index_map", lambda h: _a(h.c, ("write", 0), _branching)),
     ("transform_layout", "index_map", lambda h: _a(h.c, ("write", 0), lambda *a: a)),
+    ("transform_layout", "index_map", lambda h: _a(h.c, ("write", 0), _half)),
+    ("transform_layout", "index_map", lambda h: _a(h.c, ("write", 0), _free_var)),
+    ("transform_layout", "index_map", lambda h: _a(h.c, ("write", 0), _FLOAT_MAP)),
     ("reindex", "buffer", lambda h: _a(h.c, ("read", "0"))),
     ("rfactor", "factor_axis", lambda h: _a(h.k, factor_axis=None)),
     ("rfactor", "loop", lambda h: _a(h.c)),
@@ -226,3 +243,19 @@ def test_registered_checks_reject_what_the_primitive_would() -> None:
     assert check("threadIdx.x") == "threadIdx.x"
     assert "one of" in check.expected
     assert POSITIVE_INT(3) == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        ((5,), "expected a callable"),
+        ((lambda i: (i,), "2"), "ndim must be"),
+        ((lambda *a: a,), r"\*args"),
+        ((max,), "cannot read the parameters"),
+        ((lambda i: ("x",),), "calling it on index variables failed"),
+        ((lambda i: (i + _N,),), "not its parameters"),
+    ],
+)
+def test_index_map_from_func_rejects_non_maps(args: tuple[Any, ...], match: str) -> None:
+    with pytest.raises(ScheduleError, match=match):
+        IndexMap.from_func(*args)

@@ -26,7 +26,7 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal, Union
 
-from ..errors import IRError, ScheduleError
+from ..errors import ScheduleError
 from .handles import BlockRV, ExprRV, Location, LoopRV
 from .primitives.index_map import IndexMap
 
@@ -270,14 +270,12 @@ class IndexMapArg(Check):
     noun = "IndexMap or a callable of index variables"
 
     def __call__(self, value: object) -> object:
-        if isinstance(value, IndexMap):
-            return value
-        if not callable(value):
+        if not isinstance(value, IndexMap) and not callable(value):
             raise RejectedError
         try:
-            return IndexMap.from_func(value)
-        except (TypeError, ValueError, ArithmeticError, IRError, ScheduleError) as e:
-            raise RejectedError(f"calling it on index variables failed: {e}") from e
+            return value.checked() if isinstance(value, IndexMap) else IndexMap.from_func(value)
+        except ScheduleError as e:
+            raise RejectedError(e.short) from e
 
 
 POSITIVE_INT = Int(1)
