@@ -213,33 +213,44 @@ def primitive(
     """
 
     def deco(fn: _F) -> _F:
-        sig = inspect.signature(fn)
-        params = tuple((p.name, p.kind, p.default) for p in list(sig.parameters.values())[1:])
-        checks = _checks(fn, sig)
-        ret = typing.get_type_hints(fn).get("return")
-
-        @functools.wraps(fn)
-        def traced(state: PrimitiveHost, *args: Any, **kwargs: Any) -> Any:
-            try:
-                bound = sig.bind(state, *args, **kwargs)
-            except TypeError as e:
-                raise ScheduleError(kind, f"bad arguments: {e}") from None
-            bound.apply_defaults()
-            check_args(kind, checks, bound.arguments)
-            return state.run_primitive(entry, fn, bound)
-
-        entry = InstructionKind(
-            kind,
-            params,
-            inputs,
-            outputs,
-            sampling,
-            traced,
-            pure=pure or sampling,
-            checks=checks,
-            output_type=_output_type(ret, sampling),
-        )
-        INSTRUCTION_KINDS[kind] = entry
-        return traced  # type: ignore[return-value]
+        return _register(kind, fn, inputs, outputs, sampling, pure)  # type: ignore[return-value]
 
     return deco
+
+
+def _register(
+    kind: str,
+    fn: Callable[..., Any],
+    inputs: tuple[str, ...],
+    outputs: OutputArity,
+    sampling: bool,
+    pure: bool,
+) -> Callable[..., Any]:
+    """Register ``fn`` as instruction ``kind``; returns the traced function."""
+    sig = inspect.signature(fn)
+    params = tuple((p.name, p.kind, p.default) for p in list(sig.parameters.values())[1:])
+    checks = _checks(fn, sig)
+
+    @functools.wraps(fn)
+    def traced(state: PrimitiveHost, *args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = sig.bind(state, *args, **kwargs)
+        except TypeError as e:
+            raise ScheduleError(kind, f"bad arguments: {e}") from None
+        bound.apply_defaults()
+        check_args(kind, checks, bound.arguments)
+        return state.run_primitive(entry, fn, bound)
+
+    entry = InstructionKind(
+        kind,
+        params,
+        inputs,
+        outputs,
+        sampling,
+        traced,
+        pure=pure or sampling,
+        checks=checks,
+        output_type=_output_type(typing.get_type_hints(fn).get("return"), sampling),
+    )
+    INSTRUCTION_KINDS[kind] = entry
+    return traced

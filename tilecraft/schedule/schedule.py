@@ -2,7 +2,16 @@
 
 Each public method is a thin call of a traced state-level primitive (``primitives/*.py``);
 its docstring repeats the primitive's Requires/Rewrite. A primitive either commits a new
-PrimFunc or raises :class:`~tilecraft.errors.ScheduleError` and leaves the schedule unchanged.
+PrimFunc or raises :class:`~tilecraft.errors.ScheduleError` and leaves the schedule unchanged:
+
+- every argument is checked first, against the primitive's annotations
+  (:mod:`tilecraft.schedule.arguments`): ``split: argument 'factors': expected a sequence of
+  positive int or None, got 5``;
+- an internal ``IRError`` / ``EvaluationError`` (or another tilecraft error) while building
+  the new IR, and a ``RecursionError`` on IR nested too deeply, become a ScheduleError naming
+  the primitive, chained to the original;
+- any other exception is a bug: it propagates unchanged, and the schedule is still restored
+  (see :meth:`ScheduleState.run_primitive`).
 """
 
 from __future__ import annotations

@@ -207,19 +207,7 @@ class Trace:
             for i, inst in enumerate(self._insts):
                 if remove_postproc and inst.kind == ENTER_POSTPROC:
                     break
-                kind = _kind(inst, i)
-                decision = overrides.get(i, inst.decision)
-                args, kwargs = _call_arguments(kind, inst, rv_map, decision)
-                outs = _outputs(kind.func(state, *args, **kwargs))
-                if len(outs) != len(inst.outputs):
-                    raise ScheduleError(
-                        inst.kind,
-                        f"replay returned {len(outs)} handles, the trace expects "
-                        f"{len(inst.outputs)}",
-                        hint="the trace was recorded on a different function",
-                    )
-                for old, new in zip(inst.outputs, outs, strict=True):
-                    rv_map[id(old)] = new
+                _replay_one(state, _kind(inst, i), inst, rv_map, overrides.get(i, inst.decision))
 
     def _overrides(self, decisions: object) -> dict[int, Any]:
         if decisions is None:
@@ -285,6 +273,26 @@ def _outputs(result: Any) -> tuple[Any, ...]:
     if isinstance(result, list | tuple):
         return tuple(result)
     return (result,)
+
+
+def _replay_one(
+    state: ReplayState,
+    kind: InstructionKind,
+    inst: Instruction,
+    rv_map: dict[int, Any],
+    decision: Any,
+) -> None:
+    """Apply ``inst`` to ``state``, mapping its handles through ``rv_map`` (updated)."""
+    args, kwargs = _call_arguments(kind, inst, rv_map, decision)
+    outs = _outputs(kind.func(state, *args, **kwargs))
+    if len(outs) != len(inst.outputs):
+        raise ScheduleError(
+            inst.kind,
+            f"replay returned {len(outs)} handles, the trace expects {len(inst.outputs)}",
+            hint="the trace was recorded on a different function",
+        )
+    for old, new in zip(inst.outputs, outs, strict=True):
+        rv_map[id(old)] = new
 
 
 def _call_arguments(
