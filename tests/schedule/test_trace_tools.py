@@ -118,3 +118,11 @@ def test_a_decision_that_does_not_fit_fails_cleanly() -> None:
         trace.apply_to_schedule(sch, remove_postproc="yes")  # type: ignore[arg-type]
     with pytest.raises(TraceFormatError, match="remove_postproc must be a bool"):
         trace.simplified(remove_postproc=None)  # type: ignore[arg-type]
+
+
+def test_trace_holds_only_instructions() -> None:
+    with pytest.raises(TraceFormatError, match="sequence of Instruction"):
+        Trace([1, 2])  # type: ignore[list-item]
+    with pytest.raises(TraceFormatError, match="sequence of Instruction"):
+        Trace(5)  # type: ignore[arg-type]
+    assert len(Trace(_tiled().trace.insts)) == len(_tiled().trace)

@@ -66,6 +66,8 @@ class Trace:
     __slots__ = ("_insts",)
 
     def __init__(self, insts: Sequence[Instruction] = ()) -> None:
+        if not isinstance(insts, Sequence) or not all(isinstance(i, Instruction) for i in insts):
+            raise TraceFormatError("Trace: expected a sequence of Instruction")
         self._insts: list[Instruction] = list(insts)
 
     # -- container --------------------------------------------------------------------------
