@@ -110,7 +110,7 @@ def test_split_without_unit_iters() -> None:
     [
         ([None, None, 4], "at most one None"),
         ([32], "at least 2 factors"),
-        ([0, None], "positive ints or None"),
+        ([0, None], "argument 'factors': expected a sequence of positive int or None"),
         ([2, 8], "at least the loop extent"),
     ],
 )

@@ -6,13 +6,13 @@ every untouched subtree (and therefore every untouched loop variable) with the i
 
 A *path* is the tuple of statements from ``func.body`` down to (excluding) the node, outermost
 first. The *scope* of a block is its nearest enclosing block (``root`` for top-level blocks).
-Lookups use an index built once per PrimFunc object (a small cache keyed by identity).
+Lookups use an index built once per PrimFunc object and kept in an :class:`IndexCache`: the
+running schedule's own (see :func:`using_cache`) or, outside a schedule, the thread's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
 from ..errors import ScheduleError
 from ..ir import (
@@ -32,71 +32,14 @@ from ..ir import (
     block_realize,
     substitute,
 )
-
-Path = tuple[Stmt, ...]
-
-
-# ------------------------------------------------------------------------------------------
-# children and traversal
-def stmt_children(stmt: Stmt) -> tuple[Stmt, ...]:
-    """Direct child statements of ``stmt`` in execution order (a Block's init comes first)."""
-    if isinstance(stmt, For | LetStmt | Allocate):
-        return (stmt.body,)
-    if isinstance(stmt, SeqStmt):
-        return stmt.stmts
-    if isinstance(stmt, BlockRealize):
-        return (stmt.block,)
-    if isinstance(stmt, Block):
-        return (stmt.init, stmt.body) if stmt.init is not None else (stmt.body,)
-    if isinstance(stmt, IfThenElse):
-        if stmt.else_case is not None:
-            return (stmt.then_case, stmt.else_case)
-        return (stmt.then_case,)
-    return ()
-
-
-def walk(stmt: Stmt, path: Path = ()) -> Iterator[tuple[Stmt, Path]]:
-    """Yield ``(node, path)`` for every statement under ``stmt`` (pre-order, ``stmt`` first)."""
-    yield stmt, path
-    sub = (*path, stmt)
-    for child in stmt_children(stmt):
-        yield from walk(child, sub)
-
-
-@dataclass(frozen=True, slots=True)
-class TreeIndex:
-    """Lookup tables of one PrimFunc: blocks by name, loops by variable, parents by identity."""
-
-    func: PrimFunc
-    blocks: Mapping[str, tuple[BlockRealize, Path]]
-    loops: Mapping[int, tuple[For, Path]]
-    parents: Mapping[int, Stmt]
-
-
-_INDEX_CACHE: dict[int, TreeIndex] = {}
-_INDEX_CACHE_SIZE = 16
-
-
-def index(func: PrimFunc) -> TreeIndex:
-    """The (cached) :class:`TreeIndex` of ``func``."""
-    hit = _INDEX_CACHE.get(id(func))
-    if hit is not None and hit.func is func:
-        return hit
-    blocks: dict[str, tuple[BlockRealize, Path]] = {}
-    loops: dict[int, tuple[For, Path]] = {}
-    parents: dict[int, Stmt] = {}
-    for node, path in walk(func.body):
-        if path:
-            parents[id(node)] = path[-1]
-        if isinstance(node, BlockRealize):
-            blocks[node.block.name] = (node, path)
-        elif isinstance(node, For):
-            loops[id(node.loop_var)] = (node, path)
-    idx = TreeIndex(func, blocks, loops, parents)
-    if len(_INDEX_CACHE) >= _INDEX_CACHE_SIZE:
-        _INDEX_CACHE.pop(next(iter(_INDEX_CACHE)))
-    _INDEX_CACHE[id(func)] = idx
-    return idx
+from ._index import IndexCache as IndexCache
+from ._index import Path as Path
+from ._index import TreeIndex as TreeIndex
+from ._index import build_index as build_index
+from ._index import index as index
+from ._index import stmt_children as stmt_children
+from ._index import using_cache as using_cache
+from ._index import walk as walk
 
 
 # ------------------------------------------------------------------------------------------

@@ -2,7 +2,16 @@
 
 Each public method is a thin call of a traced state-level primitive (``primitives/*.py``);
 its docstring repeats the primitive's Requires/Rewrite. A primitive either commits a new
-PrimFunc or raises :class:`~tilecraft.errors.ScheduleError` and leaves the schedule unchanged.
+PrimFunc or raises :class:`~tilecraft.errors.ScheduleError` and leaves the schedule unchanged:
+
+- every argument is checked first, against the primitive's annotations
+  (:mod:`tilecraft.schedule.arguments`): ``split: argument 'factors': expected a sequence of
+  positive int or None, got 5``;
+- an internal ``IRError`` / ``EvaluationError`` (or another tilecraft error) while building
+  the new IR, and a ``RecursionError`` on IR nested too deeply, become a ScheduleError naming
+  the primitive, chained to the original;
+- any other exception is a bug: it propagates unchanged, and the schedule is still restored
+  (see :meth:`ScheduleState.run_primitive`).
 """
 
 from __future__ import annotations
@@ -13,55 +22,17 @@ from typing import Any, TypeVar
 from ..errors import ScheduleError
 from ..ir import Block, For, IRModule, PrimFunc
 from . import _tree
-from .instruction import primitive
+from .arguments import show
 from .primitives import annotate as _annotate
 from .primitives import bridge as _bridge
 from .primitives import loop as _loop
+from .primitives import query as _query
 from .primitives import sampling as _sampling
+from .primitives.index_map import IndexMap
 from .state import BlockRV, ExprRV, LoopRV, ScheduleState
 from .trace import Trace
 
 _T = TypeVar("_T")
-
-
-# ------------------------------------------------------------------------------------------
-# queries (traced, so replay can map the handles they return)
-@primitive("get_block", outputs="one")
-def get_block(state: ScheduleState, name: str) -> BlockRV:
-    """The handle of block ``name``; requires the block to exist."""
-    return state.block_rv(name)
-
-
-@primitive("get_loops", inputs=("block",), outputs="many")
-def get_loops(state: ScheduleState, block: BlockRV) -> list[LoopRV]:
-    """Handles of the loops above ``block`` up to its scope block, outermost first."""
-    name = state.block_name(block)
-    return [LoopRV(f.loop_var) for f in _tree.loops_above(state.func, name)]
-
-
-@primitive("get_child_blocks", inputs=("block_or_loop",), outputs="many")
-def get_child_blocks(state: ScheduleState, block_or_loop: BlockRV | LoopRV) -> list[BlockRV]:
-    """Handles of the blocks directly under a block or loop, in program order."""
-    node = (
-        state.get_block(block_or_loop)
-        if isinstance(block_or_loop, BlockRV)
-        else state.get_loop(block_or_loop)
-    )
-    return [state.block_rv(br.block.name) for br in _tree.child_blocks(node)]
-
-
-@primitive("get_producers", inputs=("block",), outputs="many")
-def get_producers(state: ScheduleState, block: BlockRV) -> list[BlockRV]:
-    """Blocks in the same scope writing a buffer ``block`` reads, in program order."""
-    name = state.block_name(block)
-    return [state.block_rv(n) for n in _tree.producers(state.func, name)]
-
-
-@primitive("get_consumers", inputs=("block",), outputs="many")
-def get_consumers(state: ScheduleState, block: BlockRV) -> list[BlockRV]:
-    """Blocks in the same scope reading a buffer ``block`` writes, in program order."""
-    name = state.block_name(block)
-    return [state.block_rv(n) for n in _tree.consumers(state.func, name)]
 
 
 class Schedule:
@@ -86,6 +57,14 @@ class Schedule:
     def __init__(
         self, func: PrimFunc | IRModule, seed: int | None = None, func_name: str = "main"
     ) -> None:
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ScheduleError(
+                "schedule", f"argument 'seed': expected an int or None, got {show(seed)}"
+            )
+        if not isinstance(func_name, str):
+            raise ScheduleError(
+                "schedule", f"argument 'func_name': expected a str, got {show(func_name)}"
+            )
         if isinstance(func, IRModule):
             if func_name not in func:
                 raise ScheduleError(
@@ -134,22 +113,23 @@ class Schedule:
         return self.state.rng.getrandbits(63)
 
     def seed(self, seed: int) -> None:
-        """Re-seed the random state."""
+        """Re-seed the random state (``seed`` is an int)."""
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ScheduleError("seed", f"argument 'seed': expected an int, got {show(seed)}")
         self.state.rng.seed(seed)
 
     def try_(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T | None:
         """Call ``fn`` and return its result; on ScheduleError undo it and return None.
 
-        ``sch.last_error`` holds the error (None after a success). Only ScheduleError is caught.
+        ``sch.last_error`` holds the error (None after a success). Only ScheduleError is caught;
+        any other exception also undoes ``fn``'s changes, then propagates.
         """
-        st = self.state
-        saved = (st.func, len(st.trace), dict(st.block_gen), st.rng.getstate())
+        if not callable(fn):
+            raise ScheduleError("try_", f"argument 'fn': expected a callable, got {show(fn)}")
         try:
-            result = fn(*args, **kwargs)
+            with self.state.transaction():
+                result = fn(*args, **kwargs)
         except ScheduleError as e:
-            st.func, st.block_gen = saved[0], saved[2]
-            st.trace.truncate(saved[1])
-            st.rng.setstate(saved[3])
             self.last_error: ScheduleError | None = e
             return None
         self.last_error = None
@@ -162,28 +142,43 @@ class Schedule:
     # -- queries ----------------------------------------------------------------------------
     def get(self, rv: BlockRV | LoopRV | int) -> Block | For | int:
         """The IR node a handle refers to (Block for a block, For for a loop, int for a value)."""
-        self.state.primitive = "get"
-        return self.state.get(rv)
+        st = self.state
+        saved, st.primitive = st.primitive, "get"
+        try:
+            with st.using_index():
+                return st.get(rv)
+        finally:
+            st.primitive = saved
 
     def get_block(self, name: str) -> BlockRV:
         """The handle of block ``name``."""
-        return get_block(self.state, name)
+        return _query.get_block(self.state, name)
 
     def get_loops(self, block: BlockRV) -> list[LoopRV]:
         """The loops above ``block`` (up to its scope block), outermost first."""
-        return get_loops(self.state, block)
+        return _query.get_loops(self.state, block)
 
     def get_child_blocks(self, block_or_loop: BlockRV | LoopRV) -> list[BlockRV]:
         """The blocks directly under a block or loop."""
-        return get_child_blocks(self.state, block_or_loop)
+        return _query.get_child_blocks(self.state, block_or_loop)
 
     def get_producers(self, block: BlockRV) -> list[BlockRV]:
         """Blocks of the same scope writing what ``block`` reads."""
-        return get_producers(self.state, block)
+        return _query.get_producers(self.state, block)
 
     def get_consumers(self, block: BlockRV) -> list[BlockRV]:
         """Blocks of the same scope reading what ``block`` writes."""
-        return get_consumers(self.state, block)
+        return _query.get_consumers(self.state, block)
+
+    # -- trace markers ----------------------------------------------------------------------
+    def enter_postproc(self) -> None:
+        """Record that the instructions from here on are postprocessing.
+
+        Requires: nothing. Rewrite: none; the trace gains an ``enter_postproc`` marker that
+        ``Trace.apply_to_schedule(..., remove_postproc=True)`` stops at and
+        ``Trace.simplified(remove_postproc=True)`` cuts at.
+        """
+        _query.enter_postproc(self.state)
 
     # -- loops ------------------------------------------------------------------------------
     def split(
@@ -376,14 +371,22 @@ class Schedule:
         """Pad the stride of ``axis`` of a buffer ``block`` writes to ``factor * k + offset``.
 
         Requires: the index selects a write of an intermediate buffer; ``axis`` is a valid
-        dimension; ``factor > 0`` and ``0 <= offset < factor``.
+        dimension; ``factor > 0`` and ``0 <= offset < factor``; no other block (and no other
+        write index of this block) already asks for a different factor/offset on the same
+        buffer axis: a buffer has one layout. Repeating the request on the same block and
+        index replaces the earlier one.
         Rewrite: the block gains the ``buffer_dim_align`` annotation (applied when lowering).
         A later primitive that relayouts the buffer or makes the block write another one
         (transform_layout, reindex, reverse_compute_inline) drops the stale request.
         """
         _bridge.storage_align(self.state, block, buffer_index, axis, factor, offset)
 
-    def transform_layout(self, block: BlockRV, buffer: tuple[str, int], index_map: Any) -> None:
+    def transform_layout(
+        self,
+        block: BlockRV,
+        buffer: tuple[str, int],
+        index_map: IndexMap | Callable[..., Any],
+    ) -> None:
         """Re-layout buffer ``("read" | "write", index)`` of ``block`` with ``index_map``.
 
         ``index_map`` is an :class:`IndexMap` or a callable such as ``lambda i, j: (j, i)``.
@@ -391,7 +394,7 @@ class Schedule:
         is a bijection of permutations, splits and fusions onto a 0-based box.
         Rewrite: ``B[i, j]`` -> ``B[j, i]`` everywhere (the shape is permuted likewise).
         """
-        _bridge.transform_layout(self.state, block, buffer, _bridge.as_index_map(index_map))
+        _bridge.transform_layout(self.state, block, buffer, index_map)
 
     def reindex(self, block: BlockRV, buffer: tuple[str, int]) -> BlockRV:
         """Stage an access of ``block`` through a buffer indexed by its iterators.

@@ -1,98 +1,74 @@
-"""Schedule state: the current PrimFunc, the handles (random variables) and the trace.
+"""Schedule state: the current PrimFunc, handle bookkeeping, the random state and the trace.
 
-Handles are small objects. A :class:`BlockRV` names a block (names are unique in a PrimFunc),
-a :class:`LoopRV` holds the identity of a loop's ``loop_var``; IR rewrites keep the Var objects
-of untouched loops, so handles stay valid for free. A handle is *stale* when its target no
-longer exists; resolving it raises :class:`~tilecraft.errors.ScheduleError`. An
-:class:`ExprRV` is an ``int`` produced by a sampling instruction: usable anywhere an int is,
-and recognised by identity when recorded in the trace.
+Every primitive runs through :meth:`ScheduleState.run_primitive`, the one place that makes a
+primitive a safe boundary:
+
+1. it takes a :class:`Snapshot` (function, handle generations, trace length, random state);
+2. it runs the primitive with this state's own index cache active;
+3. on a :class:`~tilecraft.errors.ScheduleError` it restores the snapshot and re-raises (under
+   the running primitive's name when a nested primitive failed);
+4. on another tilecraft error (an ``IRError`` from building IR, such as an int32 overflow
+   of a fused symbolic extent; an ``EvaluationError``) or a ``RecursionError`` (IR nested
+   deeper than a recursive helper can follow) it restores the snapshot and raises a
+   ScheduleError naming the primitive, chained to the original (``raise ... from e``);
+   any other exception (``AttributeError``, ``KeyError``, ...) is a bug: the snapshot is
+   restored and the exception propagates unchanged;
+5. after success it runs :attr:`ScheduleState.post_commit_check` (a debug hook, see there)
+   and appends the instruction to the trace.
+
+Handles live in :mod:`.handles` (re-exported here).
 """
 
 from __future__ import annotations
 
-import itertools
+import inspect
 import random
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Any
 
-from ..errors import ScheduleError
+from ..errors import ScheduleError, TilecraftError
 from ..ir import Block, BlockRealize, For, PrimFunc, Var
 from . import _tree
-
-if TYPE_CHECKING:
-    from .trace import Trace
-
-_ids = itertools.count()
-
-
-class BlockRV:
-    """Handle of a block, by name (resolved with :meth:`ScheduleState.get_block`)."""
-
-    __slots__ = ("_gen", "name")
-
-    def __init__(self, name: str, gen: int = 0) -> None:
-        self.name = name
-        self._gen = gen
-
-    def __repr__(self) -> str:
-        return f"BlockRV({self.name!r})"
+from .handles import INLINE as INLINE
+from .handles import ROOT as ROOT
+from .handles import RV as RV
+from .handles import BlockRV as BlockRV
+from .handles import ExprRV as ExprRV
+from .handles import LoopRV as LoopRV
+from .instruction import InstructionKind
+from .trace import Trace
 
 
-ROOT = "root"
-INLINE = "inline"
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything :meth:`ScheduleState.restore` needs to undo later changes."""
 
-
-class LoopRV:
-    """Handle of a loop, by the identity of its ``loop_var``.
-
-    Two special handles come from :func:`sample_compute_location`: ``LoopRV.root()`` (keep the
-    block where it is) and ``LoopRV.inline()`` (inline the block).
-    """
-
-    __slots__ = ("special", "var")
-
-    def __init__(self, var: Var | None, special: str | None = None) -> None:
-        self.var = var
-        self.special = special
-
-    @staticmethod
-    def root() -> LoopRV:
-        """The handle meaning "the root scope" (compute_at onto it is a no-op)."""
-        return LoopRV(None, ROOT)
-
-    @staticmethod
-    def inline() -> LoopRV:
-        """The handle meaning "inline the block" (compute_at onto it inlines)."""
-        return LoopRV(None, INLINE)
-
-    def __repr__(self) -> str:
-        if self.var is None:
-            return f"LoopRV(<{self.special}>)"
-        return f"LoopRV({self.var.name!r})"
-
-
-class ExprRV(int):
-    """An integer produced by a sampling instruction; traced by identity."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return f"ExprRV({int(self)})"
-
-
-RV = BlockRV | LoopRV | ExprRV
+    func: PrimFunc
+    block_gen: dict[str, int]
+    trace_len: int
+    rng_state: tuple[Any, ...]
 
 
 class ScheduleState:
     """Current function, handle bookkeeping, random state and trace of one schedule.
 
-    A primitive reads ``state.func``, checks, builds a new PrimFunc and calls :meth:`commit`;
-    on error it raises before committing, so the state is unchanged.
+    A primitive reads ``state.func``, checks, builds a new PrimFunc and calls :meth:`commit`.
+    It runs inside :meth:`run_primitive`, which undoes every commit of a failing call.
+
+    A state (and its :class:`~tilecraft.schedule.Schedule`) is driven by one thread at a
+    time; several threads may each drive their own.
+
+    Parameters
+    ----------
+    func
+        The function to schedule.
+    seed
+        Seed of the random state (None: nondeterministic).
     """
 
     def __init__(self, func: PrimFunc, seed: int | None = None) -> None:
-        from .trace import Trace
-
         self.func = func
         # name -> generation; bumped when a block name disappears so stale handles are caught
         self.block_gen: dict[str, int] = {}
@@ -102,6 +78,12 @@ class ScheduleState:
         self.trace: Trace = Trace()
         self.primitive = "schedule"  # the primitive now running (for error messages)
         self.depth = 0  # nesting of traced primitives; only depth 0 records
+        self.index_cache = _tree.IndexCache()
+        self.post_commit_check: Callable[[PrimFunc], None] | None = None
+        """Called with the new function after every successful outermost primitive that
+        changed it, before the instruction is recorded. A debug switch sets it to the IR
+        verifier; an ``IRError`` it raises fails the primitive (ScheduleError, schedule
+        unchanged)."""
 
     # -- handles ----------------------------------------------------------------------------
     def block_rv(self, name: str) -> BlockRV:
@@ -161,9 +143,11 @@ class ScheduleState:
             return self.get_block(rv).block
         if isinstance(rv, LoopRV):
             return self.get_loop(rv)
-        if isinstance(rv, int):
+        if isinstance(rv, int) and not isinstance(rv, bool):
             return int(rv)
-        raise self.error(f"expected a handle, got {type(rv).__name__}")
+        raise self.error(
+            f"argument 'rv': expected a BlockRV, LoopRV or int, got {type(rv).__name__}"
+        )
 
     # -- commit -----------------------------------------------------------------------------
     def commit(self, new_func: PrimFunc) -> None:
@@ -176,6 +160,81 @@ class ScheduleState:
             if name not in new_names:
                 self.block_gen[name] = self.block_gen.get(name, 0) + 1
         self.func = new_func
+
+    # -- transactions -----------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """What :meth:`restore` needs to return to the present state."""
+        return Snapshot(self.func, dict(self.block_gen), len(self.trace), self.rng.getstate())
+
+    def restore(self, snap: Snapshot) -> None:
+        """Return to ``snap``: its function, handle generations, trace prefix, random state."""
+        self.func = snap.func
+        self.block_gen = dict(snap.block_gen)
+        self.trace.truncate(snap.trace_len)
+        self.rng.setstate(snap.rng_state)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        snap = self.snapshot()
+        try:
+            yield
+        except BaseException:
+            self.restore(snap)
+            raise
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """A ``with`` block whose changes are all undone when it raises (the error propagates)."""
+        return self._transaction()
+
+    def using_index(self) -> AbstractContextManager[None]:
+        """A ``with`` block in which tree lookups use this state's index cache."""
+        return _tree.using_cache(self.index_cache)
+
+    def run_primitive(
+        self, kind: InstructionKind, fn: Callable[..., Any], bound: inspect.BoundArguments
+    ) -> Any:
+        """Run primitive ``fn`` as instruction ``kind``: all or nothing, then record it.
+
+        See the module docstring for what is caught, converted and restored.
+        """
+        outer = self.depth == 0
+        snap = self.snapshot() if outer else None
+        saved = self.primitive
+        self.primitive = kind.name
+        self.depth += 1
+        decision = None
+        try:
+            with self.using_index():
+                result = fn(*bound.args, **bound.kwargs)
+                if kind.sampling:
+                    result, decision = result
+                if snap is not None and self.func is not snap.func:
+                    self._after_commit()
+        except ScheduleError as e:
+            if snap is not None:
+                self.restore(snap)
+            if e.primitive == kind.name:
+                raise
+            raise _renamed(kind.name, e) from e
+        except (TilecraftError, RecursionError) as e:
+            if snap is not None:
+                self.restore(snap)
+            raise _internal(kind.name, e) from e
+        except BaseException:
+            if snap is not None:
+                self.restore(snap)
+            raise
+        finally:
+            self.depth -= 1
+            self.primitive = saved
+        if outer:
+            self.trace.append(kind.record(bound.arguments, result, decision))
+        return result
+
+    def _after_commit(self) -> None:
+        """The post-commit check of the function the primitive just committed."""
+        if self.post_commit_check is not None:
+            self.post_commit_check(self.func)
 
     # -- errors -----------------------------------------------------------------------------
     def error(
@@ -207,4 +266,38 @@ class ScheduleState:
         new.trace = self.trace.copy()
         new.primitive = "schedule"
         new.depth = 0
+        new.index_cache = _tree.IndexCache()
+        new.post_commit_check = self.post_commit_check
         return new
+
+
+def _renamed(name: str, e: ScheduleError) -> ScheduleError:
+    """``e`` (raised by a nested primitive or helper) re-raised under primitive ``name``."""
+    return ScheduleError(
+        name,
+        f"{e.primitive}: {e.short}",
+        requires=e.requires,
+        fragment=e.fragment,
+        hint=e.hint,
+        locations=e.locations,
+    )
+
+
+def _internal(name: str, e: BaseException) -> ScheduleError:
+    """The ScheduleError reporting an internal error ``e`` of primitive ``name``."""
+    if isinstance(e, RecursionError):
+        return ScheduleError(
+            name,
+            "the function is nested too deeply for this primitive (RecursionError)",
+            requires="IR shallow enough for the schedule's recursive helpers",
+            hint="the schedule is unchanged",
+        )
+    first = str(e).splitlines()[0] if str(e) else ""
+    return ScheduleError(
+        name,
+        f"building the new IR failed: {type(e).__name__}: {first}",
+        requires="the rewritten function is valid IR (for example, extents and indices fit "
+        "their integer type)",
+        hint="the schedule is unchanged; with symbolic shapes, a fused or cached extent can "
+        "overflow int32",
+    )

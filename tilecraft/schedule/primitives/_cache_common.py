@@ -24,6 +24,7 @@ from ...ir import (
 )
 from .. import _tree
 from ._blockutil import (
+    ALIGN_KEY,
     alloc_owner,
     bounds_to_region,
     contains,
@@ -155,3 +156,45 @@ def check_intermediate(prim: str, func: PrimFunc, blk: Block, buf: Buffer) -> Bl
             locations=[blk.name],
         )
     return owner
+
+
+def check_alignment_agrees(
+    prim: str,
+    func: PrimFunc,
+    realize: BlockRealize,
+    index: int,
+    axis: int,
+    request: tuple[int, int],
+) -> None:
+    """No other ``storage_align`` request on the same buffer and axis asks for another
+    ``(factor, offset)``: a buffer has one layout, so two different requests cannot both hold.
+
+    A block's own earlier request for the same write index and axis is not a conflict: the
+    new request replaces it.
+    """
+    buf = realize.block.writes[index].buffer
+    for node, _ in _tree.walk(func.body):
+        if not isinstance(node, BlockRealize):
+            continue
+        blk = node.block
+        entries = blk.annotations.get(ALIGN_KEY, ())
+        for entry in entries if isinstance(entries, tuple) else ():
+            if not (isinstance(entry, tuple) and len(entry) == 4):
+                continue
+            k, ax, factor, offset = entry
+            if node is realize and k == index:
+                continue  # replaced by the new request
+            if not (isinstance(k, int) and 0 <= k < len(blk.writes)):
+                continue
+            if blk.writes[k].buffer is buf and ax == axis and (factor, offset) != request:
+                raise ScheduleError(
+                    prim,
+                    f'buffer "{buf.name}" axis {axis} is already aligned with factor {factor}, '
+                    f'offset {offset} (by block "{blk.name}"); asked for factor {request[0]}, '
+                    f"offset {request[1]}",
+                    requires="every storage_align request on one buffer axis agrees (a "
+                    "block's repeated request replaces its own)",
+                    hint=f"request factor {factor}, offset {offset}, or first "
+                    f'unannotate(block "{blk.name}", "{ALIGN_KEY}")',
+                    locations=[realize.block.name, blk.name],
+                )

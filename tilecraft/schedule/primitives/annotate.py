@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from ...ir import THREAD_TAGS, For, ForKind, IterKind, uses_var
 from .. import _tree
+from ..arguments import AnnotationValue, OneOf, Str
 from ..instruction import primitive
 from ..state import BlockRV, LoopRV, ScheduleState
 from ._looporder import check_kind_nesting
@@ -108,7 +109,7 @@ def unroll(state: ScheduleState, loop: LoopRV) -> None:
 
 
 @primitive("bind", inputs=("loop",))
-def bind(state: ScheduleState, loop: LoopRV, thread: str) -> None:
+def bind(state: ScheduleState, loop: LoopRV, thread: Annotated[str, OneOf(THREAD_TAGS)]) -> None:
     """Bind ``loop`` to a GPU thread axis.
 
     Requires: (1) ``thread`` is blockIdx.x/y/z, threadIdx.x/y/z or vthread(.x/y/z);
@@ -117,8 +118,6 @@ def bind(state: ScheduleState, loop: LoopRV, thread: str) -> None:
     iterators (a cross-thread reduction).
     Rewrite:  for i in range(256)  ->  for i in thread_binding(256, "threadIdx.x")
     """
-    if thread not in THREAD_TAGS:
-        raise state.error(f"argument 'thread': expected one of {list(THREAD_TAGS)}, got {thread!r}")
     node, path = loop_node(state, loop)
     check_serial(state, node, "bind needs")
     nested = [s for s in path if isinstance(s, For)] + [
@@ -141,32 +140,30 @@ def bind(state: ScheduleState, loop: LoopRV, thread: str) -> None:
     _set_kind(state, node, ForKind.THREAD_BINDING, thread)
 
 
-def _check_value(state: ScheduleState, value: Any) -> Any:
-    """The value with sampled ints (ExprRV) made plain; ScheduleError if not allowed."""
-    ok = (bool, int, float, str)
+def _plain(value: Any) -> Any:
+    """The (checked) annotation value with sampled ints (ExprRV) made plain ints."""
 
     def plain(v: Any) -> Any:
         return int(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
-    if isinstance(value, ok):
-        return plain(value)
-    if isinstance(value, list | tuple) and all(isinstance(v, ok) for v in value):
+    if isinstance(value, list | tuple):
         return [plain(v) for v in value]
-    raise state.error(
-        f"argument 'value': expected a bool, int, float, str or a list of those, got {value!r}"
-    )
+    return plain(value)
 
 
 @primitive("annotate", inputs=("block_or_loop", "value"))
-def annotate(state: ScheduleState, block_or_loop: BlockRV | LoopRV, key: str, value: Any) -> None:
+def annotate(
+    state: ScheduleState,
+    block_or_loop: BlockRV | LoopRV,
+    key: Annotated[str, Str(nonempty=True)],
+    value: Annotated[Any, AnnotationValue()],
+) -> None:
     """Set annotation ``key`` to ``value`` on a block or loop.
 
     Requires: ``key`` is a non-empty string; ``value`` is a bool, int, float, str or a list.
     Rewrite:  with block("C")  ->  with block("C"): T.block_attr({key: value})
     """
-    if not isinstance(key, str) or not key:
-        raise state.error(f"argument 'key': expected a non-empty string, got {key!r}")
-    value = _check_value(state, value)
+    value = _plain(value)
     if isinstance(block_or_loop, BlockRV):
         br = state.get_block(block_or_loop)
         blk = br.block.update(annotations=br.block.annotations.with_item(key, value))

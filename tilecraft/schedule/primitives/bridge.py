@@ -1,26 +1,29 @@
-"""Traced, handle-level wrappers of the pure block/buffer primitives.
+"""Traced, handle-level primitives over the pure block/buffer builders.
 
 The pure functions of :mod:`.compute_location`, :mod:`.cache` and :mod:`.reduction` take and
-return PrimFuncs (blocks by name, loops by Var). Here each one becomes an instruction: handles
-are resolved, the pure function runs (raising ScheduleError on a broken requirement), the
-result is committed and new blocks come back as handles. Modules are imported on first use.
+return PrimFuncs (blocks by name, loops by Var) and raise ScheduleError on a broken
+requirement. Each traced primitive here resolves its handles (stale ones raise
+ScheduleError), calls the builder, commits the result and returns new blocks as handles;
+its arguments were already checked against its annotations by ``@primitive``.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Annotated, Any
 
-from ...ir import PrimFunc
+from ...ir import SCOPES, IterKind, PrimFunc
+from .. import _tree
+from ..arguments import BUFFER_SPEC, LOCATION, NONNEG_INT, POSITIVE_INT, IndexMapArg, OneOf
 from ..instruction import primitive
 from ..state import INLINE, ROOT, BlockRV, LoopRV, ScheduleState
+from . import cache as _cache
+from . import compute_location as _location
+from . import reduction as _reduction
+from .index_map import IndexMap
 
-
-def _pure(module: str, name: str) -> Callable[..., Any]:
-    mod = importlib.import_module(f"tilecraft.schedule.primitives.{module}")
-    fn: Callable[..., Any] = getattr(mod, name)
-    return fn
+Scope = Annotated[str, OneOf(SCOPES)]
+BufferSpec = Annotated[tuple[str, int], BUFFER_SPEC]
 
 
 def _commit_block(state: ScheduleState, result: tuple[PrimFunc, str]) -> BlockRV:
@@ -39,23 +42,23 @@ def _move(
     reverse: bool,
 ) -> None:
     """Shared body of (reverse_)compute_at: root handles keep, inline handles inline."""
-    prefix = "reverse_" if reverse else ""
     name = state.block_name(block)
-    if isinstance(loop, LoopRV) and loop.special == ROOT:
+    if loop.special == ROOT:
         return
-    if isinstance(loop, LoopRV) and loop.special == INLINE:
-        state.commit(_pure("compute_location", f"{prefix}compute_inline")(state.func, name))
+    if loop.special == INLINE:
+        inline = _location.reverse_compute_inline if reverse else _location.compute_inline
+        state.commit(inline(state.func, name))
         return
     var = state.loop_var(loop)
-    fn = _pure("compute_location", f"{prefix}compute_at")
-    state.commit(fn(state.func, name, var, preserve_unit_loops, index))
+    move = _location.reverse_compute_at if reverse else _location.compute_at
+    state.commit(move(state.func, name, var, preserve_unit_loops, index))
 
 
 @primitive("compute_at", inputs=("block", "loop"))
 def compute_at(
     state: ScheduleState,
     block: BlockRV,
-    loop: LoopRV,
+    loop: Annotated[LoopRV, LOCATION],
     preserve_unit_loops: bool = False,
     index: int = -1,
 ) -> None:
@@ -71,7 +74,7 @@ def compute_at(
 def reverse_compute_at(
     state: ScheduleState,
     block: BlockRV,
-    loop: LoopRV,
+    loop: Annotated[LoopRV, LOCATION],
     preserve_unit_loops: bool = False,
     index: int = -1,
 ) -> None:
@@ -83,14 +86,14 @@ def reverse_compute_at(
 def compute_inline(state: ScheduleState, block: BlockRV) -> None:
     """Inline producer ``block`` into its consumers (see compute_location.compute_inline)."""
     name = state.block_name(block)
-    state.commit(_pure("compute_location", "compute_inline")(state.func, name))
+    state.commit(_location.compute_inline(state.func, name))
 
 
 @primitive("reverse_compute_inline", inputs=("block",))
 def reverse_compute_inline(state: ScheduleState, block: BlockRV) -> None:
     """Inline consumer ``block`` into its producer (see compute_location)."""
     name = state.block_name(block)
-    state.commit(_pure("compute_location", "reverse_compute_inline")(state.func, name))
+    state.commit(_location.reverse_compute_inline(state.func, name))
 
 
 @primitive("cache_read", inputs=("block", "consumer_blocks"), outputs="one")
@@ -98,72 +101,77 @@ def cache_read(
     state: ScheduleState,
     block: BlockRV,
     read_buffer_index: int,
-    storage_scope: str,
+    storage_scope: Scope,
     consumer_blocks: Sequence[BlockRV] | None = None,
 ) -> BlockRV:
     """Stage a buffer ``block`` reads through a new ``storage_scope`` buffer (see cache.py)."""
     name = state.block_name(block)
     consumers = None if consumer_blocks is None else [state.block_name(b) for b in consumer_blocks]
-    fn = _pure("cache", "cache_read")
-    return _commit_block(state, fn(state.func, name, read_buffer_index, storage_scope, consumers))
+    result = _cache.cache_read(state.func, name, read_buffer_index, storage_scope, consumers)
+    return _commit_block(state, result)
 
 
 @primitive("cache_write", inputs=("block",), outputs="one")
 def cache_write(
-    state: ScheduleState, block: BlockRV, write_buffer_index: int, storage_scope: str
+    state: ScheduleState, block: BlockRV, write_buffer_index: int, storage_scope: Scope
 ) -> BlockRV:
     """Compute ``block`` into a new ``storage_scope`` buffer, then copy out (see cache.py)."""
     name = state.block_name(block)
-    fn = _pure("cache", "cache_write")
-    return _commit_block(state, fn(state.func, name, write_buffer_index, storage_scope))
+    result = _cache.cache_write(state.func, name, write_buffer_index, storage_scope)
+    return _commit_block(state, result)
 
 
 @primitive("set_scope", inputs=("block",))
-def set_scope(state: ScheduleState, block: BlockRV, buffer_index: int, storage_scope: str) -> None:
+def set_scope(
+    state: ScheduleState, block: BlockRV, buffer_index: int, storage_scope: Scope
+) -> None:
     """Change the storage scope of a buffer ``block`` writes (see cache.py)."""
     name = state.block_name(block)
-    state.commit(_pure("cache", "set_scope")(state.func, name, buffer_index, storage_scope))
+    state.commit(_cache.set_scope(state.func, name, buffer_index, storage_scope))
 
 
 @primitive("storage_align", inputs=("block",))
 def storage_align(
-    state: ScheduleState, block: BlockRV, buffer_index: int, axis: int, factor: int, offset: int
+    state: ScheduleState,
+    block: BlockRV,
+    buffer_index: int,
+    axis: int,
+    factor: Annotated[int, POSITIVE_INT],
+    offset: Annotated[int, NONNEG_INT],
 ) -> None:
     """Pad a buffer's stride on ``axis`` to ``factor * k + offset`` (see cache.py)."""
     name = state.block_name(block)
-    fn = _pure("cache", "storage_align")
-    state.commit(fn(state.func, name, buffer_index, axis, factor, offset))
+    state.commit(_cache.storage_align(state.func, name, buffer_index, axis, factor, offset))
 
 
 @primitive("transform_layout", inputs=("block",))
 def transform_layout(
-    state: ScheduleState, block: BlockRV, buffer: tuple[str, int], index_map: Any
+    state: ScheduleState,
+    block: BlockRV,
+    buffer: BufferSpec,
+    index_map: Annotated[IndexMap | Callable[..., Any], IndexMapArg()],
 ) -> None:
-    """Re-layout a buffer of ``block`` with ``index_map`` (see cache.py)."""
+    """Re-layout a buffer of ``block`` with ``index_map`` (see cache.py).
+
+    A callable ``index_map`` is turned into an :class:`IndexMap` before the call is recorded.
+    """
     name = state.block_name(block)
-    if not (isinstance(buffer, Sequence) and len(buffer) == 2):
-        raise state.error(f"argument 'buffer': expected ('read' | 'write', index), got {buffer!r}")
     imap = as_index_map(index_map)
-    fn = _pure("cache", "transform_layout")
-    state.commit(fn(state.func, name, (str(buffer[0]), int(buffer[1])), imap))
+    state.commit(_cache.transform_layout(state.func, name, buffer, imap))
 
 
-def as_index_map(value: Any) -> Any:
+def as_index_map(value: IndexMap | Callable[..., Any]) -> IndexMap:
     """An IndexMap from an IndexMap or a callable ``lambda i, j: (j, i)``."""
-    index_map = importlib.import_module("tilecraft.schedule.primitives.index_map").IndexMap
-    if isinstance(value, index_map):
+    if isinstance(value, IndexMap):
         return value
-    return index_map.from_func(value)
+    return IndexMap.from_func(value)
 
 
 @primitive("reindex", inputs=("block",), outputs="one")
-def reindex(state: ScheduleState, block: BlockRV, buffer: tuple[str, int]) -> BlockRV:
+def reindex(state: ScheduleState, block: BlockRV, buffer: BufferSpec) -> BlockRV:
     """Stage an access of ``block`` through a buffer indexed by its iterators (see cache.py)."""
     name = state.block_name(block)
-    if not (isinstance(buffer, Sequence) and len(buffer) == 2):
-        raise state.error(f"argument 'buffer': expected ('read' | 'write', index), got {buffer!r}")
-    fn = _pure("cache", "reindex")
-    return _commit_block(state, fn(state.func, name, (str(buffer[0]), int(buffer[1]))))
+    return _commit_block(state, _cache.reindex(state.func, name, buffer))
 
 
 @primitive("rfactor", inputs=("loop",), outputs="one")
@@ -174,8 +182,7 @@ def rfactor(state: ScheduleState, loop: LoopRV, factor_axis: int = 0) -> BlockRV
     """
     var = state.loop_var(loop)
     block = _reduction_block_under(state, loop)
-    fn = _pure("reduction", "rfactor")
-    return _commit_block(state, fn(state.func, block, var, factor_axis))
+    return _commit_block(state, _reduction.rfactor(state.func, block, var, factor_axis))
 
 
 @primitive("decompose_reduction", inputs=("block", "loop"), outputs="one")
@@ -183,14 +190,10 @@ def decompose_reduction(state: ScheduleState, block: BlockRV, loop: LoopRV) -> B
     """Split ``block``'s init into its own block above ``loop`` (see reduction.py)."""
     name = state.block_name(block)
     var = state.loop_var(loop)
-    fn = _pure("reduction", "decompose_reduction")
-    return _commit_block(state, fn(state.func, name, var))
+    return _commit_block(state, _reduction.decompose_reduction(state.func, name, var))
 
 
 def _reduction_block_under(state: ScheduleState, loop: LoopRV) -> str:
-    from ...ir import IterKind
-    from .. import _tree
-
     node = state.get_loop(loop)
     found = [
         br.block.name

@@ -49,6 +49,7 @@ from ._blockutil import (
     prune_alignment,
     replace_buffers,
 )
+from ._cache_common import check_alignment_agrees as check_alignment_agrees
 from ._cache_common import check_alone_in_nest as check_alone_in_nest
 from ._cache_common import check_buffer_index as check_buffer_index
 from ._cache_common import check_intermediate as check_intermediate
@@ -228,7 +229,8 @@ def storage_align(
 
     Requires: (1) the block is not the root; (2) the index selects one of its writes; (3) the
     buffer is an intermediate; (4) ``-ndim <= axis < ndim``; (5) ``factor > 0`` and
-    ``0 <= offset < factor``.
+    ``0 <= offset < factor``; (6) no other request on the buffer's axis (another block's, or
+    another write index's) asks for a different factor/offset.
 
     Rewrite: the block gains (or updates) annotation ``buffer_dim_align`` with the entry
     ``(buffer_index, axis, factor, offset)`` (axis normalised to be non-negative).
@@ -254,6 +256,7 @@ def storage_align(
             locations=[blk.name],
         )
     axis %= buf.ndim
+    check_alignment_agrees(prim, func, realize, buffer_index, axis, (factor, offset))
     old = blk.annotations.get("buffer_dim_align", ())
     assert isinstance(old, tuple)
     entries = [e for e in old if not (isinstance(e, tuple) and e[:2] == (buffer_index, axis))]

@@ -17,10 +17,29 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ...arith import Analyzer, IterMark, IterSumExpr, detect_iter_map, eval_set
-from ...errors import ScheduleError
-from ...ir import Expr, IntImm, Range, Var, dtype, substitute
+from ...errors import IRError, ScheduleError
+from ...ir import Expr, IntImm, Range, Var, as_expr, collect_vars, dtype, substitute
 
 Bounds = tuple[Expr, Expr]  # inclusive [lo, hi]
+
+
+def _map_error(short: str) -> ScheduleError:
+    return ScheduleError("transform_layout", f"index map: {short}")
+
+
+def _param_names(fn: Callable[..., object]) -> list[str]:
+    """Parameter names of ``fn``; ScheduleError for ``*args`` or an unreadable signature."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError) as e:
+        raise _map_error(f"cannot read the parameters of {fn!r}: {e}") from None
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        raise ScheduleError(
+            "transform_layout",
+            "index map: cannot count the arguments of a *args function",
+            hint="pass ndim= to IndexMap.from_func",
+        )
+    return [p.name for p in params]
 
 
 def simplify_index(e: Expr, dom: Mapping[Var, Range] | None = None) -> Expr:
@@ -81,24 +100,48 @@ class IndexMap:
 
     @staticmethod
     def from_func(fn: Callable[..., Sequence[Expr] | Expr], ndim: int | None = None) -> IndexMap:
-        """Call ``fn`` on fresh int32 variables (one per parameter, or ``ndim``) and record it."""
-        if ndim is None:
-            params = inspect.signature(fn).parameters.values()
-            if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
-                raise ScheduleError(
-                    "transform_layout",
-                    "index map: cannot count the arguments of a *args function",
-                    hint="pass ndim= to IndexMap.from_func",
-                )
-            names = [p.name for p in params]
-        else:
-            names = [f"i{k}" for k in range(ndim)]
-        ivs = tuple(Var(n, dtype("int32")) for n in names)
-        out = fn(*ivs)
-        finals = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-        from ...ir import as_expr
+        """Call ``fn`` on fresh int32 variables (one per parameter, or ``ndim``) and record it.
 
-        return IndexMap(ivs, tuple(as_expr(f) for f in finals))
+        Raises
+        ------
+        ScheduleError
+            When ``fn`` is not a callable of index variables returning integer index
+            expressions of those variables (the error names ``transform_layout``).
+        """
+        if not callable(fn):
+            raise _map_error(f"expected a callable, got {type(fn).__name__}")
+        if ndim is not None and (isinstance(ndim, bool) or not isinstance(ndim, int) or ndim < 0):
+            raise _map_error(f"ndim must be a non-negative int or None, got {ndim!r}")
+        names = [f"i{k}" for k in range(ndim)] if ndim is not None else _param_names(fn)
+        ivs = tuple(Var(n, dtype("int32")) for n in names)
+        try:
+            out = fn(*ivs)
+            finals = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+            exprs = tuple(as_expr(f) for f in finals)
+        except (TypeError, ValueError, ArithmeticError, IRError) as e:
+            what = f"{type(e).__name__}: {e}"
+            raise _map_error(f"calling it on index variables failed: {what}") from e
+        return IndexMap(ivs, exprs).checked()
+
+    def checked(self) -> IndexMap:
+        """``self``, after checking it maps index variables to integer index expressions of
+        those variables only (ScheduleError naming ``transform_layout`` otherwise)."""
+        if not isinstance(self.initial_indices, tuple) or not all(
+            isinstance(v, Var) for v in self.initial_indices
+        ):
+            raise _map_error("initial_indices must be a tuple of Var")
+        if not isinstance(self.final_indices, tuple) or not all(
+            isinstance(e, Expr) for e in self.final_indices
+        ):
+            raise _map_error("final_indices must be a tuple of Expr")
+        own = {id(v) for v in self.initial_indices}
+        for e in self.final_indices:
+            if not e.dtype.is_integer or e.dtype.lanes != 1:
+                raise _map_error(f"output {e.script()} is not an integer index ({e.dtype})")
+            free = [v.name for v in collect_vars(e) if id(v) not in own]
+            if free:
+                raise _map_error(f"output {e.script()} uses {free}, which are not its parameters")
+        return self
 
     @property
     def ndim_in(self) -> int:

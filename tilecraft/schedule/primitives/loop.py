@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Annotated
 
 from ...arith import Analyzer
 from ...ir import (
@@ -26,6 +27,7 @@ from ...ir import (
     uses_var,
 )
 from .. import _tree
+from ..arguments import SPLIT_FACTORS
 from ..instruction import primitive
 from ..state import BlockRV, LoopRV, ScheduleState
 from ._blockutil import fresh_var_names
@@ -209,7 +211,7 @@ def _split_extents(
 def split(
     state: ScheduleState,
     loop: LoopRV,
-    factors: Sequence[int | None],
+    factors: Annotated[Sequence[int | None], SPLIT_FACTORS],
     *,
     preserve_unit_iters: bool = True,
 ) -> list[LoopRV]:

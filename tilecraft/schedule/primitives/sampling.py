@@ -8,14 +8,16 @@ used is recorded in the trace, so a replay reproduces the sample and a mutator c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Annotated, Any
 
-from ...errors import ScheduleError
+from ...errors import IRError, ScheduleError
 from ...ir import IntImm, PrimFunc, Var
 from .. import _tree
+from ..arguments import POSITIVE_INT, Float, Int, SeqOf
 from ..instruction import primitive
 from ..state import BlockRV, ExprRV, LoopRV, ScheduleState
+from .compute_location import compute_at, compute_inline
 from .loop import loop_error_fragment, loop_node
 
 
@@ -73,7 +75,7 @@ def check_tile_decision(
 def sample_perfect_tile(
     state: ScheduleState,
     loop: LoopRV,
-    n: int,
+    n: Annotated[int, POSITIVE_INT],
     max_innermost_factor: int = 16,
     decision: Sequence[int] | None = None,
 ) -> tuple[list[ExprRV], list[int]]:
@@ -85,8 +87,6 @@ def sample_perfect_tile(
     Rewrite:  none; returns ints usable as ``split`` factors.
     """
     node, _ = loop_node(state, loop)
-    if not isinstance(n, int) or n < 1:
-        raise state.error(f"argument 'n': expected a positive int, got {n!r}")
     if not isinstance(node.extent, IntImm):
         raise state.error(
             f'loop "{node.loop_var.name}" has a symbolic extent',
@@ -120,8 +120,8 @@ def sample_perfect_tile(
 @primitive("sample_categorical", outputs="one", sampling=True)
 def sample_categorical(
     state: ScheduleState,
-    candidates: Sequence[int],
-    probs: Sequence[float],
+    candidates: Annotated[Sequence[int], SeqOf(Int(), min_len=1)],
+    probs: Annotated[Sequence[float], SeqOf(Float(nonneg=True), min_len=1)],
     decision: int | None = None,
 ) -> tuple[ExprRV, int]:
     """Pick one of ``candidates`` with probabilities ``probs``.
@@ -170,34 +170,22 @@ def sample_categorical(
 def compute_location_candidates(func: PrimFunc, block: str) -> tuple[list[Var], bool]:
     """Loops under which ``compute_at(block, loop)`` succeeds (pre-order), and whether the
     block can be inlined."""
-    compute_at: Callable[..., PrimFunc] | None
-    compute_inline: Callable[..., PrimFunc] | None
-    try:
-        from .compute_location import compute_at, compute_inline
-    except ImportError:
-        compute_at = compute_inline = None
     seen: dict[int, Var] = {}
     for name in _tree.consumers(func, block):
         for loop in _tree.loops_above(func, name):
             seen.setdefault(id(loop.loop_var), loop.loop_var)
     out: list[Var] = []
     for var in seen.values():
-        if compute_at is None:
-            out.append(var)
-            continue
         try:
             compute_at(func, block, var)
-        except ScheduleError:
+        except (ScheduleError, IRError):  # IRError: e.g. an extent overflowing int32
             continue
         out.append(var)
-    inlinable = False
-    if compute_inline is not None:
-        try:
-            compute_inline(func, block)
-            inlinable = True
-        except ScheduleError:
-            inlinable = False
-    return out, inlinable
+    try:
+        compute_inline(func, block)
+    except (ScheduleError, IRError):
+        return out, False
+    return out, True
 
 
 @primitive("sample_compute_location", inputs=("block",), outputs="one", sampling=True)
