@@ -107,15 +107,41 @@ def simd_math(used: list[tuple[str, str, int]]) -> str:
 
 
 def floordiv(ctype: str, suffix: str) -> str:
-    """Floor division and modulo (rounding toward negative infinity) for a signed type."""
+    """Integer division helpers with numpy's results and no trap, for a C integer type.
+
+    ``tc_floordiv``/``tc_floormod`` round toward negative infinity; ``tc_div`` truncates (C).
+    Like numpy, ``x // 0``, ``x % 0`` and ``x / 0`` give 0, and ``MIN // -1`` wraps to ``MIN``
+    (with its remainder 0): the hardware traps (SIGFPE) on both, so they never reach ``/``.
+    """
+    if ctype.startswith("uint"):
+        return (
+            f"static inline {ctype} tc_floordiv_{suffix}({ctype} a, {ctype} b) {{\n"
+            f"  return b == 0 ? 0 : a / b;\n"
+            f"}}\n\n"
+            f"static inline {ctype} tc_floormod_{suffix}({ctype} a, {ctype} b) {{\n"
+            f"  return b == 0 ? 0 : a % b;\n"
+            f"}}\n\n"
+            f"static inline {ctype} tc_div_{suffix}({ctype} a, {ctype} b) {{\n"
+            f"  return b == 0 ? 0 : a / b;\n"
+            f"}}\n"
+        )
+    neg = f"({ctype})(0u - (u{ctype})a)"  # -a with wrap-around: MIN stays MIN
     return (
         f"static inline {ctype} tc_floordiv_{suffix}({ctype} a, {ctype} b) {{\n"
+        f"  if (b == 0) return 0;\n"
+        f"  if (b == -1) return {neg};\n"
         f"  {ctype} q = a / b, r = a % b;\n"
         f"  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;\n"
         f"}}\n\n"
         f"static inline {ctype} tc_floormod_{suffix}({ctype} a, {ctype} b) {{\n"
+        f"  if (b == 0 || b == -1) return 0;\n"
         f"  {ctype} r = a % b;\n"
         f"  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
+        f"}}\n\n"
+        f"static inline {ctype} tc_div_{suffix}({ctype} a, {ctype} b) {{\n"
+        f"  if (b == 0) return 0;\n"
+        f"  if (b == -1) return {neg};\n"
+        f"  return a / b;\n"
         f"}}\n"
     )
 
