@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import BuildError
 from ..ir import Buffer, BufferStore, Node, PrimFunc, post_order_visit
 from .arguments import ArgumentChecker, ctype_of
 
@@ -105,7 +106,10 @@ class Module:
     ) -> None:
         self.path = path
         self.source = source
-        self._lib = ctypes.CDLL(str(path))
+        try:
+            self._lib = ctypes.CDLL(str(path))
+        except OSError as e:
+            raise BuildError(f"cannot load the compiled library {path}: {e}") from e
         self._functions = {
             name: Function(getattr(self._lib, symbols[name]), orig.update(name=name), low)
             for name, (orig, low) in functions.items()
