@@ -97,10 +97,12 @@ def _arith(e: Expr, a: Value, b: Value) -> Value:
         return a - b
     if cls is Mul:
         return a * b
-    if cls is Min:
-        return min(a, b)
-    if cls is Max:
-        return max(a, b)
+    if cls is Min or cls is Max:
+        if isinstance(a, float) and a != a:  # NaN propagates (numpy's minimum/maximum)
+            return a
+        if isinstance(b, float) and b != b:
+            return b
+        return min(a, b) if cls is Min else max(a, b)
     if cls is Div:
         if e.dtype.is_float:
             return a / b if b != 0 else math.copysign(math.inf, a) if a != 0 else math.nan

@@ -147,7 +147,24 @@ def floordiv(ctype: str, suffix: str) -> str:
 
 
 def minmax(ctype: str, suffix: str) -> str:
-    """``min``/``max`` evaluating each operand once."""
+    """``min``/``max`` evaluating each operand once.
+
+    For floats NaN propagates, as numpy's ``minimum``/``maximum`` (C's ``fminf``/``fmaxf``
+    drop it). The form keeps the common path fast: ``b > a ? b : a`` is one ``maxps`` that
+    already returns ``a`` when ``a`` is NaN, and only ``b`` is tested for NaN, so in a
+    reduction ``tc_max(acc, x)`` the NaN test is off the accumulator's dependency chain.
+    """
+    if ctype in ("float", "double"):
+        return (
+            f"static inline {ctype} tc_min_{suffix}({ctype} a, {ctype} b) {{\n"
+            f"  {ctype} m = b < a ? b : a;\n"
+            f"  return b != b ? b : m;\n"
+            f"}}\n"
+            f"static inline {ctype} tc_max_{suffix}({ctype} a, {ctype} b) {{\n"
+            f"  {ctype} m = b > a ? b : a;\n"
+            f"  return b != b ? b : m;\n"
+            f"}}\n"
+        )
     return (
         f"static inline {ctype} tc_min_{suffix}({ctype} a, {ctype} b) {{ return a < b ? a : b; }}\n"
         f"static inline {ctype} tc_max_{suffix}({ctype} a, {ctype} b) {{ return a > b ? a : b; }}\n"

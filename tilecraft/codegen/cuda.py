@@ -85,6 +85,13 @@ PRELUDE = (
 template <typename T> __device__ __forceinline__ T tc_min(T a, T b) { return a < b ? a : b; }
 template <typename T> __device__ __forceinline__ T tc_max(T a, T b) { return a > b ? a : b; }
 """
+    # floats: NaN propagates, as numpy's minimum/maximum (fminf/fmaxf would drop it)
+    + "".join(
+        f"template <> __device__ __forceinline__ {t} tc_{fn}<{t}>({t} a, {t} b) "
+        f"{{ {t} m = b {op} a ? b : a; return b != b ? b : m; }}\n"
+        for t in ("float", "double")
+        for fn, op in (("min", "<"), ("max", ">"))
+    )
     # -a with wrap-around (MIN stays MIN): negating MIN in signed arithmetic is undefined
     + "".join(
         f"__device__ __forceinline__ {t} tc_negwrap({t} a) {{ return ({t})(0u - ({u})a); }}\n"

@@ -29,13 +29,13 @@ def _pair(a: ExprLike, b: ExprLike) -> tuple[Expr, Expr]:
 
 
 def min(a: ExprLike, b: ExprLike) -> Expr:
-    """``min(a, b)``."""
+    """``min(a, b)``; for floats NaN when either is NaN (numpy's ``minimum``)."""
     x, y = _pair(a, b)
     return Min(x, y)
 
 
 def max(a: ExprLike, b: ExprLike) -> Expr:
-    """``max(a, b)``."""
+    """``max(a, b)``; for floats NaN when either is NaN (numpy's ``maximum``)."""
     x, y = _pair(a, b)
     return Max(x, y)
 

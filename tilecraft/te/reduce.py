@@ -184,7 +184,14 @@ def _arg_combine(better: Callable[[Expr, Expr], Expr]) -> CombineFn:
         # keep the running pair when strictly better, or equal with a smaller valid index (the
         # identity's index is -1): the first occurrence wins in any visiting order, as in numpy
         first = (ri < 0) | ((li >= 0) & (li < ri))
-        keep = better(lv, rv) | (lv.eq(rv) & first)
+        if lv.dtype.is_float:
+            # numpy: NaN beats every number and the first NaN wins (NaN compares unordered)
+            lnan, rnan = irop.isnan(lv), irop.isnan(rv)
+            strictly = better(lv, rv) | (lnan & ~rnan)
+            same = lv.eq(rv) | (lnan & rnan)
+        else:
+            strictly, same = better(lv, rv), lv.eq(rv)
+        keep = strictly | (same & first)
         return irop.select(keep, li, ri), irop.select(keep, lv, rv)
 
     return combine
@@ -193,10 +200,14 @@ def _arg_combine(better: Callable[[Expr, Expr], Expr]) -> CombineFn:
 sum = comm_reducer(lambda x, y: x + y, lambda d: const(0, d), "sum")
 prod = comm_reducer(lambda x, y: x * y, lambda d: const(1, d), "prod")
 max = comm_reducer(irop.max, min_value, "max")
+"""``max`` over the axes; for floats a NaN makes the result NaN (numpy's ``max``)."""
 min = comm_reducer(irop.min, max_value, "min")
+"""``min`` over the axes; for floats a NaN makes the result NaN (numpy's ``min``)."""
 argmax = comm_reducer(
     _arg_combine(lambda a, b: a > b), lambda di, dv: (const(-1, di), min_value(dv)), "argmax"
 )
+"""(index, value) of the maximum; the first one on ties, the first NaN if any (numpy)."""
 argmin = comm_reducer(
     _arg_combine(lambda a, b: a < b), lambda di, dv: (const(-1, di), max_value(dv)), "argmin"
 )
+"""(index, value) of the minimum; the first one on ties, the first NaN if any (numpy)."""

@@ -75,7 +75,7 @@ def abs(x: Tensor, name: str = "T_abs") -> Tensor:
 
 
 def relu(x: Tensor, name: str = "T_relu") -> Tensor:
-    """Elementwise ``max(x, 0)``."""
+    """Elementwise ``max(x, 0)``; NaN stays NaN (numpy's ``maximum(x, 0)``)."""
     return unary(x, lambda v: irop.max(v, as_expr(0, v.dtype)), name)
 
 
@@ -113,7 +113,7 @@ def silu(x: Tensor, name: str = "T_silu") -> Tensor:
 
 
 def clip(x: Tensor, lo: float, hi: float, name: str = "T_clip") -> Tensor:
-    """Elementwise ``min(max(x, lo), hi)``."""
+    """Elementwise ``min(max(x, lo), hi)``; NaN stays NaN (numpy's ``clip``)."""
     return unary(
         x, lambda v: irop.min(irop.max(v, as_expr(lo, v.dtype)), as_expr(hi, v.dtype)), name
     )

@@ -2,6 +2,10 @@
 
 template <typename T> __device__ __forceinline__ T tc_min(T a, T b) { return a < b ? a : b; }
 template <typename T> __device__ __forceinline__ T tc_max(T a, T b) { return a > b ? a : b; }
+template <> __device__ __forceinline__ float tc_min<float>(float a, float b) { float m = b < a ? b : a; return b != b ? b : m; }
+template <> __device__ __forceinline__ float tc_max<float>(float a, float b) { float m = b > a ? b : a; return b != b ? b : m; }
+template <> __device__ __forceinline__ double tc_min<double>(double a, double b) { double m = b < a ? b : a; return b != b ? b : m; }
+template <> __device__ __forceinline__ double tc_max<double>(double a, double b) { double m = b > a ? b : a; return b != b ? b : m; }
 __device__ __forceinline__ signed char tc_negwrap(signed char a) { return (signed char)(0u - (unsigned char)a); }
 __device__ __forceinline__ short tc_negwrap(short a) { return (short)(0u - (unsigned short)a); }
 __device__ __forceinline__ int tc_negwrap(int a) { return (int)(0u - (unsigned int)a); }
