@@ -12,7 +12,13 @@ from typing import Any
 
 from ..errors import BuildError
 from ..ir import Buffer, BufferStore, Node, PrimFunc, post_order_visit
-from .arguments import ArgumentChecker, ctype_of
+from .arguments import (
+    ArgumentChecker,
+    check_timing,
+    ctype_of,
+    missing_function,
+    reject_keywords,
+)
 
 
 @dataclass(frozen=True)
@@ -74,13 +80,19 @@ class Function:
         ]
         self._checker = ArgumentChecker(func, lowered, _written(func))
 
-    def __call__(self, *args: Any) -> None:
-        """Check ``args`` against the parameters (raising ArgumentError) and run the kernel."""
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        """Check ``args`` against the parameters (raising ArgumentError) and run the kernel.
+
+        Arguments are positional, one per parameter of the function: inputs and outputs
+        alike (outputs are written in place).
+        """
+        reject_keywords(self.name, self._checker.names, kwargs)
         prepared = self._checker.prepare(args)
         self._cfunc(*prepared.cargs)
 
-    def bind(self, *args: Any) -> Callable[[], None]:
+    def bind(self, *args: Any, **kwargs: Any) -> Callable[[], None]:
         """Check ``args`` once and return a no-argument callable running the kernel on them."""
+        reject_keywords(self.name, self._checker.names, kwargs)
         prepared = self._checker.prepare(args)
         cfunc, cargs = self._cfunc, prepared.cargs
 
@@ -121,11 +133,10 @@ class Module:
         return list(self._functions)
 
     def __getitem__(self, name: str) -> Function:
-        try:
-            return self._functions[name]
-        except KeyError:
-            names = self.function_names
-            raise KeyError(f"module has no function {name!r}; it has {names}") from None
+        fn = self._functions.get(name) if isinstance(name, str) else None
+        if fn is None:
+            raise missing_function(name, self.function_names)
+        return fn
 
     def __contains__(self, name: object) -> bool:
         return name in self._functions
@@ -156,10 +167,7 @@ class Module:
             ``evaluator(*args) -> TimingResult`` (seconds per call); it runs once to warm up.
         """
         fn = self[name]
-        if number < 1 or repeat < 1:
-            raise ValueError(
-                f"time_evaluator: number and repeat must be >= 1, got {number}, {repeat}"
-            )
+        check_timing(number, repeat)
 
         def evaluator(*args: Any) -> TimingResult:
             run = fn.bind(*args)
