@@ -169,3 +169,44 @@ def minmax(ctype: str, suffix: str) -> str:
         f"static inline {ctype} tc_min_{suffix}({ctype} a, {ctype} b) {{ return a < b ? a : b; }}\n"
         f"static inline {ctype} tc_max_{suffix}({ctype} a, {ctype} b) {{ return a > b ? a : b; }}\n"
     )
+
+
+BOUNDS_MAX_NDIM = 8
+"""Index values a bounds violation record keeps (the first dimensions of the access)."""
+
+BOUNDS = f"""#define TC_BOUNDS_MAX_NDIM {BOUNDS_MAX_NDIM}
+typedef struct {{
+  int64_t count;     /* out-of-range accesses since the runtime last cleared the record */
+  const char* func;  /* symbol of the function of the first one */
+  int32_t site;      /* its site number (the function's tc.bounds_sites attribute) */
+  int32_t ndim;
+  int32_t dim;       /* the first dimension out of range */
+  int32_t pad;
+  int64_t index[TC_BOUNDS_MAX_NDIM];
+  int64_t extent[TC_BOUNDS_MAX_NDIM];
+}} tc_bounds_record;
+
+TC_EXPORT tc_bounds_record tc_bounds_error;
+
+/* Record an out-of-range access (the first one keeps its details) and yield 0; the access
+   itself is skipped, so nothing outside a buffer is read or written. */
+__attribute__((cold, noinline)) static int tc_bounds_fail(
+    const char* func, int32_t site, int32_t ndim, const int64_t* index, const int64_t* extent) {{
+  if (__atomic_fetch_add(&tc_bounds_error.count, 1, __ATOMIC_RELAXED) != 0) return 0;
+  int32_t dim = 0;
+  for (int32_t d = ndim - 1; d >= 0; --d) {{
+    if (index[d] < 0 || index[d] >= extent[d]) dim = d;
+  }}
+  tc_bounds_error.func = func;
+  tc_bounds_error.site = site;
+  tc_bounds_error.ndim = ndim;
+  tc_bounds_error.dim = dim;
+  for (int32_t d = 0; d < ndim && d < TC_BOUNDS_MAX_NDIM; ++d) {{
+    tc_bounds_error.index[d] = index[d];
+    tc_bounds_error.extent[d] = extent[d];
+  }}
+  return 0;
+}}
+"""
+"""The violation record (exported, read by :mod:`tilecraft.runtime.bounds`) and the reporter
+bounds-checked code calls (see :class:`tilecraft.lower.bounds_check.InsertBoundsChecks`)."""

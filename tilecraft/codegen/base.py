@@ -284,6 +284,12 @@ class SourceEmitter:
             )
         elif isinstance(s, For):
             self.loop(s)
+        elif isinstance(s, IfThenElse) and isinstance(s.condition, IntImm):
+            chosen = s.then_case if s.condition.value else s.else_case  # decided: one branch
+            if chosen is not None:
+                out.emit("{")
+                self.nested(chosen)
+                out.emit("}")
         elif isinstance(s, IfThenElse):
             out.emit(f"if ({self.expr(s.condition)}) {{")
             self.nested(s.then_case)

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import BuildError
 from ..ir import Buffer, BufferStore, Node, PrimFunc, post_order_visit
+from ..lower.bounds_check import BOUNDS_SITES_ATTR
 from .arguments import (
     ArgumentChecker,
     check_timing,
@@ -19,6 +20,7 @@ from .arguments import (
     missing_function,
     reject_keywords,
 )
+from .bounds import find_record, raise_if_violated
 
 
 @dataclass(frozen=True)
@@ -69,11 +71,18 @@ def written_params(func: PrimFunc) -> list[Buffer]:
 class Function:
     """One compiled kernel; call it with numpy arrays / DLPack tensors / scalars."""
 
-    def __init__(self, cfunc: Any, func: PrimFunc, lowered: PrimFunc) -> None:
+    def __init__(
+        self,
+        cfunc: Any,
+        func: PrimFunc,
+        lowered: PrimFunc,
+        after_call: Callable[[], None] | None = None,
+    ) -> None:
         self.name = func.name
         self.func = func
         self.lowered = lowered
         self._cfunc = cfunc
+        self._after_call = after_call  # raises BoundsCheckError in bounds-checked builds
         cfunc.restype = None
         cfunc.argtypes = [
             ctypes.c_void_p if isinstance(p, Buffer) else ctype_of(p.dtype) for p in lowered.params
@@ -89,16 +98,20 @@ class Function:
         reject_keywords(self.name, self._checker.names, kwargs)
         prepared = self._checker.prepare(args)
         self._cfunc(*prepared.cargs)
+        if self._after_call is not None:
+            self._after_call()
 
     def bind(self, *args: Any, **kwargs: Any) -> Callable[[], None]:
         """Check ``args`` once and return a no-argument callable running the kernel on them."""
         reject_keywords(self.name, self._checker.names, kwargs)
         prepared = self._checker.prepare(args)
-        cfunc, cargs = self._cfunc, prepared.cargs
+        cfunc, cargs, after = self._cfunc, prepared.cargs, self._after_call
 
         def run() -> None:
             _ = prepared.arrays  # keep the arrays alive while the closure exists
             cfunc(*cargs)
+            if after is not None:
+                after()
 
         return run
 
@@ -122,10 +135,31 @@ class Module:
             self._lib = ctypes.CDLL(str(path))
         except OSError as e:
             raise BuildError(f"cannot load the compiled library {path}: {e}") from e
+        after = self._bounds_hook(functions, symbols)
         self._functions = {
-            name: Function(getattr(self._lib, symbols[name]), orig.update(name=name), low)
+            name: Function(getattr(self._lib, symbols[name]), orig.update(name=name), low, after)
             for name, (orig, low) in functions.items()
         }
+
+    @property
+    def bounds_checked(self) -> bool:
+        """True when the library was built with ``bounds_check=True``."""
+        return self._bounds_checked
+
+    def _bounds_hook(
+        self, functions: dict[str, tuple[PrimFunc, PrimFunc]], symbols: dict[str, str]
+    ) -> Callable[[], None] | None:
+        sites = {
+            name: tuple(str(s) for s in low.attrs.get(BOUNDS_SITES_ATTR, ()))  # type: ignore[union-attr]
+            for name, (_, low) in functions.items()
+        }
+        checked = any(BOUNDS_SITES_ATTR in low.attrs for _, low in functions.values())
+        record = find_record(self._lib) if checked else None  # None: no check survived
+        self._bounds_checked = checked
+        if record is None:
+            return None
+        names = {sym: name for name, sym in symbols.items()}
+        return lambda: raise_if_violated(record, names, sites)
 
     @property
     def function_names(self) -> list[str]:
