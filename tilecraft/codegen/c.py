@@ -201,8 +201,8 @@ class _FunctionEmitter(SourceEmitter):
     def loop(self, s: For) -> None:
         if s.kind is ForKind.THREAD_BINDING:
             raise self.fail(
-                f"loop {s.loop_var.name!r} is bound to {s.thread}; "
-                "lower with emulate_gpu=True to run it on the CPU"
+                f"loop {s.loop_var.name!r} is bound to {s.thread}; run the GPU schedule on "
+                "the CPU with tc.build(..., emulate=True)"
             )
         pragma = _PRAGMAS.get(s.kind)
         if s.kind is ForKind.UNROLLED:
@@ -321,7 +321,10 @@ def build_c_source(
     """
     tgt = as_target(target)
     if tgt.is_gpu and not emulate_gpu:
-        raise CodegenError(f"C codegen: target {tgt} is a GPU; pass emulate_gpu=True or use CUDA")
+        raise CodegenError(
+            f"C codegen: target {tgt} is a GPU; pass emulate_gpu=True (tc.build(..., "
+            "emulate=True)) or generate CUDA"
+        )
     items = prim_funcs_of(func_or_module, "C")
     symbols = symbol_table((name for name, _ in items), C_RESERVED)
     cg = CCodegen(tgt, bounds_check=bounds_check)

@@ -10,9 +10,10 @@ import math
 from collections.abc import Callable
 
 from ..errors import TilecraftError
-from ..ir import DataType, Expr, as_expr
+from ..ir import Expr, as_expr
 from ..ir import dtype as to_dtype
 from ..ir import op as irop
+from ..ir.dtype import DTypeLike
 from ..te import Tensor, compute
 
 
@@ -119,7 +120,7 @@ def clip(x: Tensor, lo: float, hi: float, name: str = "T_clip") -> Tensor:
     )
 
 
-def cast(x: Tensor, dtype: str | DataType, name: str = "T_cast") -> Tensor:
+def cast(x: Tensor, dtype: DTypeLike, name: str = "T_cast") -> Tensor:
     """Elementwise conversion to ``dtype`` (C conversion rules: float to int truncates)."""
     d = to_dtype(dtype)
     return unary(x, lambda v: irop.cast(v, d), name)
