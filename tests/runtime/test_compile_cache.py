@@ -106,7 +106,8 @@ def test_corrupt_entry_is_rebuilt(entries: tuple[Path, Path, Path], corrupt: str
     again = build_in_child(cache_dir)
     assert again["ok"], again
     assert again["path"] == str(lib)
-    assert "corrupt" in again["stderr"]
+    if corrupt != "no_sidecar":  # (that one may be an older tilecraft's entry: logged at INFO)
+        assert "corrupt" in again["stderr"]
     assert cache._check_entry(lib, _sidecar(lib), lib.stem) is None  # rebuilt and recorded
     third = build_in_child(cache_dir)  # ... and then used as it is
     assert third["ok"]

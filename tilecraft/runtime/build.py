@@ -133,6 +133,13 @@ def build(
                 "GPU; check the schedule with tc.build(..., emulate=True, bounds_check=True)"
             )
         return build_cuda(func_or_module, tgt)
+    return _build_c(func_or_module, tgt, emulate, bounds_check)
+
+
+def _build_c(
+    func_or_module: PrimFunc | IRModule, tgt: Target, emulate: bool, bounds_check: bool
+) -> Module:
+    """Generate C, compile it (cached) and load it."""
     if isinstance(func_or_module, PrimFunc):
         originals = {func_or_module.name: func_or_module}
     elif isinstance(func_or_module, IRModule):

@@ -139,7 +139,9 @@ def lookup(kind: str, key: str, suffix: str) -> Path | None:
         problem = _check_entry(artifact, sidecar, key)
         if problem is None:
             return artifact
-        _log.warning("compile cache entry %s is corrupt (%s); rebuilding it", artifact, problem)
+        # an artifact without a sidecar may come from an older tilecraft: not worth a warning
+        log = _log.info if problem == "no sidecar" else _log.warning
+        log("compile cache entry %s is corrupt (%s); rebuilding it", artifact, problem)
         _remove(artifact, sidecar)
     return None
 
