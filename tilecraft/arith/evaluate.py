@@ -2,7 +2,8 @@
 
 Semantics: integers are exact Python ints (no overflow wrap, except :class:`Cast` to an integer
 dtype, which wraps like C); integer ``Div`` truncates toward zero; ``FloorDiv``/``FloorMod`` round
-toward negative infinity (Python's ``//`` and ``%``); comparisons and logic give ``bool``;
+toward negative infinity (Python's ``//`` and ``%``); an integer division of any kind by zero
+gives 0 (numpy's result, which generated code reproduces); comparisons and logic give ``bool``;
 float arithmetic is done in double precision; intrinsic calls use :mod:`math`.
 """
 
@@ -47,7 +48,7 @@ Value = int | float | bool
 
 
 class EvaluationError(TilecraftError):
-    """An expression could not be evaluated (unbound variable, division by zero, ...)."""
+    """An expression could not be evaluated (unbound variable or buffer, non-finite cast)."""
 
 
 def _int_div(a: int, b: int) -> int:
@@ -96,18 +97,18 @@ def _arith(e: Expr, a: Value, b: Value) -> Value:
         return a - b
     if cls is Mul:
         return a * b
-    if cls is Min:
-        return min(a, b)
-    if cls is Max:
-        return max(a, b)
+    if cls is Min or cls is Max:
+        if isinstance(a, float) and a != a:  # NaN propagates (numpy's minimum/maximum)
+            return a
+        if isinstance(b, float) and b != b:
+            return b
+        return min(a, b) if cls is Min else max(a, b)
     if cls is Div:
         if e.dtype.is_float:
             return a / b if b != 0 else math.copysign(math.inf, a) if a != 0 else math.nan
-        if b == 0:
-            raise EvaluationError(f"evaluate: integer division by zero in {type(e).__name__}")
-        return _int_div(int(a), int(b))
-    if b == 0:
-        raise EvaluationError(f"evaluate: integer division by zero in {type(e).__name__}")
+        return _int_div(int(a), int(b)) if b != 0 else 0
+    if b == 0:  # numpy's result for an integer zero divisor (C would trap)
+        return 0
     return int(a) // int(b) if cls is FloorDiv else int(a) % int(b)
 
 
@@ -137,7 +138,7 @@ def evaluate(expr: Expr, assignment: Mapping[Any, Any] | None = None) -> Value:
     Raises
     ------
     EvaluationError
-        For an unbound variable or buffer, or an integer division by zero.
+        For an unbound variable or buffer, or a value it cannot compute.
     """
     env: Mapping[Any, Any] = assignment or {}
     return _eval(expr, env)

@@ -9,6 +9,8 @@ Rules (each preserves the value for every assignment; integers are mathematical 
 - ``floor(floor(x / a) / b) = floor(x / (a*b))`` and ``(x % a) % b = x % b`` when ``b | a``
 - ``floor(x / c)*c + x % c = x``
 - ``floor(x / -c) = floor(-x / c)``, ``x % -c = -((-x) % c)``
+- ``x // 0 = x % 0 = trunc(x / 0) = 0`` (numpy's integer results; C would trap), and constant
+  operands fold with wrap-around to the dtype (``MIN // -1 = MIN``, as numpy and the C helpers)
 - ``trunc(x / c) = floor(x / c)`` when ``x >= 0`` and ``c > 0``
 - ``min/max(a, b)`` decided by the sign of ``a - b``; common constants are pulled out
 - ``select(c, t, f)`` decided by a constant condition
@@ -167,6 +169,9 @@ class Canonicalizer:
     # division ------------------------------------------------------------------------------
     def _floordiv(self, e: Expr) -> Lin:
         a, b = self.lin(e.a), self.lin(e.b)  # type: ignore[attr-defined]
+        folded = _fold_division(FloorDiv, a, b)
+        if folded is not None:
+            return folded
         if not b.t:
             if b.c > 0:
                 return self.floordiv(a, b.c)
@@ -176,6 +181,9 @@ class Canonicalizer:
 
     def _floormod(self, e: Expr) -> Lin:
         a, b = self.lin(e.a), self.lin(e.b)  # type: ignore[attr-defined]
+        folded = _fold_division(FloorMod, a, b)
+        if folded is not None:
+            return folded
         if not b.t:
             if b.c > 0:
                 return self.floormod(a, b.c)
@@ -271,11 +279,11 @@ class Canonicalizer:
 
     def _div(self, e: Expr) -> Lin:
         a, b = self.lin(e.a), self.lin(e.b)  # type: ignore[attr-defined]
+        folded = _fold_division(Div, a, b)
+        if folded is not None:
+            return folded
         if not b.t and b.c != 0:
             c = b.c
-            if not a.t:
-                q = abs(a.c) // abs(c)
-                return Lin(q if (a.c >= 0) == (c > 0) else -q, {}, a.dt)
             if c < 0:
                 a, c = lscale(a, -1), -c
             if self.ana.prove_nonneg(a):
@@ -439,3 +447,25 @@ class Canonicalizer:
 
 
 __all__ = ["Canonicalizer", "lconst"]
+
+
+def _fold_division(cls: type, a: Lin, b: Lin) -> Lin | None:
+    """The value of an integer division whose divisor is 0 or whose operands are constants.
+
+    numpy's results, which the generated code reproduces: 0 for a zero divisor; otherwise the
+    exact quotient (floor or truncated) or remainder, wrapped to the dtype (``MIN // -1``).
+    """
+    if b.t:
+        return None
+    if b.c == 0:
+        return Lin(0, {}, a.dt)
+    if a.t:
+        return None
+    x, y = a.c, b.c
+    if cls is FloorDiv:
+        value = x // y
+    elif cls is FloorMod:
+        value = x % y
+    else:
+        value = abs(x) // abs(y) * (1 if (x >= 0) == (y > 0) else -1)
+    return Lin(wrap_int(value, a.dt), {}, a.dt)

@@ -107,22 +107,106 @@ def simd_math(used: list[tuple[str, str, int]]) -> str:
 
 
 def floordiv(ctype: str, suffix: str) -> str:
-    """Floor division and modulo (rounding toward negative infinity) for a signed type."""
+    """Integer division helpers with numpy's results and no trap, for a C integer type.
+
+    ``tc_floordiv``/``tc_floormod`` round toward negative infinity; ``tc_div`` truncates (C).
+    Like numpy, ``x // 0``, ``x % 0`` and ``x / 0`` give 0, and ``MIN // -1`` wraps to ``MIN``
+    (with its remainder 0): the hardware traps (SIGFPE) on both, so they never reach ``/``.
+    """
+    if ctype.startswith("uint"):
+        return (
+            f"static inline {ctype} tc_floordiv_{suffix}({ctype} a, {ctype} b) {{\n"
+            f"  return b == 0 ? 0 : a / b;\n"
+            f"}}\n\n"
+            f"static inline {ctype} tc_floormod_{suffix}({ctype} a, {ctype} b) {{\n"
+            f"  return b == 0 ? 0 : a % b;\n"
+            f"}}\n\n"
+            f"static inline {ctype} tc_div_{suffix}({ctype} a, {ctype} b) {{\n"
+            f"  return b == 0 ? 0 : a / b;\n"
+            f"}}\n"
+        )
+    neg = f"({ctype})(0u - (u{ctype})a)"  # -a with wrap-around: MIN stays MIN
     return (
         f"static inline {ctype} tc_floordiv_{suffix}({ctype} a, {ctype} b) {{\n"
+        f"  if (b == 0) return 0;\n"
+        f"  if (b == -1) return {neg};\n"
         f"  {ctype} q = a / b, r = a % b;\n"
         f"  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;\n"
         f"}}\n\n"
         f"static inline {ctype} tc_floormod_{suffix}({ctype} a, {ctype} b) {{\n"
+        f"  if (b == 0 || b == -1) return 0;\n"
         f"  {ctype} r = a % b;\n"
         f"  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
+        f"}}\n\n"
+        f"static inline {ctype} tc_div_{suffix}({ctype} a, {ctype} b) {{\n"
+        f"  if (b == 0) return 0;\n"
+        f"  if (b == -1) return {neg};\n"
+        f"  return a / b;\n"
         f"}}\n"
     )
 
 
 def minmax(ctype: str, suffix: str) -> str:
-    """``min``/``max`` evaluating each operand once."""
+    """``min``/``max`` evaluating each operand once.
+
+    For floats NaN propagates, as numpy's ``minimum``/``maximum`` (C's ``fminf``/``fmaxf``
+    drop it). The form keeps the common path fast: ``b > a ? b : a`` is one ``maxps`` that
+    already returns ``a`` when ``a`` is NaN, and only ``b`` is tested for NaN, so in a
+    reduction ``tc_max(acc, x)`` the NaN test is off the accumulator's dependency chain.
+    """
+    if ctype in ("float", "double"):
+        return (
+            f"static inline {ctype} tc_min_{suffix}({ctype} a, {ctype} b) {{\n"
+            f"  {ctype} m = b < a ? b : a;\n"
+            f"  return b != b ? b : m;\n"
+            f"}}\n"
+            f"static inline {ctype} tc_max_{suffix}({ctype} a, {ctype} b) {{\n"
+            f"  {ctype} m = b > a ? b : a;\n"
+            f"  return b != b ? b : m;\n"
+            f"}}\n"
+        )
     return (
         f"static inline {ctype} tc_min_{suffix}({ctype} a, {ctype} b) {{ return a < b ? a : b; }}\n"
         f"static inline {ctype} tc_max_{suffix}({ctype} a, {ctype} b) {{ return a > b ? a : b; }}\n"
     )
+
+
+BOUNDS_MAX_NDIM = 8
+"""Index values a bounds violation record keeps (the first dimensions of the access)."""
+
+BOUNDS = f"""#define TC_BOUNDS_MAX_NDIM {BOUNDS_MAX_NDIM}
+typedef struct {{
+  int64_t count;     /* out-of-range accesses since the runtime last cleared the record */
+  const char* func;  /* symbol of the function of the first one */
+  int32_t site;      /* its site number (the function's tc.bounds_sites attribute) */
+  int32_t ndim;
+  int32_t dim;       /* the first dimension out of range */
+  int32_t pad;
+  int64_t index[TC_BOUNDS_MAX_NDIM];
+  int64_t extent[TC_BOUNDS_MAX_NDIM];
+}} tc_bounds_record;
+
+TC_EXPORT tc_bounds_record tc_bounds_error;
+
+/* Record an out-of-range access (the first one keeps its details) and yield 0; the access
+   itself is skipped, so nothing outside a buffer is read or written. */
+__attribute__((cold, noinline)) static int tc_bounds_fail(
+    const char* func, int32_t site, int32_t ndim, const int64_t* index, const int64_t* extent) {{
+  if (__atomic_fetch_add(&tc_bounds_error.count, 1, __ATOMIC_RELAXED) != 0) return 0;
+  int32_t dim = 0;
+  for (int32_t d = ndim - 1; d >= 0; --d) {{
+    if (index[d] < 0 || index[d] >= extent[d]) dim = d;
+  }}
+  tc_bounds_error.func = func;
+  tc_bounds_error.site = site;
+  tc_bounds_error.ndim = ndim;
+  tc_bounds_error.dim = dim;
+  for (int32_t d = 0; d < ndim && d < TC_BOUNDS_MAX_NDIM; ++d) {{
+    tc_bounds_error.index[d] = index[d];
+    tc_bounds_error.extent[d] = extent[d];
+  }}
+  return 0;
+}}
+"""
+"""The violation record (exported, read by :mod:`tilecraft.runtime.bounds`) and the reporter
+bounds-checked code calls (see :class:`tilecraft.lower.bounds_check.InsertBoundsChecks`)."""

@@ -213,7 +213,7 @@ class SourceEmitter:
         return f"{self.buf(e.buffer)}[{self.expr(e.indices[0])}]"
 
     def helper_fn(self, fn: str, dt: DataType) -> str:
-        """The helper computing ``fn`` (min, max, floordiv, floormod) in ``dt``."""
+        """The helper computing ``fn`` (min, max, floordiv, floormod, div) in ``dt``."""
         raise NotImplementedError
 
     def non_finite(self, v: float, single: bool) -> str:
@@ -284,6 +284,12 @@ class SourceEmitter:
             )
         elif isinstance(s, For):
             self.loop(s)
+        elif isinstance(s, IfThenElse) and isinstance(s.condition, IntImm):
+            chosen = s.then_case if s.condition.value else s.else_case  # decided: one branch
+            if chosen is not None:
+                out.emit("{")
+                self.nested(chosen)
+                out.emit("}")
         elif isinstance(s, IfThenElse):
             out.emit(f"if ({self.expr(s.condition)}) {{")
             self.nested(s.then_case)
@@ -351,7 +357,7 @@ class SourceEmitter:
             return self.float_literal(e)
         if isinstance(e, BufferLoad):
             return self.load(e)
-        if isinstance(e, (FloorDiv, FloorMod)):
+        if isinstance(e, (FloorDiv, FloorMod)) or (isinstance(e, Div) and e.dtype.is_integer):
             return self.floor_op(e)
         if isinstance(e, (Min, Max)):
             fn = self.helper_fn("min" if isinstance(e, Min) else "max", e.dtype)
@@ -436,14 +442,19 @@ class SourceEmitter:
         text = text + "f" if single else text
         return f"({text})" if v < 0 else text
 
-    def floor_op(self, e: FloorDiv | FloorMod) -> str:
-        """Plain ``/``/``%`` when the signs allow, else the rounding-down helper."""
+    def floor_op(self, e: FloorDiv | FloorMod | Div) -> str:
+        """Integer division: plain ``/``/``%`` when the signs allow, else a helper.
+
+        The helpers round down (``FloorDiv``/``FloorMod``) or toward zero (``Div``) and give
+        numpy's results where C traps: 0 for a zero divisor, ``MIN // -1`` wraps to ``MIN``.
+        """
         a, b = self.expr(e.a), self.expr(e.b)
-        op = "/" if isinstance(e, FloorDiv) else "%"
-        if e.dtype.is_uint or (non_negative(e.a, self.bounds) and positive(e.b, self.bounds)):
+        op = "%" if isinstance(e, FloorMod) else "/"
+        sign_ok = e.dtype.is_uint or non_negative(e.a, self.bounds) or isinstance(e, Div)
+        if sign_ok and positive(e.b, self.bounds):
             return f"({a} {op} {b})"
-        fn = self.helper_fn("floordiv" if isinstance(e, FloorDiv) else "floormod", e.dtype)
-        return f"{fn}({a}, {b})"
+        kind = {FloorDiv: "floordiv", FloorMod: "floormod", Div: "div"}[type(e)]
+        return f"{self.helper_fn(kind, e.dtype)}({a}, {b})"
 
     def cast(self, e: Cast) -> str:
         """A conversion; to bool compares with 0, to 16-bit floats rounds."""

@@ -31,6 +31,7 @@ from ..ir import (
     Allocate,
     Buffer,
     DataType,
+    Expr,
     For,
     ForKind,
     IntImm,
@@ -38,7 +39,8 @@ from ..ir import (
     PrimFunc,
     Var,
 )
-from ..lower import lower
+from ..lower import LOWERED_ATTR, FlattenBuffer, Sequential, get_pipeline, lower
+from ..lower.bounds_check import InsertBoundsChecks, OutOfBounds
 from ..target import Target, as_target
 from . import _c_helpers
 from ._bounds import Bound
@@ -108,8 +110,9 @@ class CSource:
 class CCodegen:
     """Emit C for lowered PrimFuncs into one translation unit."""
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: Target, *, bounds_check: bool = False) -> None:
         self.target = target
+        self.bounds_check = bounds_check
         self.helpers: dict[str, str] = {}
         self.bodies: list[str] = []
         self.libm_calls: set[tuple[str, str, int]] = set()
@@ -124,8 +127,9 @@ class CCodegen:
 
     def finish(self) -> str:
         """The whole translation unit."""
+        checked = " Every buffer access is bounds-checked." if self.bounds_check else ""
         head = [
-            f"/* {banner(self.target)} */",
+            f"/* {banner(self.target)}{checked} */",
             "#include <math.h>",
             "#include <stdbool.h>",
             "#include <stddef.h>",
@@ -197,8 +201,8 @@ class _FunctionEmitter(SourceEmitter):
     def loop(self, s: For) -> None:
         if s.kind is ForKind.THREAD_BINDING:
             raise self.fail(
-                f"loop {s.loop_var.name!r} is bound to {s.thread}; "
-                "lower with emulate_gpu=True to run it on the CPU"
+                f"loop {s.loop_var.name!r} is bound to {s.thread}; run the GPU schedule on "
+                "the CPU with tc.build(..., emulate=True)"
             )
         pragma = _PRAGMAS.get(s.kind)
         if s.kind is ForKind.UNROLLED:
@@ -255,12 +259,46 @@ class _FunctionEmitter(SourceEmitter):
     def note_half(self, dt: str) -> None:
         self.cg.need(_HALF_HELPERS[dt][0], _HALF_HELPERS[dt][1])
 
+    def other_expr(self, e: Expr) -> str:
+        if not isinstance(e, OutOfBounds):
+            return super().other_expr(e)
+        self.cg.need("bounds", _c_helpers.BOUNDS)
+        idx = ", ".join(f"(int64_t)({self.expr(i)})" for i in e.indices)
+        ext = ", ".join(f"(int64_t)({self.expr(x)})" for x in e.extents)
+        call = (
+            f'tc_bounds_fail("{self.symbol}", {e.site}, {len(e.indices)}, '
+            f"(const int64_t[]){{{idx}}}, (const int64_t[]){{{ext}}})"
+        )
+        return f"(({self.compute_type(e.dtype)}){call})"
+
+
+def lower_for_c(
+    func: PrimFunc, target: Target, *, emulate_gpu: bool = False, bounds_check: bool = False
+) -> PrimFunc:
+    """Lower ``func`` for the C emitter; with ``bounds_check`` every access is checked.
+
+    The bounds checks go in before flattening, while buffers keep their logical shapes
+    (:class:`~tilecraft.lower.bounds_check.InsertBoundsChecks`).
+    """
+    if not bounds_check:
+        return lower(func, target, emulate_gpu=emulate_gpu)
+    if func.attrs.get(LOWERED_ATTR):
+        raise CodegenError(
+            f"C codegen {func.name}: bounds_check=True needs the function before lowering; it "
+            "is already lowered"
+        )
+    passes = get_pipeline(target, emulate_gpu=emulate_gpu)
+    at = next(i for i, p in enumerate(passes) if isinstance(p, FlattenBuffer))
+    passes[at:at] = [InsertBoundsChecks()]
+    return Sequential(passes).transform_function(func).with_attr(LOWERED_ATTR, True)
+
 
 def build_c_source(
     func_or_module: PrimFunc | IRModule,
     target: Target | str | None = None,
     *,
     emulate_gpu: bool = False,
+    bounds_check: bool = False,
 ) -> CSource:
     """Lower (where needed) and emit C for a PrimFunc or every PrimFunc of a module.
 
@@ -272,6 +310,9 @@ def build_c_source(
         A CPU target (default: the current target, else the CPU).
     emulate_gpu
         Lower thread-bound loops to serial loops (GPU emulation).
+    bounds_check
+        Check every buffer access at run time: an out-of-range one is skipped and recorded
+        in the exported ``tc_bounds_error`` (see :mod:`tilecraft.runtime.bounds`).
 
     Returns
     -------
@@ -280,13 +321,18 @@ def build_c_source(
     """
     tgt = as_target(target)
     if tgt.is_gpu and not emulate_gpu:
-        raise CodegenError(f"C codegen: target {tgt} is a GPU; pass emulate_gpu=True or use CUDA")
+        raise CodegenError(
+            f"C codegen: target {tgt} is a GPU; pass emulate_gpu=True (tc.build(..., "
+            "emulate=True)) or generate CUDA"
+        )
     items = prim_funcs_of(func_or_module, "C")
     symbols = symbol_table((name for name, _ in items), C_RESERVED)
-    cg = CCodegen(tgt)
+    cg = CCodegen(tgt, bounds_check=bounds_check)
     lowered: dict[str, PrimFunc] = {}
     for name, f in items:
-        low = lower(f.update(name=name), tgt, emulate_gpu=emulate_gpu)
+        low = lower_for_c(
+            f.update(name=name), tgt, emulate_gpu=emulate_gpu, bounds_check=bounds_check
+        )
         lowered[name] = low
         cg.add_function(low, symbols[name])
     return CSource(cg.finish(), lowered, symbols)
@@ -297,6 +343,10 @@ def c_source(
     target: Target | str | None = None,
     *,
     emulate_gpu: bool = False,
+    bounds_check: bool = False,
 ) -> str:
     """C text for a PrimFunc or every PrimFunc of a module (see :func:`build_c_source`)."""
-    return build_c_source(func_or_module, target, emulate_gpu=emulate_gpu).text
+    csrc = build_c_source(
+        func_or_module, target, emulate_gpu=emulate_gpu, bounds_check=bounds_check
+    )
+    return csrc.text

@@ -78,18 +78,55 @@ _VECTOR = {
 }
 _LANE = "xyzw"
 
-PRELUDE = """\
+_SIGNED = {"signed char": "unsigned char", "short": "unsigned short", "int": "unsigned int",
+           "long long": "unsigned long long"}  # fmt: skip
+PRELUDE = (
+    """\
 template <typename T> __device__ __forceinline__ T tc_min(T a, T b) { return a < b ? a : b; }
 template <typename T> __device__ __forceinline__ T tc_max(T a, T b) { return a > b ? a : b; }
+"""
+    # floats: NaN propagates, as numpy's minimum/maximum (fminf/fmaxf would drop it)
+    + "".join(
+        f"template <> __device__ __forceinline__ {t} tc_{fn}<{t}>({t} a, {t} b) "
+        f"{{ {t} m = b {op} a ? b : a; return b != b ? b : m; }}\n"
+        for t in ("float", "double")
+        for fn, op in (("min", "<"), ("max", ">"))
+    )
+    # -a with wrap-around (MIN stays MIN): negating MIN in signed arithmetic is undefined
+    + "".join(
+        f"__device__ __forceinline__ {t} tc_negwrap({t} a) {{ return ({t})(0u - ({u})a); }}\n"
+        for t, u in _SIGNED.items()
+    )
+    # integer division with numpy's results: x // 0 == x % 0 == 0, MIN // -1 wraps to MIN;
+    # tc_u* are the unsigned variants (only the zero divisor needs care)
+    + """\
 template <typename T> __device__ __forceinline__ T tc_floordiv(T a, T b) {
+  if (b == T(0)) return T(0);
+  if (b == T(-1)) return tc_negwrap(a);
   T q = a / b, r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
 }
 template <typename T> __device__ __forceinline__ T tc_floormod(T a, T b) {
+  if (b == T(0) || b == T(-1)) return T(0);
   T r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
+template <typename T> __device__ __forceinline__ T tc_div(T a, T b) {
+  if (b == T(0)) return T(0);
+  if (b == T(-1)) return tc_negwrap(a);
+  return a / b;
+}
+template <typename T> __device__ __forceinline__ T tc_ufloordiv(T a, T b) {
+  return b == T(0) ? T(0) : a / b;
+}
+template <typename T> __device__ __forceinline__ T tc_ufloormod(T a, T b) {
+  return b == T(0) ? T(0) : a % b;
+}
+template <typename T> __device__ __forceinline__ T tc_udiv(T a, T b) {
+  return b == T(0) ? T(0) : a / b;
+}
 """
+)
 
 
 def storage_type(dt: DataType) -> str:
@@ -235,7 +272,8 @@ class _KernelEmitter(SourceEmitter):
         return over if over is not None else super().var(e)
 
     def helper_fn(self, fn: str, dt: DataType) -> str:
-        return f"tc_{fn}<{compute_type(dt)}>"
+        unsigned = "u" if dt.is_uint and fn not in ("min", "max") else ""
+        return f"tc_{unsigned}{fn}<{compute_type(dt)}>"
 
     def non_finite(self, v: float, single: bool) -> str:
         if single:

@@ -38,7 +38,9 @@ def _register_with_runtime() -> None:
 
     register_builder(
         lambda mod, _target, _emulate: is_graph_module(mod),
-        lambda mod, target, emulate=False: build_graph_module(mod, target, emulate=emulate),
+        lambda mod, target, emulate=False, **kw: build_graph_module(
+            mod, target, emulate=emulate, **kw
+        ),
     )
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import IRError
-from .dtype import DataType, dtype
+from .dtype import DataType, DTypeLike, dtype
 from .expr import BufferLoad, Expr, ExprLike, IntImm, Var, as_expr
 from .node import Node
 
@@ -82,7 +82,7 @@ class Buffer(Node):
 
 def decl_buffer(
     shape: Sequence[ExprLike] | ExprLike,
-    dt: str | DataType = "float32",
+    dt: DTypeLike = "float32",
     name: str = "buf",
     scope: str = "global",
 ) -> Buffer:

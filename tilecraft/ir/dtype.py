@@ -6,6 +6,9 @@ import enum
 import functools
 import re
 from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+import numpy as np
 
 from ..errors import IRError
 
@@ -46,6 +49,9 @@ _ALIASES = {
     "double": "float64",
     "half": "float16",
 }
+
+DTypeLike: TypeAlias = "str | DataType | np.dtype[Any] | type[np.generic]"
+"""What every dtype argument accepts: a name, a :class:`DataType` or a numpy dtype."""
 
 _DTYPE_RE = re.compile(r"^(bool|int|uint|float|bfloat)(\d*)(?:x(\d+))?$")
 
@@ -150,17 +156,33 @@ def _parse(text: str) -> DataType:
     return _make(code, bits, lanes)
 
 
-def dtype(value: str | DataType) -> DataType:
+def _from_numpy(value: np.dtype[Any]) -> DataType:
+    """The DataType of a numpy dtype (native byte order; bool, integers, floats, bfloat16)."""
+    if value.byteorder == ">" or (value.byteorder == "<" and not np.little_endian):
+        raise IRError(f"dtype: numpy dtype {value.str!r} is not in native byte order")
+    if value.kind in "biuf" or value.name == "bfloat16":
+        return _parse(value.name)
+    raise IRError(f"dtype: numpy dtype {value} has no tilecraft equivalent")
+
+
+def dtype(value: DTypeLike) -> DataType:
     """Return the interned :class:`DataType` named by ``value``.
 
-    Accepts canonical names (``"float32"``, ``"int64"``, ``"bool"``, ``"float16x4"``) and the
-    short aliases ``f16 f32 f64 bf16 i8 i16 i32 i64 u8 u16 u32 u64``.
+    Accepts canonical names (``"float32"``, ``"int64"``, ``"bool"``, ``"float16x4"``), the
+    short aliases ``f16 f32 f64 bf16 i8 i16 i32 i64 u8 u16 u32 u64``, and numpy dtypes
+    (``np.float32``, ``np.dtype("float16")``).
     """
     if isinstance(value, DataType):
         return value
-    if not isinstance(value, str):
-        raise IRError(f"dtype: expected a string or DataType, got {type(value).__name__}")
-    return _parse(value)
+    if isinstance(value, str):
+        return _parse(value)
+    if isinstance(value, np.dtype):
+        return _from_numpy(value)
+    if isinstance(value, type) and issubclass(value, np.generic):
+        return _from_numpy(np.dtype(value))
+    raise IRError(
+        f"dtype: expected a dtype name, a DataType or a numpy dtype, got {type(value).__name__}"
+    )
 
 
 bool_ = dtype("bool")
@@ -173,5 +195,3 @@ float16 = dtype("float16")
 bfloat16 = dtype("bfloat16")
 float32 = dtype("float32")
 float64 = dtype("float64")
-
-DTypeLike = str | DataType

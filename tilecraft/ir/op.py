@@ -17,7 +17,9 @@ from .expr import (
 )
 
 # Every intrinsic has a helper of the same name below (tests/ir/test_nodes.py checks it).
-__all__ = ["call_intrin", "cast", "const", "if_then_else", "max", "min", "select", *INTRINSICS]
+__all__ = [
+    "abs", "call_intrin", "cast", "const", "if_then_else", "max", "min", "select", *INTRINSICS
+]  # fmt: skip
 
 
 def _pair(a: ExprLike, b: ExprLike) -> tuple[Expr, Expr]:
@@ -29,13 +31,13 @@ def _pair(a: ExprLike, b: ExprLike) -> tuple[Expr, Expr]:
 
 
 def min(a: ExprLike, b: ExprLike) -> Expr:
-    """``min(a, b)``."""
+    """``min(a, b)``; for floats NaN when either is NaN (numpy's ``minimum``)."""
     x, y = _pair(a, b)
     return Min(x, y)
 
 
 def max(a: ExprLike, b: ExprLike) -> Expr:
-    """``max(a, b)``."""
+    """``max(a, b)``; for floats NaN when either is NaN (numpy's ``maximum``)."""
     x, y = _pair(a, b)
     return Max(x, y)
 
@@ -67,6 +69,14 @@ def call_intrin(op: str, *args: ExprLike) -> Expr:
     if intr is not None and intr.predicate:
         dt = dtype("bool").with_lanes(dt.lanes)
     return Call(dt, op, tuple(exprs))
+
+
+def abs(x: ExprLike) -> Expr:
+    """``|x|``: ``fabs`` for floats, ``select(x < 0, -x, x)`` for integers."""
+    e = as_expr(x)
+    if e.dtype.is_float:
+        return call_intrin("fabs", e)
+    return Select(e < as_expr(0, e.dtype), -e, e)
 
 
 def exp(x: ExprLike) -> Expr:

@@ -27,7 +27,8 @@ class _Serializer(Mutator):
             raise LowerError(
                 f"lower {self.func_name}: loop {loop.loop_var.name!r} is bound to "
                 f"{loop.thread}, which a CPU target cannot run; build for a CUDA target, or "
-                "pass emulate_gpu=True to run thread-bound loops as serial loops"
+                "run the GPU schedule on the CPU with tc.build(..., emulate=True) "
+                "(lower(..., emulate_gpu=True) when lowering by hand)"
             )
         return loop.update(kind=ForKind.SERIAL, thread=None)
 

@@ -2,6 +2,9 @@
 
 from .arguments import ArgumentError as ArgumentError
 from .arguments import ArgumentTypeError as ArgumentTypeError
+from .arguments import FunctionNotFoundError as FunctionNotFoundError
+from .bounds import BoundsCheckError as BoundsCheckError
+from .build import Library as Library
 from .build import build as build
 from .build import register_builder as register_builder
 from .compiler import cache_key as cache_key

@@ -35,6 +35,38 @@ class ArgumentTypeError(ArgumentError, TypeError):
     """An argument has the wrong kind or dtype."""
 
 
+class FunctionNotFoundError(TilecraftError, KeyError):
+    """``lib[name]`` names no function of the module (a ``KeyError`` too)."""
+
+    def __str__(self) -> str:  # KeyError would show the message quoted
+        return str(self.args[0]) if self.args else ""
+
+
+def missing_function(name: object, names: list[str]) -> FunctionNotFoundError:
+    """The error for ``lib[name]`` when the module only has ``names``."""
+    return FunctionNotFoundError(f"module has no function {name!r}; it has {names}")
+
+
+def check_timing(number: object, repeat: object) -> None:
+    """Reject ``time_evaluator`` counts that are not integers >= 1."""
+    for what, value in (("number", number), ("repeat", repeat)):
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+            raise ArgumentTypeError(
+                f"time_evaluator: {what} must be an integer, got {type(value).__name__}"
+            )
+        if value < 1:
+            raise ArgumentError(f"time_evaluator: {what} must be >= 1, got {value}")
+
+
+def reject_keywords(fname: str, names: list[str], kwargs: dict[str, Any]) -> None:
+    """Kernels take positional arguments only: name the parameters instead of a TypeError."""
+    if kwargs:
+        raise ArgumentTypeError(
+            f"{fname}: arguments are positional ({', '.join(names)}); got keyword arguments "
+            f"{sorted(kwargs)}"
+        )
+
+
 _DLPACK_CPU = 1
 _INT_LIMITS = {8: 2**7, 16: 2**15, 32: 2**31, 64: 2**63}
 
@@ -77,26 +109,64 @@ def eval_shape_expr(e: Expr, env: dict[int, int]) -> int | None:
     return int(fn(a, b))
 
 
+PRODUCER_ERRORS: tuple[type[Exception], ...] = (
+    TypeError, ValueError, LookupError, AttributeError, BufferError, RuntimeError,
+    ArithmeticError,
+)  # fmt: skip
+"""What a tensor's own ``__dlpack__``/``__dlpack_device__`` (third-party code) may raise when it
+is malformed or misused; the runtime reports them as :class:`ArgumentTypeError`."""
+
+
+def dlpack_device(value: Any, where: str) -> tuple[int, int] | None:
+    """``value.__dlpack_device__()`` checked to be two integers; None when it has none."""
+    try:
+        device = getattr(value, "__dlpack_device__", None)
+        got = device() if device is not None else None
+    except PRODUCER_ERRORS as e:
+        raise ArgumentTypeError(
+            f"{where}: the tensor's __dlpack_device__() failed: {type(e).__name__}: {e}"
+        ) from e
+    if device is None:
+        return None
+    if isinstance(got, tuple) and len(got) == 2:
+        kind, index = got
+        if all(isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in got):
+            return int(kind), int(index)
+    raise ArgumentTypeError(
+        f"{where}: __dlpack_device__() must return (device_type, device_id) integers, got {got!r}"
+    )
+
+
 def to_array(value: Any, where: str) -> np.ndarray:
-    """``value`` as a numpy array: numpy arrays as they are, DLPack CPU tensors zero-copy."""
+    """``value`` as a numpy array: numpy arrays as they are, DLPack CPU tensors zero-copy.
+
+    Raises
+    ------
+    ArgumentTypeError
+        For anything else, a tensor on another device, or a tensor whose DLPack export fails
+        (whatever the producer raised is chained as the cause).
+    """
     if isinstance(value, np.ndarray):
         return value
-    if hasattr(value, "__dlpack__"):
-        device = getattr(value, "__dlpack_device__", None)
-        if device is not None:
-            dev_type, dev_id = device()
-            if int(dev_type) != _DLPACK_CPU:
-                raise ArgumentTypeError(
-                    f"{where}: tensor lives on DLPack device ({int(dev_type)}, {dev_id}); the "
-                    "CPU runtime needs CPU tensors"
-                )
-        try:
-            return np.from_dlpack(value)
-        except (TypeError, BufferError, RuntimeError, ValueError) as e:
-            raise ArgumentTypeError(f"{where}: cannot import the tensor via DLPack: {e}") from e
-    raise ArgumentTypeError(
-        f"{where}: expected a numpy array or a DLPack tensor, got {type(value).__name__}"
-    )
+    if isinstance(value, type) or not hasattr(value, "__dlpack__"):
+        raise ArgumentTypeError(
+            f"{where}: expected a numpy array or a DLPack tensor, got {type(value).__name__}"
+        )
+    device = dlpack_device(value, where)
+    if device is not None and device[0] != _DLPACK_CPU:
+        raise ArgumentTypeError(
+            f"{where}: tensor lives on DLPack device ({device[0]}, {device[1]}); the "
+            "CPU runtime needs CPU tensors"
+        )
+    try:
+        arr = np.from_dlpack(value)
+    except PRODUCER_ERRORS as e:
+        raise ArgumentTypeError(
+            f"{where}: cannot import the tensor via DLPack: {type(e).__name__}: {e}"
+        ) from e
+    if not isinstance(arr, np.ndarray):  # a producer can hand numpy anything
+        raise ArgumentTypeError(f"{where}: DLPack import gave {type(arr).__name__}")
+    return arr
 
 
 @dataclass

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, Protocol, overload
 
 from ..codegen import build_c_source
 from ..errors import BuildError
 from ..ir import IRModule, PrimFunc
 from ..target import Target, as_target
+from .arguments import ArgumentTypeError
 from .compiler import compile_shared
-from .cuda import build_cuda
+from .cuda import CUDAModule, build_cuda
 from .module import Module
 
 BuilderPredicate = Callable[[Any, Target, bool], bool]
@@ -18,14 +19,66 @@ Builder = Callable[..., Any]
 _BUILDERS: list[tuple[BuilderPredicate, Builder]] = []
 
 
+class Library(Protocol):
+    """What :func:`build` returns for a module: named callables and the generated source.
+
+    :class:`Module` (CPU), :class:`~tilecraft.runtime.CUDAModule` and the graph executor's
+    ``Executable`` (for a module holding graph functions) all provide it.
+    """
+
+    @property
+    def source(self) -> str:
+        """The generated source text."""
+        ...
+
+    def __getitem__(self, name: str) -> Callable[..., Any]:
+        """The function ``name``; call it with the arguments in parameter order."""
+        ...
+
+    def __contains__(self, name: object) -> bool:
+        """True when the library has a function ``name``."""
+        ...
+
+
 def register_builder(predicate: BuilderPredicate, builder: Builder) -> None:
     """Let a higher layer build what it defines (e.g. modules holding graph functions).
 
     ``build`` asks each registered ``predicate(func_or_module, target, emulate)`` in turn and
-    hands the first match to ``builder(func_or_module, target, emulate=emulate)``. This keeps
-    the runtime free of imports from layers above it.
+    hands the first match to ``builder(func_or_module, target, emulate=emulate)`` (plus
+    ``bounds_check=True`` when it was asked for). This keeps the runtime free of imports from
+    layers above it.
     """
     _BUILDERS.append((predicate, builder))
+
+
+@overload
+def build(
+    func_or_module: PrimFunc,
+    target: Literal["cpu"] = "cpu",
+    *,
+    emulate: bool = False,
+    bounds_check: bool = False,
+) -> Module: ...
+
+
+@overload
+def build(
+    func_or_module: PrimFunc,
+    target: Target | str | None = "cpu",
+    *,
+    emulate: bool = False,
+    bounds_check: bool = False,
+) -> Module | CUDAModule: ...
+
+
+@overload
+def build(
+    func_or_module: IRModule,
+    target: Target | str | None = "cpu",
+    *,
+    emulate: bool = False,
+    bounds_check: bool = False,
+) -> Library: ...
 
 
 def build(
@@ -33,7 +86,8 @@ def build(
     target: Target | str | None = "cpu",
     *,
     emulate: bool = False,
-) -> Any:
+    bounds_check: bool = False,
+) -> Module | CUDAModule | Library:
     """Compile a PrimFunc (exposed as its own name) or the PrimFuncs of a module.
 
     Parameters
@@ -45,11 +99,20 @@ def build(
     emulate
         For a CUDA target: run the GPU schedule on the CPU (thread-bound loops become serial).
         Without it a CUDA target compiles with NVRTC (or nvcc) and runs on the GPU.
+    bounds_check
+        Check every buffer access at run time (CPU and ``emulate=True`` builds): an
+        out-of-range access is skipped and the call raises
+        :class:`~tilecraft.runtime.BoundsCheckError` naming the function, the buffer, the
+        index values and the extents, instead of reading or writing past an array. Slow; for
+        debugging. Not available for CUDA builds that run on the GPU: check the schedule
+        with ``emulate=True``.
 
     Returns
     -------
-    Module
-        ``lib[name](*args)`` runs a function; ``lib.source`` is the generated C.
+    Module, CUDAModule or Library
+        ``lib[name](*args)`` runs a function (outputs are arguments too, written in place);
+        ``lib.source`` is the generated C (or CUDA). A module holding graph functions gives
+        the graph executor's ``Executable``.
 
     Raises
     ------
@@ -57,11 +120,26 @@ def build(
         When the target is unsupported or the C compiler fails (command and stderr attached).
     """
     tgt = as_target(target)
+    if not isinstance(emulate, bool) or not isinstance(bounds_check, bool):
+        raise ArgumentTypeError("build: emulate and bounds_check must be True or False")
     for predicate, builder in _BUILDERS:
         if predicate(func_or_module, tgt, emulate):
-            return builder(func_or_module, tgt, emulate=emulate)
+            extra = {"bounds_check": True} if bounds_check else {}
+            return builder(func_or_module, tgt, emulate=emulate, **extra)  # type: ignore[no-any-return]
     if tgt.is_gpu and not emulate:
+        if bounds_check:
+            raise BuildError(
+                f"build: bounds_check=True is not available for {tgt} builds that run on the "
+                "GPU; check the schedule with tc.build(..., emulate=True, bounds_check=True)"
+            )
         return build_cuda(func_or_module, tgt)
+    return _build_c(func_or_module, tgt, emulate, bounds_check)
+
+
+def _build_c(
+    func_or_module: PrimFunc | IRModule, tgt: Target, emulate: bool, bounds_check: bool
+) -> Module:
+    """Generate C, compile it (cached) and load it."""
     if isinstance(func_or_module, PrimFunc):
         originals = {func_or_module.name: func_or_module}
     elif isinstance(func_or_module, IRModule):
@@ -70,8 +148,8 @@ def build(
             raise BuildError("build: the module has no PrimFunc to compile")
     else:
         kind = type(func_or_module).__name__
-        raise TypeError(f"build: expected a PrimFunc or IRModule, got {kind}")
-    csrc = build_c_source(func_or_module, tgt, emulate_gpu=emulate)
+        raise ArgumentTypeError(f"build: expected a PrimFunc or IRModule, got {kind}")
+    csrc = build_c_source(func_or_module, tgt, emulate_gpu=emulate, bounds_check=bounds_check)
     path = compile_shared(csrc.text)
     functions = {name: (originals[name], csrc.functions[name]) for name in csrc.functions}
     return Module(path, csrc.text, functions, csrc.symbols)

@@ -1,15 +1,20 @@
 """Compile C source to a shared library through the system compiler, with a content cache.
 
-The cache lives in :func:`tilecraft.config.cache_dir` (``cpu/`` subfolder); an entry's name is
-the sha256 of (source, compiler, flags), so a second build of the same source runs no compiler.
-Writers compile into a temporary file in the cache folder and ``os.replace`` it into place, so
-several processes building the same source at once all end with a complete library.
+The cache (:mod:`tilecraft.runtime.cache`) lives in :func:`tilecraft.config.cache_dir`
+(``cpu/`` subfolder); an entry's key is the sha256 of (source, compiler, flags and, when the
+flags contain ``-march=native``, the host CPU the compiler resolves it to), so a second build of
+the same source runs no compiler, and a cache shared between machines never hands one CPU code
+built for another. Writers compile into a temporary file in the cache folder and move it into
+place, so several processes building the same source at once all end with a complete library;
+entries are verified before they are loaded and rebuilt when corrupt.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -18,8 +23,20 @@ from pathlib import Path
 
 from .. import config
 from ..errors import BuildError
+from . import cache
 
 BASE_FLAGS = ("-O3", "-std=gnu11", "-shared", "-fPIC")
+GUARD_FLAGS = ("-fno-tree-loop-distribute-patterns",)
+"""Flags that switch off optimizations known to miscompile correct kernels; kept when the
+compiler accepts them. gcc 12.2 at ``-O3`` turns zero-fill or copy loops into ``memset``/
+``memcpy`` calls (loop distribution into patterns) and then gets the surrounding distributed
+loops wrong (issue 10, 6d; reproducer ``tests/runtime/data/gcc12_ldist_miscompile.c``).
+The other ``-O3`` loop passes (plain loop distribution, interchange, unroll-and-jam, versioning)
+were checked on that reproducer and keep the result correct. Flags that change floating-point
+semantics (``-ffast-math``, ``-Ofast``, ``-ffinite-math-only``...) are never used: kernels must
+keep numpy's NaN and infinity behaviour; :data:`FORBIDDEN_FLAGS` lists them."""
+FORBIDDEN_FLAGS = ("-ffast-math", "-Ofast", "-ffinite-math-only", "-funsafe-math-optimizations",
+                   "-fno-signed-zeros", "-fassociative-math", "-freciprocal-math")  # fmt: skip
 OPTIONAL_FLAGS = ("-march=native", "-mprefer-vector-width=512", "-fopenmp")
 """Flags kept when the compiler accepts them. gcc's tuning for recent x86 CPUs prefers 256-bit
 vectors even where AVX-512 is available; asking for 512-bit ones doubles the width of the
@@ -44,7 +61,9 @@ void tc_probe(const float* restrict x, float* restrict y, int n) {
 }
 """
 _flag_cache: dict[str, tuple[str, ...]] = {}
+_host_cache: dict[str, str] = {}
 _lock = threading.Lock()
+_log = logging.getLogger("tilecraft.runtime.compiler")
 
 
 def find_compiler() -> str:
@@ -79,7 +98,7 @@ def compile_flags(compiler: str) -> tuple[str, ...]:
     with tempfile.TemporaryDirectory(prefix="tilecraft-probe-") as tmp:
         src = Path(tmp) / "probe.c"
         src.write_text(_PROBE_SOURCE)
-        for opt in OPTIONAL_FLAGS:
+        for opt in (*GUARD_FLAGS, *OPTIONAL_FLAGS):
             cmd = [compiler, *flags, opt, str(src), "-o", str(Path(tmp) / "probe.so"), *LINK_FLAGS]
             if run_compiler(cmd).returncode == 0:
                 flags.append(opt)
@@ -91,6 +110,16 @@ def compile_flags(compiler: str) -> tuple[str, ...]:
             if probe.returncode == 0:
                 flags.append(define)
     result = tuple(flags)
+    if "-fopenmp" not in result:
+        _log.warning(
+            "the C compiler %s does not support OpenMP (-fopenmp): loops scheduled with "
+            "parallel() run on one core; install an OpenMP-capable compiler (gcc, or clang "
+            "with libomp) or point CC at one",
+            compiler,
+        )
+    bad = [f for f in result if f in FORBIDDEN_FLAGS]
+    if bad:  # a programming error here, not a user error: the lists above are constants
+        raise BuildError(f"compile flags {bad} would change floating-point semantics")
     with _lock:
         _flag_cache[compiler] = result
     return result
@@ -101,10 +130,53 @@ def link_flags(flags: tuple[str, ...]) -> tuple[str, ...]:
     return (*LINK_FLAGS, LIBMVEC_FLAGS[1]) if LIBMVEC_FLAGS[0] in flags else LINK_FLAGS
 
 
+def host_cpu(compiler: str) -> str:
+    """What ``-march=native`` means for ``compiler`` on this machine (cached per process).
+
+    The compiler's own expansion of the flag (target CPU name and ISA switches, with its
+    version), from a dry run (``-###``); when it gives none, the CPU model and feature flags
+    from ``/proc/cpuinfo`` and the machine name.
+    """
+    with _lock:
+        hit = _host_cache.get(compiler)
+    if hit is not None:
+        return hit
+    parts: list[str] = []
+    try:
+        proc = subprocess.run(
+            [compiler, "-march=native", "-###", "-E", "-x", "c", os.devnull],
+            capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+        for line in (proc.stdout + proc.stderr).splitlines():
+            if " version " in line:
+                parts.append(line.strip())
+            elif "-march=" in line or "-target-cpu" in line:
+                parts.extend(w.strip('"') for w in line.split() if "/" not in w)  # no paths
+    except (OSError, subprocess.SubprocessError):
+        pass
+    if not any(p.startswith(("-march=", "-target-cpu")) for p in parts):
+        parts.extend([platform.machine(), *_cpuinfo_lines()])
+    result = hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    with _lock:
+        _host_cache[compiler] = result
+    return result
+
+
+def _cpuinfo_lines() -> list[str]:
+    try:
+        keys = ("model name", "flags", "Features", "CPU part", "CPU implementer")
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            lines = [ln.strip() for ln in f if ln.startswith(keys)]
+    except OSError:
+        return [platform.processor()]
+    return sorted(set(lines))
+
+
 def cache_key(source: str, compiler: str, flags: tuple[str, ...]) -> str:
-    """sha256 hex digest of (source, compiler, flags)."""
+    """sha256 hex digest of (source, compiler, flags, and the host CPU under -march=native)."""
     h = hashlib.sha256()
-    for part in (source, compiler, "\0".join(flags)):
+    host = host_cpu(compiler) if "-march=native" in flags else ""
+    for part in (source, compiler, "\0".join(flags), host):
         h.update(part.encode())
         h.update(b"\x00\x01")
     return h.hexdigest()
@@ -112,6 +184,9 @@ def cache_key(source: str, compiler: str, flags: tuple[str, ...]) -> str:
 
 def compile_shared(source: str) -> Path:
     """Compile ``source`` to a shared library and return its path (cached by content).
+
+    A cached library is used only after its size and hash are checked against the entry's
+    record (see :mod:`tilecraft.runtime.cache`); a corrupt entry is rebuilt.
 
     Raises
     ------
@@ -121,11 +196,19 @@ def compile_shared(source: str) -> Path:
     compiler = find_compiler()
     flags = compile_flags(compiler)
     key = cache_key(source, compiler, flags)
-    folder = config.cache_dir() / "cpu"
-    lib = folder / f"{key}.so"
-    if lib.exists():
-        return lib
-    folder.mkdir(parents=True, exist_ok=True)
+    hit = cache.lookup("cpu", key, ".so")
+    if hit is not None:
+        return hit
+    folder = cache.writable_folder("cpu")
+    try:
+        return _compile_into(folder, key, source, compiler, flags)
+    except OSError as e:
+        raise BuildError(f"cannot write the compiled library to {folder}: {e}") from e
+
+
+def _compile_into(
+    folder: Path, key: str, source: str, compiler: str, flags: tuple[str, ...]
+) -> Path:
     fd, tmp_src = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".c", dir=folder)
     with os.fdopen(fd, "w") as f:
         f.write(source)
@@ -143,9 +226,8 @@ def compile_shared(source: str) -> Path:
                 proc.stderr,
             )
         os.replace(tmp_src, folder / f"{key}.c")
-        os.replace(tmp_lib, lib)
+        return cache.commit(folder, key, ".so", tmp_lib)
     finally:
         for leftover in (tmp_src, tmp_lib):
             if os.path.exists(leftover):
                 os.unlink(leftover)
-    return lib

@@ -35,7 +35,16 @@ from ..lower.gpu_split_host_device import (
 )
 from ..lower.gpu_vectorize import VECTOR_ATTR
 from ..target import Target, as_target
-from .arguments import ArgumentError, ArgumentTypeError, eval_shape_expr
+from .arguments import (
+    PRODUCER_ERRORS,
+    ArgumentError,
+    ArgumentTypeError,
+    check_timing,
+    dlpack_device,
+    eval_shape_expr,
+    missing_function,
+    reject_keywords,
+)
 from .cuda_compile import compile_cuda
 from .cuda_driver import CUDAError, Driver, get_driver
 from .module import TimingResult, written_params
@@ -85,37 +94,68 @@ class _DeviceView:
     keep: object = None
 
 
-def _typestr_dtype(typestr: str) -> np.dtype[Any]:
-    return np.dtype(typestr)
+class _DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device_type", ctypes.c_int32),
+        ("device_id", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("code", ctypes.c_uint8),
+        ("bits", ctypes.c_uint8),
+        ("lanes", ctypes.c_uint16),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
 
 
-def _dlpack_view(value: Any, where: str) -> _DeviceView:
-    capsule = value.__dlpack__()
+_MAX_DLPACK_NDIM = 64
+
+
+def _capsule_pointer(capsule: object, where: str) -> int:
+    """The DLTensor address in a ``dltensor`` capsule; ArgumentTypeError for anything else."""
+    is_valid = ctypes.pythonapi.PyCapsule_IsValid
+    is_valid.restype = ctypes.c_int
+    is_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    if not is_valid(capsule, b"dltensor"):  # also rejects non-capsules and used capsules
+        raise ArgumentTypeError(
+            f"{where}: __dlpack__() must return an unused 'dltensor' capsule, got "
+            f"{type(capsule).__name__}"
+        )
     get = ctypes.pythonapi.PyCapsule_GetPointer
     get.restype = ctypes.c_void_p
     get.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    addr = get(capsule, b"dltensor")
+    return int(get(capsule, b"dltensor"))
 
-    class _DLTensor(ctypes.Structure):
-        _fields_ = [
-            ("data", ctypes.c_void_p),
-            ("device_type", ctypes.c_int32),
-            ("device_id", ctypes.c_int32),
-            ("ndim", ctypes.c_int32),
-            ("code", ctypes.c_uint8),
-            ("bits", ctypes.c_uint8),
-            ("lanes", ctypes.c_uint16),
-            ("shape", ctypes.POINTER(ctypes.c_int64)),
-            ("strides", ctypes.POINTER(ctypes.c_int64)),
-            ("byte_offset", ctypes.c_uint64),
-        ]
 
-    t = _DLTensor.from_address(addr)
+def _dlpack_dtype(t: _DLTensor, where: str) -> np.dtype[Any]:
+    kinds = {0: "i", 1: "u", 2: "f", 4: "u"}  # bfloat (4) is carried as uint16 bit patterns
+    if t.code not in kinds or t.lanes != 1 or t.bits not in (8, 16, 32, 64):
+        raise ArgumentTypeError(
+            f"{where}: unsupported DLPack dtype (code {t.code}, bits {t.bits}, lanes {t.lanes})"
+        )
+    return np.dtype(f"{kinds[t.code]}{t.bits // 8}")
+
+
+def _dlpack_view(value: Any, where: str) -> _DeviceView:
+    device = dlpack_device(value, where)
+    if device is not None and device[0] not in _DLPACK_CUDA:
+        raise ArgumentTypeError(f"{where}: DLPack tensor on device type {device[0]}, not CUDA")
+    try:
+        capsule = value.__dlpack__()
+    except PRODUCER_ERRORS as e:
+        raise ArgumentTypeError(
+            f"{where}: the tensor's __dlpack__() failed: {type(e).__name__}: {e}"
+        ) from e
+    t = _DLTensor.from_address(_capsule_pointer(capsule, where))
     if t.device_type not in _DLPACK_CUDA:
         raise ArgumentTypeError(f"{where}: DLPack tensor on device type {t.device_type}, not CUDA")
+    if not 0 <= t.ndim <= _MAX_DLPACK_NDIM or (t.ndim and not t.shape):
+        raise ArgumentTypeError(f"{where}: malformed DLPack tensor (ndim {t.ndim})")
     shape = tuple(t.shape[i] for i in range(t.ndim))
-    kinds = {0: "i", 1: "u", 2: "f", 4: "u"}  # bfloat (4) is carried as uint16 bit patterns
-    dt = np.dtype(f"{kinds.get(t.code, 'V')}{t.bits // 8}")
+    if any(d < 0 for d in shape):
+        raise ArgumentTypeError(f"{where}: malformed DLPack tensor (shape {shape})")
+    dt = _dlpack_dtype(t, where)
     if t.strides:
         expect = 1
         for i in reversed(range(t.ndim)):
@@ -127,20 +167,39 @@ def _dlpack_view(value: Any, where: str) -> _DeviceView:
     return view
 
 
+def _cai_view(cai: object, where: str) -> _DeviceView:
+    """A view of a ``__cuda_array_interface__`` dict (v2/v3: shape, typestr, data, strides)."""
+    try:
+        d = cai if isinstance(cai, dict) else {}
+        shape = tuple(int(s) for s in d["shape"])
+        dt = np.dtype(d["typestr"])
+        ptr = int(d["data"][0])
+        strides = d.get("strides")
+    except PRODUCER_ERRORS as e:
+        raise ArgumentTypeError(
+            f"{where}: malformed __cuda_array_interface__: {type(e).__name__}: {e}"
+        ) from e
+    if any(d < 0 for d in shape):
+        raise ArgumentTypeError(f"{where}: malformed __cuda_array_interface__ shape {shape}")
+    contiguous = tuple(
+        int(np.prod(shape[i + 1 :], dtype=np.int64)) * dt.itemsize for i in range(len(shape))
+    )
+    if strides is not None and (
+        not isinstance(strides, (tuple, list)) or tuple(strides) != contiguous
+    ):
+        raise ArgumentError(f"{where}: expected a C-contiguous tensor, got strides {strides}")
+    return _DeviceView(ptr, shape, dt)
+
+
 def device_view(value: Any, where: str) -> _DeviceView:
     """Device pointer, shape and dtype of a call argument (numpy arrays are copied over)."""
     if isinstance(value, DeviceArray):
         return _DeviceView(value.ptr, value.shape, value.dtype, owner=value)
+    if isinstance(value, type):
+        raise ArgumentTypeError(f"{where}: expected a tensor, got the class {value.__name__}")
     cai = getattr(value, "__cuda_array_interface__", None)
     if cai is not None:
-        shape = tuple(int(s) for s in cai["shape"])
-        dt = _typestr_dtype(cai["typestr"])
-        strides = cai.get("strides")
-        if strides is not None and tuple(strides) != tuple(
-            int(np.prod(shape[i + 1 :], dtype=np.int64)) * dt.itemsize for i in range(len(shape))
-        ):
-            raise ArgumentError(f"{where}: expected a C-contiguous tensor, got strides {strides}")
-        return _DeviceView(int(cai["data"][0]), shape, dt)
+        return _cai_view(cai, where)
     if isinstance(value, np.ndarray):
         host = np.ascontiguousarray(value)
         dev = DeviceArray.from_numpy(host)
@@ -321,8 +380,9 @@ class CUDAFunction:
             driver.free(ptr)
         prep.cleanup.clear()
 
-    def __call__(self, *args: Any) -> None:
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
         """Run the function; numpy outputs are copied back when it finishes."""
+        reject_keywords(self.name, [p.name for p in self.func.params], kwargs)
         prep = self._prepare(args)
         for launch in prep.launches:
             launch()
@@ -379,12 +439,10 @@ class CUDAModule:
         return list(self._functions)
 
     def __getitem__(self, name: str) -> CUDAFunction:
-        try:
-            return self._functions[name]
-        except KeyError:
-            raise KeyError(
-                f"module has no function {name!r}; it has {self.function_names}"
-            ) from None
+        fn = self._functions.get(name) if isinstance(name, str) else None
+        if fn is None:
+            raise missing_function(name, self.function_names)
+        return fn
 
     def __contains__(self, name: object) -> bool:
         return name in self._functions
@@ -401,10 +459,7 @@ class CUDAModule:
         ``min_repeat_ms`` is accepted for API symmetry with the CPU module and ignored.
         """
         del min_repeat_ms
-        if number < 1 or repeat < 1:
-            raise ValueError(
-                f"time_evaluator: number and repeat must be >= 1, got {number}, {repeat}"
-            )
+        check_timing(number, repeat)
         fn = self[name]
         return lambda *args: fn.time(args, number, repeat)
 

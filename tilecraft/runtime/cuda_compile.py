@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import os
 import re
 import shutil
 import subprocess
@@ -22,6 +21,7 @@ from types import ModuleType
 
 from .. import config
 from ..errors import BuildError
+from . import cache
 
 NVCC_FLAGS = ("-O3", "--use_fast_math")
 
@@ -126,17 +126,13 @@ def compile_cuda(source: str, arch: str = "sm_90") -> bytes:
     use_nvrtc = _nvrtc_module() is not None
     tool = "nvrtc" if use_nvrtc else f"nvcc:{find_nvcc()}"
     key = hashlib.sha256(f"{tool}\0{arch}\0{NVCC_FLAGS}\0{source}".encode()).hexdigest()
-    folder = config.cache_dir() / "cuda"
-    path = folder / f"{key}.cubin"
-    if path.exists():
-        return path.read_bytes()
-    cubin = compile_with_nvrtc(source, arch) if use_nvrtc else compile_with_nvcc(source, arch)[0]
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(cubin)
-    os.replace(tmp, path)
-    return cubin
+
+    def make() -> bytes:
+        if use_nvrtc:
+            return compile_with_nvrtc(source, arch)
+        return compile_with_nvcc(source, arch)[0]
+
+    return cache.cached_bytes("cuda", key, ".cubin", make)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import BuildError
 from ..ir import Buffer, BufferStore, Node, PrimFunc, post_order_visit
-from .arguments import ArgumentChecker, ctype_of
+from ..lower.bounds_check import BOUNDS_SITES_ATTR
+from .arguments import (
+    ArgumentChecker,
+    check_timing,
+    ctype_of,
+    missing_function,
+    reject_keywords,
+)
+from .bounds import find_record, raise_if_violated
 
 
 @dataclass(frozen=True)
@@ -62,30 +71,47 @@ def written_params(func: PrimFunc) -> list[Buffer]:
 class Function:
     """One compiled kernel; call it with numpy arrays / DLPack tensors / scalars."""
 
-    def __init__(self, cfunc: Any, func: PrimFunc, lowered: PrimFunc) -> None:
+    def __init__(
+        self,
+        cfunc: Any,
+        func: PrimFunc,
+        lowered: PrimFunc,
+        after_call: Callable[[], None] | None = None,
+    ) -> None:
         self.name = func.name
         self.func = func
         self.lowered = lowered
         self._cfunc = cfunc
+        self._after_call = after_call  # raises BoundsCheckError in bounds-checked builds
         cfunc.restype = None
         cfunc.argtypes = [
             ctypes.c_void_p if isinstance(p, Buffer) else ctype_of(p.dtype) for p in lowered.params
         ]
         self._checker = ArgumentChecker(func, lowered, _written(func))
 
-    def __call__(self, *args: Any) -> None:
-        """Check ``args`` against the parameters (raising ArgumentError) and run the kernel."""
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        """Check ``args`` against the parameters (raising ArgumentError) and run the kernel.
+
+        Arguments are positional, one per parameter of the function: inputs and outputs
+        alike (outputs are written in place).
+        """
+        reject_keywords(self.name, self._checker.names, kwargs)
         prepared = self._checker.prepare(args)
         self._cfunc(*prepared.cargs)
+        if self._after_call is not None:
+            self._after_call()
 
-    def bind(self, *args: Any) -> Callable[[], None]:
+    def bind(self, *args: Any, **kwargs: Any) -> Callable[[], None]:
         """Check ``args`` once and return a no-argument callable running the kernel on them."""
+        reject_keywords(self.name, self._checker.names, kwargs)
         prepared = self._checker.prepare(args)
-        cfunc, cargs = self._cfunc, prepared.cargs
+        cfunc, cargs, after = self._cfunc, prepared.cargs, self._after_call
 
         def run() -> None:
             _ = prepared.arrays  # keep the arrays alive while the closure exists
             cfunc(*cargs)
+            if after is not None:
+                after()
 
         return run
 
@@ -105,11 +131,35 @@ class Module:
     ) -> None:
         self.path = path
         self.source = source
-        self._lib = ctypes.CDLL(str(path))
+        try:
+            self._lib = ctypes.CDLL(str(path))
+        except OSError as e:
+            raise BuildError(f"cannot load the compiled library {path}: {e}") from e
+        after = self._bounds_hook(functions, symbols)
         self._functions = {
-            name: Function(getattr(self._lib, symbols[name]), orig.update(name=name), low)
+            name: Function(getattr(self._lib, symbols[name]), orig.update(name=name), low, after)
             for name, (orig, low) in functions.items()
         }
+
+    @property
+    def bounds_checked(self) -> bool:
+        """True when the library was built with ``bounds_check=True``."""
+        return self._bounds_checked
+
+    def _bounds_hook(
+        self, functions: dict[str, tuple[PrimFunc, PrimFunc]], symbols: dict[str, str]
+    ) -> Callable[[], None] | None:
+        sites = {
+            name: tuple(str(s) for s in low.attrs.get(BOUNDS_SITES_ATTR, ()))  # type: ignore[union-attr]
+            for name, (_, low) in functions.items()
+        }
+        checked = any(BOUNDS_SITES_ATTR in low.attrs for _, low in functions.values())
+        record = find_record(self._lib) if checked else None  # None: no check survived
+        self._bounds_checked = checked
+        if record is None:
+            return None
+        names = {sym: name for name, sym in symbols.items()}
+        return lambda: raise_if_violated(record, names, sites)
 
     @property
     def function_names(self) -> list[str]:
@@ -117,11 +167,10 @@ class Module:
         return list(self._functions)
 
     def __getitem__(self, name: str) -> Function:
-        try:
-            return self._functions[name]
-        except KeyError:
-            names = self.function_names
-            raise KeyError(f"module has no function {name!r}; it has {names}") from None
+        fn = self._functions.get(name) if isinstance(name, str) else None
+        if fn is None:
+            raise missing_function(name, self.function_names)
+        return fn
 
     def __contains__(self, name: object) -> bool:
         return name in self._functions
@@ -152,10 +201,7 @@ class Module:
             ``evaluator(*args) -> TimingResult`` (seconds per call); it runs once to warm up.
         """
         fn = self[name]
-        if number < 1 or repeat < 1:
-            raise ValueError(
-                f"time_evaluator: number and repeat must be >= 1, got {number}, {repeat}"
-            )
+        check_timing(number, repeat)
 
         def evaluator(*args: Any) -> TimingResult:
             run = fn.bind(*args)

@@ -166,8 +166,11 @@ class ExprParser:
         return node.value
 
     def dtype_arg(self, node: ast.expr) -> DataType:
-        """A dtype string literal such as ``"float32"``."""
-        text = self.string(node, "a dtype")
+        """A dtype: a string literal such as ``"float32"``, or numpy's spelling of one
+        (``np.float32``, ``np.dtype("float16")``; the module name is not checked)."""
+        text = _numpy_dtype_text(node)
+        if text is None:
+            text = self.string(node, "a dtype")
         try:
             return dtype(text)
         except IRError as e:
@@ -376,3 +379,20 @@ class ExprParser:
         ):
             return float(node.args[0].value)
         self.fail(node, f"expected a literal attribute value, got {ast.unparse(node)!r}")
+
+
+def _numpy_dtype_text(node: ast.expr) -> str | None:
+    """``"float32"`` for ``np.float32`` or ``np.dtype("float32")``; None for other syntax."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return "bool" if node.attr == "bool_" else node.attr
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "dtype"
+        and len(node.args) == 1
+        and not node.keywords
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):
+        return node.args[0].value
+    return None

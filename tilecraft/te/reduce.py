@@ -16,6 +16,7 @@ from ..errors import TilecraftError
 from ..ir import DataType, Expr, ExprLike, Range, Var, as_expr, const, substitute
 from ..ir import dtype as to_dtype
 from ..ir import op as irop
+from ..ir.dtype import DTypeLike
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -82,13 +83,33 @@ IdentityFn = Callable[..., Any]
 CombineFn = Callable[..., Any]
 
 
-class Reducer:
-    """A callable reducer: ``reducer(expr, axis=k, where=cond)``; see :func:`comm_reducer`."""
+Elementwise = Callable[[ExprLike, ExprLike], Expr]
 
-    def __init__(self, fcombine: CombineFn, fidentity: IdentityFn, name: str) -> None:
+
+def _is_axes(axis: object) -> bool:
+    if isinstance(axis, ReduceAxis):
+        return True
+    return isinstance(axis, (tuple, list)) and all(isinstance(a, ReduceAxis) for a in axis)
+
+
+class Reducer:
+    """A callable reducer: ``reducer(expr, axis=k, where=cond)``; see :func:`comm_reducer`.
+
+    A reducer made with ``elementwise`` (``te.max``, ``te.min``) is also the two-operand
+    function: ``te.max(a, b)`` with ``b`` a value rather than reduce axes is ``max(a, b)``.
+    """
+
+    def __init__(
+        self,
+        fcombine: CombineFn,
+        fidentity: IdentityFn,
+        name: str,
+        elementwise: Elementwise | None = None,
+    ) -> None:
         self.fcombine = fcombine
         self.fidentity = fidentity
         self.name = name
+        self.elementwise = elementwise
         self._cache: dict[tuple[DataType, ...], CommReducer] = {}
 
     def for_dtypes(self, dtypes: tuple[DataType, ...]) -> CommReducer:
@@ -116,10 +137,21 @@ class Reducer:
     def __call__(
         self,
         expr: ExprLike | Sequence[ExprLike],
-        axis: ReduceAxis | Sequence[ReduceAxis],
+        axis: ReduceAxis | Sequence[ReduceAxis] | ExprLike | None = None,
         where: ExprLike | None = None,
     ) -> Any:
-        """Reduce ``expr`` (or a tuple of values) over ``axis`` where ``where`` holds."""
+        """Reduce ``expr`` (or a tuple of values) over ``axis`` where ``where`` holds.
+
+        For ``te.max``/``te.min``, a second operand that is not reduce axes gives the
+        elementwise ``max(expr, axis)``/``min(expr, axis)`` instead.
+        """
+        if self.elementwise is not None and axis is not None and not _is_axes(axis):
+            if where is not None or isinstance(expr, (tuple, list)):
+                raise TilecraftError(f"{self.name}(a, b): takes two values and no where=")
+            return self.elementwise(expr, axis)  # type: ignore[arg-type]
+        if axis is None:
+            two = " (or a second value)" if self.elementwise is not None else ""
+            raise TilecraftError(f"{self.name}: needs reduce axes{two}: axis=te.reduce_axis(...)")
         multi = isinstance(expr, (tuple, list))
         items: Sequence[ExprLike] = expr if isinstance(expr, (tuple, list)) else [expr]  # type: ignore[list-item]
         source = tuple(as_expr(e) for e in items)
@@ -137,7 +169,12 @@ class Reducer:
         return out if multi else out[0]
 
 
-def comm_reducer(fcombine: CombineFn, fidentity: IdentityFn, name: str = "reduce") -> Reducer:
+def comm_reducer(
+    fcombine: CombineFn,
+    fidentity: IdentityFn,
+    name: str = "reduce",
+    elementwise: Elementwise | None = None,
+) -> Reducer:
     """Build a commutative reducer.
 
     Parameters
@@ -149,16 +186,18 @@ def comm_reducer(fcombine: CombineFn, fidentity: IdentityFn, name: str = "reduce
         ``fidentity(dtype0, ...) -> value(s)``: the identity element(s).
     name
         Used in error messages.
+    elementwise
+        Optional two-operand function the reducer also is (``te.max(a, b)``).
 
     Returns
     -------
     Reducer
         Callable as ``reducer(expr, axis=k, where=cond)``.
     """
-    return Reducer(fcombine, fidentity, name)
+    return Reducer(fcombine, fidentity, name, elementwise)
 
 
-def min_value(dt: DataType | str) -> Expr:
+def min_value(dt: DTypeLike) -> Expr:
     """The smallest value of ``dt`` (``-inf`` for floats)."""
     d = to_dtype(dt)
     if d.is_float:
@@ -168,7 +207,7 @@ def min_value(dt: DataType | str) -> Expr:
     return const(-(2 ** (d.bits - 1)), d)
 
 
-def max_value(dt: DataType | str) -> Expr:
+def max_value(dt: DTypeLike) -> Expr:
     """The largest value of ``dt`` (``inf`` for floats)."""
     d = to_dtype(dt)
     if d.is_float:
@@ -184,7 +223,14 @@ def _arg_combine(better: Callable[[Expr, Expr], Expr]) -> CombineFn:
         # keep the running pair when strictly better, or equal with a smaller valid index (the
         # identity's index is -1): the first occurrence wins in any visiting order, as in numpy
         first = (ri < 0) | ((li >= 0) & (li < ri))
-        keep = better(lv, rv) | (lv.eq(rv) & first)
+        if lv.dtype.is_float:
+            # numpy: NaN beats every number and the first NaN wins (NaN compares unordered)
+            lnan, rnan = irop.isnan(lv), irop.isnan(rv)
+            strictly = better(lv, rv) | (lnan & ~rnan)
+            same = lv.eq(rv) | (lnan & rnan)
+        else:
+            strictly, same = better(lv, rv), lv.eq(rv)
+        keep = strictly | (same & first)
         return irop.select(keep, li, ri), irop.select(keep, lv, rv)
 
     return combine
@@ -192,11 +238,17 @@ def _arg_combine(better: Callable[[Expr, Expr], Expr]) -> CombineFn:
 
 sum = comm_reducer(lambda x, y: x + y, lambda d: const(0, d), "sum")
 prod = comm_reducer(lambda x, y: x * y, lambda d: const(1, d), "prod")
-max = comm_reducer(irop.max, min_value, "max")
-min = comm_reducer(irop.min, max_value, "min")
+max = comm_reducer(irop.max, min_value, "max", irop.max)
+"""``max`` over the axes (``te.max(x, axis=k)``), or of two values (``te.max(a, b)``); for
+floats a NaN makes the result NaN (numpy's ``max``/``maximum``)."""
+min = comm_reducer(irop.min, max_value, "min", irop.min)
+"""``min`` over the axes (``te.min(x, axis=k)``), or of two values (``te.min(a, b)``); for
+floats a NaN makes the result NaN (numpy's ``min``/``minimum``)."""
 argmax = comm_reducer(
     _arg_combine(lambda a, b: a > b), lambda di, dv: (const(-1, di), min_value(dv)), "argmax"
 )
+"""(index, value) of the maximum; the first one on ties, the first NaN if any (numpy)."""
 argmin = comm_reducer(
     _arg_combine(lambda a, b: a < b), lambda di, dv: (const(-1, di), max_value(dv)), "argmin"
 )
+"""(index, value) of the minimum; the first one on ties, the first NaN if any (numpy)."""

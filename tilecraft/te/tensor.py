@@ -17,6 +17,7 @@ from typing import Any, Union
 from ..errors import TilecraftError
 from ..ir import Attrs, Buffer, BufferLoad, DataType, Expr, ExprLike, IntImm, Range, Var, as_expr
 from ..ir import dtype as to_dtype
+from ..ir.dtype import DTypeLike
 from .reduce import Reduce, ReduceAxis
 
 ShapeLike = Union[Sequence[Union[ExprLike, str]], ExprLike, str]  # noqa: UP007
@@ -25,7 +26,7 @@ _SHAPE_VARS: dict[tuple[str, DataType], Var] = {}
 _RECORDING = threading.local()
 
 
-def size_var(name: str, dt: str | DataType = "int32") -> Var:
+def size_var(name: str, dt: DTypeLike = "int32") -> Var:
     """The symbolic extent named ``name``: the same name (and dtype) gives the same Var.
 
     ``placeholder(("n", 4))`` uses ``size_var("n")``, so two placeholders spelling the same
@@ -148,7 +149,7 @@ class Tensor:
     __hash__ = object.__hash__
 
 
-def placeholder(shape: ShapeLike, dtype: str | DataType = "float32", name: str = "A") -> Tensor:
+def placeholder(shape: ShapeLike, dtype: DTypeLike = "float32", name: str = "A") -> Tensor:
     """An input tensor.
 
     Parameters

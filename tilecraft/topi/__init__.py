@@ -13,6 +13,7 @@ from .broadcast import divide as divide
 from .broadcast import elementwise as elementwise
 from .broadcast import equal as equal
 from .broadcast import floor_divide as floor_divide
+from .broadcast import floor_mod as floor_mod
 from .broadcast import greater as greater
 from .broadcast import greater_equal as greater_equal
 from .broadcast import less as less

@@ -128,11 +128,34 @@ logical_or = _binary(lambda x, y: x | y, "logical_or")
 
 
 def floor_divide(a: Operand, b: Operand, name: str = "T_floor_divide") -> Tensor:
-    """``a // b`` rounding toward negative infinity (integers), ``floor(a / b)`` for floats."""
+    """``a // b`` rounding toward negative infinity (integers), ``floor(a / b)`` for floats.
+
+    Integers follow numpy where C would trap: a zero divisor gives 0 and ``MIN // -1`` wraps
+    to ``MIN``.
+    """
     dt = _operand_dtype([a, b], "floor_divide")
     if dt.startswith(("float", "bfloat")):
         return elementwise([a, b], lambda x, y: irop.floor(x / y), name)
     return elementwise([a, b], lambda x, y: x // y, name)
+
+
+def floor_mod(a: Operand, b: Operand, name: str = "T_floor_mod") -> Tensor:
+    """``a % b`` with the sign of ``b`` (numpy ``remainder``/``mod``).
+
+    Integers: a zero divisor gives 0 and ``MIN % -1`` gives 0, as numpy (no trap). Floats:
+    ``fmod(a, b)`` moved into ``b``'s sign (NaN for a zero divisor, as numpy).
+    """
+    dt = _operand_dtype([a, b], "floor_mod")
+    if dt.startswith(("float", "bfloat")):
+
+        def fmod(x: Expr, y: Expr) -> Expr:
+            r = irop.fmod(x, y)
+            zero = as_expr(0.0, r.dtype)
+            fix = r.ne(zero) & ((r < zero).ne(y < zero))
+            return irop.select(fix, r + y, r)
+
+        return elementwise([a, b], fmod, name)
+    return elementwise([a, b], lambda x, y: x % y, name)
 
 
 def where(cond: Operand, a: Operand, b: Operand, name: str = "T_where") -> Tensor:

@@ -10,9 +10,10 @@ import math
 from collections.abc import Callable
 
 from ..errors import TilecraftError
-from ..ir import DataType, Expr, as_expr
+from ..ir import Expr, as_expr
 from ..ir import dtype as to_dtype
 from ..ir import op as irop
+from ..ir.dtype import DTypeLike
 from ..te import Tensor, compute
 
 
@@ -75,7 +76,7 @@ def abs(x: Tensor, name: str = "T_abs") -> Tensor:
 
 
 def relu(x: Tensor, name: str = "T_relu") -> Tensor:
-    """Elementwise ``max(x, 0)``."""
+    """Elementwise ``max(x, 0)``; NaN stays NaN (numpy's ``maximum(x, 0)``)."""
     return unary(x, lambda v: irop.max(v, as_expr(0, v.dtype)), name)
 
 
@@ -113,13 +114,13 @@ def silu(x: Tensor, name: str = "T_silu") -> Tensor:
 
 
 def clip(x: Tensor, lo: float, hi: float, name: str = "T_clip") -> Tensor:
-    """Elementwise ``min(max(x, lo), hi)``."""
+    """Elementwise ``min(max(x, lo), hi)``; NaN stays NaN (numpy's ``clip``)."""
     return unary(
         x, lambda v: irop.min(irop.max(v, as_expr(lo, v.dtype)), as_expr(hi, v.dtype)), name
     )
 
 
-def cast(x: Tensor, dtype: str | DataType, name: str = "T_cast") -> Tensor:
+def cast(x: Tensor, dtype: DTypeLike, name: str = "T_cast") -> Tensor:
     """Elementwise conversion to ``dtype`` (C conversion rules: float to int truncates)."""
     d = to_dtype(dtype)
     return unary(x, lambda v: irop.cast(v, d), name)

@@ -119,8 +119,9 @@ def _arg(reducer: Reducer, tag: str) -> Callable[..., Tensor]:
     op.__name__ = tag
     op.__doc__ = f"""Index (int32) of the {tag[3:]}imum along ``axis``; the first one on ties.
 
-    The stage has two outputs (index and value, buffers ``name`` and ``name_v1``); the
-    returned index tensor is the first. Only NaN-free inputs are supported.
+    As numpy, a NaN counts as the {tag[3:]}imum: the index of the first NaN is returned. The
+    stage has two outputs (index and value, buffers ``name`` and ``name_v1``); the returned
+    index tensor is the first.
     """
     return op
 

@@ -2,13 +2,38 @@
 
 template <typename T> __device__ __forceinline__ T tc_min(T a, T b) { return a < b ? a : b; }
 template <typename T> __device__ __forceinline__ T tc_max(T a, T b) { return a > b ? a : b; }
+template <> __device__ __forceinline__ float tc_min<float>(float a, float b) { float m = b < a ? b : a; return b != b ? b : m; }
+template <> __device__ __forceinline__ float tc_max<float>(float a, float b) { float m = b > a ? b : a; return b != b ? b : m; }
+template <> __device__ __forceinline__ double tc_min<double>(double a, double b) { double m = b < a ? b : a; return b != b ? b : m; }
+template <> __device__ __forceinline__ double tc_max<double>(double a, double b) { double m = b > a ? b : a; return b != b ? b : m; }
+__device__ __forceinline__ signed char tc_negwrap(signed char a) { return (signed char)(0u - (unsigned char)a); }
+__device__ __forceinline__ short tc_negwrap(short a) { return (short)(0u - (unsigned short)a); }
+__device__ __forceinline__ int tc_negwrap(int a) { return (int)(0u - (unsigned int)a); }
+__device__ __forceinline__ long long tc_negwrap(long long a) { return (long long)(0u - (unsigned long long)a); }
 template <typename T> __device__ __forceinline__ T tc_floordiv(T a, T b) {
+  if (b == T(0)) return T(0);
+  if (b == T(-1)) return tc_negwrap(a);
   T q = a / b, r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
 }
 template <typename T> __device__ __forceinline__ T tc_floormod(T a, T b) {
+  if (b == T(0) || b == T(-1)) return T(0);
   T r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> __device__ __forceinline__ T tc_div(T a, T b) {
+  if (b == T(0)) return T(0);
+  if (b == T(-1)) return tc_negwrap(a);
+  return a / b;
+}
+template <typename T> __device__ __forceinline__ T tc_ufloordiv(T a, T b) {
+  return b == T(0) ? T(0) : a / b;
+}
+template <typename T> __device__ __forceinline__ T tc_ufloormod(T a, T b) {
+  return b == T(0) ? T(0) : a % b;
+}
+template <typename T> __device__ __forceinline__ T tc_udiv(T a, T b) {
+  return b == T(0) ? T(0) : a / b;
 }
 
 extern "C" __global__ void __launch_bounds__(128) softmax_kernel0(
