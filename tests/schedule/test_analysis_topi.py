@@ -423,8 +423,8 @@ def test_every_workload_has_an_expectation() -> None:
 
 UNARY = ["abs", "ceil", "cos", "erf", "exp", "floor", "gelu", "identity", "log", "negative"]
 UNARY += ["relu", "rsqrt", "sigmoid", "silu", "sin", "sqrt", "tanh"]
-BINARY = ["add", "divide", "equal", "floor_divide", "greater", "greater_equal", "less"]
-BINARY += ["less_equal", "maximum", "minimum", "multiply", "not_equal", "power", "subtract"]
+BINARY = ["add", "divide", "equal", "floor_divide", "floor_mod", "greater", "greater_equal"]
+BINARY += ["less", "less_equal", "maximum", "minimum", "multiply", "not_equal", "power", "subtract"]
 LOGICAL = ["logical_and", "logical_or"]
 
 
