@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # what the lazy attributes are, for type checkers and IDEs
     from . import frontend as frontend
     from . import graph as graph
     from . import lower as lower
+    from . import rules as rules
     from . import runtime as runtime
     from . import schedule as schedule
     from . import script as script
