@@ -46,13 +46,13 @@ class CallCounter:
 
         monkeypatch.setattr(KernelFunction, "__call__", counted_kernel)
         assert f.native is not None
-        entry = f.native.entry
+        call = f.native.call
 
-        def counted_entry(*args: Any) -> Any:
+        def counted_call(*args: Any) -> Any:
             self.native_calls += 1
-            return entry(*args)
+            return call(*args)
 
-        monkeypatch.setattr(f.native, "entry", counted_entry)
+        monkeypatch.setattr(f.native, "call", counted_call)
 
 
 def test_a_forward_is_one_native_call_and_no_kernel_wrapper_call(monkeypatch) -> None:
@@ -176,7 +176,7 @@ def test_a_call_while_another_runs_takes_the_python_path() -> None:
     x = np.random.default_rng(5).standard_normal((3, 32)).astype("float32")
     native.ctx[native.layout.BUSY] = 1  # as if another thread were inside the entry
     try:
-        assert native.entry(native.ctx_addr, (x,)) is None
+        assert native.call(x) is None
         assert native.status() is NativeStatus.BUSY
         np.testing.assert_array_equal(f(x), f.run([x]))
     finally:

@@ -218,9 +218,9 @@ class GraphFunction:
         """Run on numpy arrays or DLPack CPU tensors (inputs then weights); returns the result."""
         native = self.native
         if native is not None:
-            out = native.entry(native.ctx_addr, args)
+            out = native.call(*args)
             if out is not None:
-                return out  # type: ignore[no-any-return]
+                return out
             retried = self._retry_native(native, args)
             if retried is not None:
                 return retried
@@ -235,8 +235,7 @@ class GraphFunction:
         if native.status() is not NativeStatus.DEFER:
             return None
         values, _ = self._bind_inputs(args)
-        out: np.ndarray | None = native.entry(native.ctx_addr, tuple(values[: len(args)]))
-        return out
+        return native.call(*values[: len(args)])
 
     def profile(self, *args: Any) -> tuple[np.ndarray, list[StepRecord]]:
         """Run once and return the result and, per kernel call, its time and output address.
@@ -248,7 +247,7 @@ class GraphFunction:
         if native is not None:
             native.set_profiling(True)
             try:
-                out = native.entry(native.ctx_addr, args)
+                out = native.call(*args)
                 if out is None:
                     out = self._retry_native(native, args)
             finally:

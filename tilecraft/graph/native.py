@@ -48,8 +48,8 @@ _API_FUNCTIONS = (
     "PyObject_GetBuffer",
     "PyBuffer_Release",
     "PyErr_Clear",
-    "PyTuple_Size",
     "PyTuple_GetItem",
+    "PyLong_AsVoidPtr",
     "PyTuple_New",
     "PyTuple_SetItem",
     "PyLong_FromLongLong",
@@ -62,6 +62,15 @@ _API_FUNCTIONS = (
 _api: np.ndarray | None = None
 
 PlanFn = Callable[[dict[int, int]], MemoryPlan]
+_NEW_FUNCTION = ctypes.PYFUNCTYPE(
+    ctypes.py_object, ctypes.c_void_p, ctypes.py_object, ctypes.py_object
+)
+
+
+def _new_function(method_def: int, self: object) -> Any:
+    """``PyCFunction_NewEx(method_def, self, None)``: a builtin function calling the entry."""
+    new = _NEW_FUNCTION(("PyCFunction_NewEx", ctypes.pythonapi))
+    return new(method_def, self, None)
 
 
 def api_table() -> np.ndarray | None:
@@ -134,14 +143,19 @@ class NativeGraph:
         self.result_dtype = result_dtype
         self.plan = plan
         self.storages: list[np.ndarray] = []
-        self.entry = getattr(ctypes.PyDLL(str(path)), symbol)
-        self.entry.restype = ctypes.py_object
-        self.entry.argtypes = (ctypes.c_void_p, ctypes.py_object)
+        dll = ctypes.CDLL(str(path))
+        dll.tcg__init.argtypes = (ctypes.c_void_p,)
+        dll.tcg__init(table.ctypes.data)
+        method_def = getattr(dll, f"{symbol}_def")
+        method_def.restype = ctypes.c_void_p
         self.ctx = np.zeros(layout.size, np.int64)
         self.ctx_addr: int = self.ctx.ctypes.data
+        # the entry as a builtin function; its self keeps this object (and the block) alive
+        self.call: Callable[..., np.ndarray | None] = _new_function(
+            method_def(), (self.ctx_addr, self)
+        )
         self._replan = self.replan  # the entry holds a borrowed pointer to this bound method
         ctx = self.ctx
-        ctx[layout.API] = table.ctypes.data
         ctx[layout.REPLAN] = id(self._replan)
         ctx[layout.DTYPE] = id(self.result_dtype)
         for i, arr in enumerate(self.constants):

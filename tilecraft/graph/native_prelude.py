@@ -1,8 +1,10 @@
 """C helpers shared by the native graph entries (see :mod:`tilecraft.graph.native_source`).
 
-``tcg_buffer`` mirrors CPython's ``Py_buffer`` and ``tcg_api`` the function table built by
-:func:`tilecraft.graph.native.api_table` (same order); the entries reach Python only through
-it, so the library links nothing from the interpreter.
+``tcg_buffer`` mirrors CPython's ``Py_buffer`` and ``tcg_method_def`` its ``PyMethodDef`` (both
+in the stable ABI); ``tcg_api`` is the function table built by
+:func:`tilecraft.graph.native.api_table` (same order), installed once per loaded library by
+``tcg__init``. The entries reach Python only through it, so the library links nothing from
+the interpreter.
 """
 
 PRELUDE = r"""
@@ -17,8 +19,8 @@ typedef struct {
   int (*get_buffer)(tcg_object*, tcg_buffer*, int);
   void (*release_buffer)(tcg_buffer*);
   void (*err_clear)(void);
-  ptrdiff_t (*tuple_size)(tcg_object*);
   tcg_object* (*tuple_get_item)(tcg_object*, ptrdiff_t);
+  void* (*long_as_void_ptr)(tcg_object*);
   tcg_object* (*tuple_new)(ptrdiff_t);
   int (*tuple_set_item)(tcg_object*, ptrdiff_t, tcg_object*);
   tcg_object* (*long_from_long_long)(long long);
@@ -30,8 +32,19 @@ typedef struct {
   tcg_object* none;
   tcg_object* empty;
 } tcg_api;
+typedef struct {
+  const char* name; void* meth; int flags; const char* doc;
+} tcg_method_def;  /* PyMethodDef */
 #define TCG_RECORDS_RO 0x1c /* PyBUF_STRIDES | PyBUF_FORMAT */
 #define TCG_WRITABLE 0x1
+#define TCG_METH_FASTCALL 0x80
+
+static const tcg_api* tcg__api;
+TC_EXPORT void tcg__init(const tcg_api* api) { tcg__api = api; }
+/* the context block of an entry: its ``self`` is the tuple (address of the block, owner) */
+static int64_t* tcg__ctx(tcg_object* self) {
+  return (int64_t*)tcg__api->long_as_void_ptr(tcg__api->tuple_get_item(self, 0));
+}
 
 static int tcg__contiguous(const tcg_buffer* b) {
   ptrdiff_t expect = b->itemsize;
@@ -70,10 +83,12 @@ static int64_t tcg__now(void) {
   struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
   return (int64_t)t.tv_sec * 1000000000 + (int64_t)t.tv_nsec;
 }
-static tcg_object* tcg__status(const tcg_api* api, int64_t* ctx, int64_t status) {
-  ctx[3] = status;
-  api->incref(api->none);
-  return api->none;
+/* return None after a declined call: ``*slot`` says why; ``busy`` is released */
+static tcg_object* tcg__decline(int64_t* slot, int64_t status, int64_t* busy) {
+  *slot = status;
+  if (busy) __atomic_store_n(busy, 0, __ATOMIC_RELEASE);
+  tcg__api->incref(tcg__api->none);
+  return tcg__api->none;
 }
 /* numpy.empty(shape, dtype) and its data pointer; NULL with a Python error set on failure */
 static tcg_object* tcg__result(const tcg_api* api, const int64_t* shape, int ndim,

@@ -1,21 +1,25 @@
 """C source of a graph function's native entry point (the graph layer's own codegen).
 
 A graph function of ``call_tir`` steps becomes one C function compiled into the same shared
-library as its kernels, so a forward is one call from Python::
+library as its kernels, so a forward is one call from Python. The entry is a CPython
+``METH_FASTCALL`` function (its ``PyMethodDef`` is returned by the exported
+``<symbol>_def()``; :class:`tilecraft.graph.native.NativeGraph` makes it a builtin function
+whose ``self`` is the tuple ``(address of the context block, owner)``)::
 
-    TC_EXPORT tcg_object* tcg_graph_forward(int64_t* ctx, tcg_object* args);
+    static tcg_object* tcg_graph_forward(tcg_object* self, tcg_object* const* args,
+                                         ptrdiff_t nargs);
 
-``args`` is the Python tuple of arguments; ``ctx`` is the function's context block (an int64
-array owned by :class:`tilecraft.graph.native.NativeGraph`, slots in :class:`ContextLayout`).
-The entry reads each argument through the buffer protocol (functions of the CPython stable
-ABI, reached through the table at ``ctx[API]``, so the library links nothing from Python),
-checks count, rank, format (dtype), C-contiguity and every static and symbolic extent, binds
-the symbolic extents, checks the values each kernel will receive (int32 range, extents the
-kernel computes), makes sure the planned workspace is large enough (calling back into Python
-to plan it when not), allocates the result with ``numpy.empty``, releases the GIL and calls
-the kernels in order, writing intermediates into the planned storages. Any failed check
-returns ``None`` with ``ctx[STATUS] = DEFER``: Python then validates the arguments itself,
-raising the same errors as the Python executor (see :mod:`tilecraft.graph.executor`).
+The context block is an int64 array owned by the :class:`~tilecraft.graph.native.NativeGraph`
+(slots in :class:`ContextLayout`). The entry reads each argument through the buffer protocol
+(functions of the CPython stable ABI reached through a table, so the library links nothing
+from Python), checks count, rank, format (dtype), C-contiguity and every static and symbolic
+extent, binds the symbolic extents, checks the values each kernel will receive (int32 range,
+extents the kernel computes), makes sure the planned workspace is large enough (calling back
+into Python to plan it when not), allocates the result with ``numpy.empty``, releases the
+GIL and calls the kernels in order, writing intermediates into the planned storages. Any
+failed check returns ``None`` with ``ctx[STATUS] = DEFER``: Python then validates the
+arguments itself, raising the same errors as the Python executor (see
+:mod:`tilecraft.graph.executor`).
 
 Symbolic extents are evaluated in int64 with overflow and division-by-zero checks (a failure
 defers to Python, which reports it).
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -69,13 +74,12 @@ class ContextLayout:
     num_consts: int
     num_steps: int
 
-    API = 0  # address of the CPython function table
-    BUSY = 1  # 1 while a native call runs (guards the workspace)
-    PROFILE = 2  # nonzero: record per-step nanoseconds and output addresses
-    STATUS = 3  # a NativeStatus after a None return
-    REPLAN = 4  # PyObject*: callable planning the workspace for ctx[VARS...]
-    DTYPE = 5  # PyObject*: the result's numpy dtype
-    VARS = 6  # the symbolic extents of the last call, in Function.shape_vars() order
+    BUSY = 0  # 1 while a native call runs (guards the workspace)
+    PROFILE = 1  # nonzero: record per-step nanoseconds and output addresses
+    STATUS = 2  # a NativeStatus after a None return
+    REPLAN = 3  # PyObject*: callable planning the workspace for ctx[VARS...]
+    DTYPE = 4  # PyObject*: the result's numpy dtype
+    VARS = 5  # the symbolic extents of the last call, in Function.shape_vars() order
 
     @property
     def consts(self) -> int:
@@ -137,6 +141,9 @@ class GraphSignature:
     itemsize: Callable[[TensorType], int]
 
 
+RELEASE_GIL_BYTES = 1 << 16
+"""A native forward releases the GIL while its kernels run when they touch at least this many
+bytes (arguments, constants, intermediates and result)."""
 _FORMAT_RE = re.compile(r"^[A-Za-z0-9<>=!?@^]+$")
 _BINARY: dict[type, str] = {
     Add: "tcg__add",
@@ -199,32 +206,39 @@ class _Emitter:
         self.workspace(sizes)
         self.result()
         self.calls()
+        lay = self.layout
+        busy, status = f"&ctx[{lay.BUSY}]", f"&ctx[{lay.STATUS}]"
         head = [
             f"/* graph function {self.sig.name} */",
             *self.formats,
-            f"TC_EXPORT tcg_object* {self.symbol}(int64_t* ctx, tcg_object* args) {{",
-            "  const tcg_api* api = (const tcg_api*)(intptr_t)ctx[0];",
-            "  if (__atomic_exchange_n(&ctx[1], 1, __ATOMIC_ACQUIRE))",
-            f"    return tcg__status(api, ctx, {int(NativeStatus.BUSY)});",
+            f"static tcg_object* {self.symbol}(tcg_object* self, tcg_object* const* args, "
+            "ptrdiff_t nargs) {",
+            "  const tcg_api* api = tcg__api;",
+            "  int64_t* ctx = tcg__ctx(self);",
+            f"  if (__atomic_exchange_n({busy}, 1, __ATOMIC_ACQUIRE))",
+            f"    return tcg__decline({status}, {int(NativeStatus.BUSY)}, 0);",
             f"  tcg_buffer in[{max(1, self.sig.num_params)}];",
             "  int held = 0, err = 0;",
             "  tcg_object* result = 0;",
             "  void* result_data = 0;",
             *("  " + d for d in self.decls),
         ]
+        release = "  for (int i = 0; i < held; ++i) api->release_buffer(&in[i]);"
         tail = [
-            "  for (int i = 0; i < held; ++i) api->release_buffer(&in[i]);",
-            "  __atomic_store_n(&ctx[1], 0, __ATOMIC_RELEASE);",
+            release,
+            f"  __atomic_store_n({busy}, 0, __ATOMIC_RELEASE);",
             "  return result;",
             "defer:",
-            "  for (int i = 0; i < held; ++i) api->release_buffer(&in[i]);",
-            "  __atomic_store_n(&ctx[1], 0, __ATOMIC_RELEASE);",
-            f"  return tcg__status(api, ctx, {int(NativeStatus.DEFER)});",
+            release,
+            f"  return tcg__decline({status}, {int(NativeStatus.DEFER)}, {busy});",
             "fail:",
-            "  for (int i = 0; i < held; ++i) api->release_buffer(&in[i]);",
-            "  __atomic_store_n(&ctx[1], 0, __ATOMIC_RELEASE);",
+            release,
+            f"  __atomic_store_n({busy}, 0, __ATOMIC_RELEASE);",
             "  return 0;",
             "}",
+            f"static tcg_method_def {self.symbol}_method = "
+            f'{{"{self.sig.name}", (void*){self.symbol}, TCG_METH_FASTCALL, 0}};',
+            f"TC_EXPORT void* {self.symbol}_def(void) {{ return &{self.symbol}_method; }}",
         ]
         return "\n".join([*head, *self.lines, *tail])
 
@@ -232,7 +246,7 @@ class _Emitter:
     def params(self) -> None:
         n = self.sig.num_params
         self.decls.extend(f"int64_t {self.var_names[id(v)]} = 0;" for v in self.sig.shape_vars)
-        self.emit(f"if (api->tuple_size(args) != {n}) goto defer;")
+        self.emit(f"if (nargs != {n}) goto defer;")
         bound: set[int] = set()
         later: list[tuple[int, int, Expr]] = []
         types = self.sig.slot_types[:n]
@@ -242,7 +256,7 @@ class _Emitter:
             table = f"tcg_fmt_{self.symbol}_{i}"
             quoted = ", ".join(f'"{f}"' for f in fmts)
             self.formats.append(f"static const char* const {table}[] = {{{quoted}, 0}};")
-            get = f"api->get_buffer(api->tuple_get_item(args, {i}), &in[{i}], TCG_RECORDS_RO)"
+            get = f"api->get_buffer(args[{i}], &in[{i}], TCG_RECORDS_RO)"
             self.emit(f"if ({get}) {{ api->err_clear(); goto defer; }}")
             self.emit(f"held = {i + 1};")
             fmt = f"tcg__format(in[{i}].format, {table})"
@@ -321,6 +335,7 @@ class _Emitter:
             self.emit(f"{local} = {expr};")
             sizes.append(local)
         self.emit("if (err) goto defer;")
+        self.sizes = sizes
         return sizes
 
     def workspace(self, sizes: list[str]) -> None:
@@ -348,7 +363,7 @@ class _Emitter:
         ret = self.sig.ret_slot
         n_params = self.sig.num_params
         if ret < n_params:
-            self.emit(f"result = api->tuple_get_item(args, {ret});")
+            self.emit(f"result = args[{ret}];")
             self.emit("api->incref(result);")
             return
         n = next(k for k, s in enumerate(self.sig.steps) if s.out == ret)
@@ -374,8 +389,19 @@ class _Emitter:
 
     def calls(self) -> None:
         lay = self.layout
+        const_bytes = 0
+        for slot in set(self.sig.const_of_slot):
+            t = self.sig.slot_types[slot]
+            const_bytes += self.sig.itemsize(t) * math.prod(t.static_shape() or ())
+        touched = " + ".join(
+            [_c_int(const_bytes)]
+            + [f"(int64_t)in[{i}].len" for i in range(self.sig.num_params)]
+            + self.sizes
+        )
         self.emit("{")
-        self.emit("  void* released = api->save_thread();")
+        self.emit(f"  const int64_t touched = {touched};")
+        self.emit("  /* tiny graphs keep the GIL: releasing it would cost more than the work */")
+        self.emit(f"  void* released = touched >= {RELEASE_GIL_BYTES} ? api->save_thread() : 0;")
         self.emit(f"  const int64_t profile = ctx[{lay.PROFILE}];")
         self.emit("  int64_t t0 = profile ? tcg__now() : 0;")
         for n, (step, kernel) in enumerate(zip(self.sig.steps, self.kernels, strict=True)):
@@ -386,7 +412,7 @@ class _Emitter:
             self.emit(f"    int64_t t1 = tcg__now(); ctx[{lay.nanos + n}] = t1 - t0; t0 = t1;")
             self.emit(f"    ctx[{lay.addr + n}] = (int64_t)(intptr_t){ptrs[-1]};")
             self.emit("  }")
-        self.emit("  api->restore_thread(released);")
+        self.emit("  if (released) api->restore_thread(released);")
         self.emit("}")
 
 
