@@ -266,3 +266,21 @@ def test_native_and_python_paths_raise_the_same_errors(make: Callable[[], Any]) 
     with pytest.raises(GraphError) as python_error:
         f.run([make()])
     assert str(native_error.value) == str(python_error.value)
+
+
+def test_gpu_scheduled_kernels_run_natively_under_emulation() -> None:
+    bb = GraphBuilder()
+    x = bb.param("x", (4, 8), "float32")
+    mod = Legalize()(tc.IRModule({"main": bb.finish(bb.emit("exp", [x]), "main")}))
+    sch = tc.Schedule(mod["exp"])
+    i, j = sch.get_loops(sch.get_block("T_exp"))
+    sch.bind(i, "blockIdx.x")
+    sch.bind(j, "threadIdx.x")
+    funcs = dict(mod.functions)
+    funcs["exp"] = sch.func.update(name="exp", attrs=mod["exp"].attrs)
+    exe = tc.build(tc.IRModule(funcs), tc.Target("cuda -arch=sm_90"), emulate=True)
+    f = exe["main"]
+    assert f.native is not None
+    a = np.random.default_rng(7).standard_normal((4, 8)).astype("float32")
+    np.testing.assert_array_equal(f(a), f.run([a]))
+    np.testing.assert_allclose(f(a), np.exp(a), rtol=1e-6)
