@@ -248,3 +248,37 @@ def test_fold_constants_evaluates_parameter_only_chains() -> None:
 def test_fold_constants_leaves_a_module_without_constants_alone() -> None:
     mod = _weighted()
     assert FoldConstants()(mod) is mod
+
+
+def test_a_fully_folded_function_still_checks_inputs_and_returns_copies() -> None:
+    bb = GraphBuilder()
+    x = bb.param("x", (2,), "float32")
+    w = bb.param("w", (2,), "float32")
+    mod = tc.IRModule({"main": bb.finish(bb.emit("exp", [w]), "main")})
+    folded = get_pipeline("default", params={"w": np.zeros(2, "float32")})(mod)
+    assert [type(b.value).__name__ for b in folded["main"].bindings] == ["Constant"]
+    assert [p.name for p in folded["main"].params] == [x.name]
+    f = tc.build(folded, "cpu")["main"]
+    out = f(np.ones(2, "float32"))
+    np.testing.assert_array_equal(out, [1, 1])
+    out[0] = 5  # the caller owns its result; the constant is not touched
+    np.testing.assert_array_equal(f(np.ones(2, "float32")), [1, 1])
+    with pytest.raises(GraphError, match=r"argument 0 \(x\) has dtype float64"):
+        f(np.ones(2))
+
+
+@pytest.mark.parametrize(
+    "make_pass",
+    [
+        FuseTransposeMatmul,
+        lambda: BindParams({"fc_bias": np.ones(3, "float32")}),
+        FoldConstants,
+    ],
+)
+def test_each_pass_leaves_its_input_unchanged(make_pass) -> None:
+    mod = BindParams({"fc_weight": np.ones((3, 4), "float32")})(_weighted())
+    text, funcs = mod.script(), dict(mod.functions)
+    out = make_pass()(mod)
+    assert out.script() != text  # the pass did rewrite something...
+    assert mod.script() == text  # ...in a new module
+    assert all(mod.functions[n] is f for n, f in funcs.items())
