@@ -98,7 +98,7 @@ class GraphFunction:
     def signature(self) -> GraphSignature | None:
         """What the native entry generator needs (None: this function runs in Python)."""
         if self.ret_slot in self.const_of_slot:
-            return None  # the caller gets a copy of the constant (see __call__)
+            return None  # run() checks the inputs and returns a copy of the constant
         formats = []
         for p in self.func.params:
             try:
