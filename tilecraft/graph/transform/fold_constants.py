@@ -32,6 +32,7 @@ from ..ir import (
 from ..op import GraphError
 from .base import ModulePass
 from .legalize import legalize_call
+from .names import fresh_name
 
 
 @dataclass
@@ -64,7 +65,7 @@ class _Planner:
             return [(v.func, v.args, b.var)]
         if isinstance(v, OpCall):
             prim, args = legalize_call(v, b.var)
-            name = f"fold{len(self.needed)}_{prim.name}"
+            name = fresh_name({*self.needed, *self.funcs}, f"fold_{prim.name}")
             self.needed[name] = prim.update(name=name)
             return [(name, args, b.var)]
         raise GraphError(f"FoldConstants: cannot fold {type(v).__name__} at {b.var.name}")
