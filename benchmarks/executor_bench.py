@@ -125,17 +125,15 @@ def overhead_table(rounds: int) -> None:
     times = interleaved([fn for _, fn in rows], rounds, 20000)
     kernel, overhead = split_forward(f, (x,), 20000)
     print("Part 1: per-forward overhead (one elementwise kernel on 16 float32)")
-    print(f"{'':<40}{'us/call':>10}")
+    print(f"{'':<44}{'us/call':>10}")
     for (name, _), t in zip(rows, times, strict=True):
-        print(f"{name:<40}{t * 1e6:>10.3f}")
+        print(f"{name:<44}{t * 1e6:>10.3f}")
     print(
         f"native forward, profiled call by call: kernel {kernel * 1e6:.3f} us, "
         f"everything else {overhead * 1e6:.3f} us"
     )
     per_input = (times[6] - times[4]) * 1e6 / 7
-    print(
-        f"checks of one more input (buffer, format, rank, extents, contiguity): {per_input:.3f} us"
-    )
+    print(f"checks of one more input (format, rank, extents, contiguity): {per_input:.3f} us")
     print()
 
 
@@ -230,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds")
     args = parser.parse_args(argv)
     removed = ", ".join(_REMOVED) or "none set"
-    print(f"numpy {np.__version__}; removed from env: {removed}")
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    print(f"numpy {np.__version__}; removed from env: {removed}; load average {load}")
     overhead_table(args.rounds)
     model_table(args.rounds)
     return 0
