@@ -17,8 +17,10 @@ forward (median over calls, each timed whole from Python).
 The "zero + Python executor" column is the path before this work (transposes recomputed,
 one Python call per kernel).
 
-Measurement: calls are timed in blocks of ``number`` back-to-back calls; the variants of a
-row are interleaved over ``--rounds`` rounds and the table shows per-call medians. numpy runs
+Measurement: part 1 times blocks of 2000 back-to-back calls, part 2 every call alone (the
+median of single calls leaves out preemption on a shared machine); each block of a variant
+starts after a short pause (OpenBLAS threads spin after a numpy call), the variants are
+interleaved over rounds, and the tables show per-call medians. numpy runs
 as it does for a user: ``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` are removed from the
 environment before numpy is imported.
 
@@ -68,6 +70,11 @@ def _block(fn: Callable[[], object], number: int) -> float:
     return (time.perf_counter() - start) / number
 
 
+SETTLE_S = 0.2
+"""Pause before each timing block: OpenBLAS keeps helper threads spinning for a while after a
+numpy call, which would slow whatever runs next on a small machine (same pause for all)."""
+
+
 def interleaved(fns: list[Callable[[], object]], rounds: int, number: int) -> list[float]:
     """Per-call median seconds of each callable, timed in interleaved rounds."""
     for fn in fns:  # warm up
@@ -75,7 +82,27 @@ def interleaved(fns: list[Callable[[], object]], rounds: int, number: int) -> li
     samples: list[list[float]] = [[] for _ in fns]
     for _ in range(rounds):
         for i, fn in enumerate(fns):
+            time.sleep(SETTLE_S)
             samples[i].append(_block(fn, number))
+    return [statistics.median(s) for s in samples]
+
+
+def per_call(fns: list[Callable[[], object]], rounds: int, calls: int) -> list[float]:
+    """Per-call median seconds of each callable, every call timed alone.
+
+    Long calls timed in blocks would include whatever preempted them on a shared machine;
+    the median of single calls does not.
+    """
+    samples: list[list[float]] = [[] for _ in fns]
+    for fn in fns:  # warm up
+        fn()
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            time.sleep(SETTLE_S)
+            for _ in range(calls):
+                start = time.perf_counter()
+                fn()
+                samples[i].append(time.perf_counter() - start)
     return [statistics.median(s) for s in samples]
 
 
@@ -122,7 +149,7 @@ def overhead_table(rounds: int) -> None:
         ("forward, native: strided view input", lambda: f(strided)),
         ("forward, native: DLPack-only input", lambda: f(dlpack)),
     ]
-    times = interleaved([fn for _, fn in rows], rounds, 20000)
+    times = interleaved([fn for _, fn in rows], 3 * rounds, 2000)
     kernel, overhead = split_forward(f, (x,), 20000)
     print("Part 1: per-forward overhead (one elementwise kernel on 16 float32)")
     print(f"{'':<44}{'us/call':>10}")
@@ -193,13 +220,13 @@ def model_row(name: str, model: nn.Module, width: int, batch: int, rounds: int) 
         old = tc.build(get_pipeline("zero")(mod), "cpu")["forward"]
     weights = tuple(params.values())
     np.testing.assert_allclose(f(x), reference(x, params), rtol=1e-3, atol=1e-3)
-    number = 200 if batch == 1 else 2
-    ours, theirs, before = interleaved(
+    calls = 100 if batch == 1 else 3
+    ours, theirs, before = per_call(
         [lambda: f(x), lambda: reference(x, params), lambda: old.run((x, *weights))],
         rounds,
-        number,
+        calls,
     )
-    kernels, overhead = split_forward(f, (x,), 5 * number)
+    kernels, overhead = split_forward(f, (x,), 5 * calls * rounds)
     return (
         f"{name:<18}{batch:>6}{theirs * 1e6:>12.1f}{ours * 1e6:>12.1f}{kernels * 1e6:>13.1f}"
         f"{overhead * 1e6:>11.2f}{theirs / ours:>8.3f}{before * 1e6:>14.1f}"
