@@ -186,3 +186,28 @@ def test_small_cnn_matches_numpy(batch: int) -> None:
     x = np.random.default_rng(batch).standard_normal((batch, 3, 16, 16)).astype("float32")
     out = exe["forward"](x, *params.values())
     np.testing.assert_allclose(out, np_cnn(x, params), rtol=1e-4, atol=1e-4)
+
+
+def test_decoder_native_forward_equals_the_python_executor(decoder) -> None:
+    mod, params = decoder
+    f = build_graph_module(mod, "cpu")["forward"]
+    assert f.native is not None
+    weights = list(params.values())
+    for seq_len in (1, 5, 16, 2):
+        x = np.random.default_rng(seq_len).standard_normal((1, seq_len, HIDDEN)).astype("float32")
+        out = f(x, *weights)
+        np.testing.assert_array_equal(out, f.run([x, *weights]))
+        np.testing.assert_allclose(out, np_decoder(x, params), rtol=2e-3, atol=2e-3)
+
+
+def test_cnn_native_forward_equals_the_python_executor() -> None:
+    mod, params = SmallCNN().export(
+        {"forward": {"x": nn.spec.Tensor(("batch", 3, 16, 16))}}, seed=2
+    )
+    f = build_graph_module(get_pipeline("zero")(mod), "cpu")["forward"]
+    assert f.native is not None
+    for batch in (2, 1, 4):
+        x = np.random.default_rng(batch).standard_normal((batch, 3, 16, 16)).astype("float32")
+        out = f(x, *params.values())
+        np.testing.assert_array_equal(out, f.run([x, *params.values()]))
+        np.testing.assert_allclose(out, np_cnn(x, params), rtol=1e-4, atol=1e-4)

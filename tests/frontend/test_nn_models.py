@@ -99,6 +99,39 @@ def test_tutorial_model_matches_numpy(demo) -> None:
     assert all(t > 0 for _, t in prof)
 
 
+class MetaScheduleModel(nn.Module):
+    """The MetaSchedule tutorial's model: Linear 784->256 (bias), ReLU, Linear 256->10."""
+
+    def __init__(self) -> None:
+        self.fc1 = nn.Linear(784, 256)
+        self.relu = nn.ReLU()
+        self.fc2 = nn.Linear(256, 10, bias=False)
+
+    def forward(self, x: nn.Tensor) -> nn.Tensor:
+        return self.fc2(self.relu(self.fc1(x)))
+
+
+def test_tutorial_model_native_forward_equals_the_python_executor(demo) -> None:
+    _, fused, params = demo
+    x = np.random.default_rng(7).standard_normal((1, 768)).astype("float32")
+    f = tc.graph.build_graph_module(fused, "cpu")["forward"]
+    assert f.native is not None
+    np.testing.assert_array_equal(f(x, *params.values()), f.run([x, *params.values()]))
+
+
+@pytest.mark.parametrize("batch", [1, 64])
+def test_metaschedule_model_native_forward_equals_the_python_executor(batch: int) -> None:
+    model = MetaScheduleModel()
+    mod, mparams = model.export({"forward": {"x": nn.spec.Tensor((batch, 784), "float32")}})
+    g = tc.build(get_pipeline("zero")(mod), "cpu")["forward"]
+    assert g.native is not None
+    x = np.random.default_rng(batch).standard_normal((batch, 784)).astype("float32")
+    out = g(x, *mparams.values())
+    np.testing.assert_array_equal(out, g.run([x, *mparams.values()]))
+    h = np.maximum(x.astype(np.float64) @ mparams["fc1.weight"].T + mparams["fc1.bias"], 0)
+    np.testing.assert_allclose(out, h @ mparams["fc2.weight"].T, rtol=1e-4, atol=1e-4)
+
+
 def test_default_initialisation_is_deterministic() -> None:
     spec = {"forward": {"x": nn.spec.Tensor((1, 768), "float32")}}
     _, p1 = DemoModel().export(spec, seed=5)

@@ -12,6 +12,7 @@ from .executor import is_graph_module as is_graph_module
 from .ir import Binding as Binding
 from .ir import CallFunc as CallFunc
 from .ir import CallTIR as CallTIR
+from .ir import Constant as Constant
 from .ir import Function as Function
 from .ir import OpCall as OpCall
 from .ir import TensorType as TensorType
@@ -30,6 +31,9 @@ from .transform import OpPattern as OpPattern
 from .transform import PassContext as PassContext
 from .transform import PassInstrument as PassInstrument
 from .transform import Sequential as Sequential
+from .transform.bind_params import BindParams as BindParams
+from .transform.fold_constants import FoldConstants as FoldConstants
+from .transform.fuse_transpose_matmul import FuseTransposeMatmul as FuseTransposeMatmul
 
 
 def _register_with_runtime() -> None:

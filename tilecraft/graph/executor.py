@@ -2,11 +2,18 @@
 
 ``build_graph_module(mod, target)`` legalizes and fuses any operator calls left in the
 module, checks every ``call_tir`` against its PrimFunc's signature, compiles every PrimFunc
-once with :func:`tilecraft.runtime.build`, and plans each graph function: which values die
-after which step. At call time the inputs are checked (count, dtype, rank, static and
-symbolic extents) before any kernel runs, the symbolic extents are bound from their shapes,
-and a :class:`~tilecraft.graph.memory_plan.MemoryPlan` (cached per binding) places the
-intermediate values in a few reused storage blocks.
+once and plans each graph function: which values die after which step. On the CPU each
+graph function is also compiled to a native entry in the same library
+(:mod:`tilecraft.graph.native`), so a forward is one call from Python: the entry checks the
+arguments, binds the symbolic extents, allocates the result and calls the kernels with
+intermediates in the planned storages. When the entry's checks fail, the arguments are
+validated here (count, dtype, rank, static and symbolic extents; DLPack tensors and strided
+arrays are converted), raising :class:`GraphError` as the Python executor always has, and the
+entry runs on the converted arrays. :meth:`GraphFunction.run` is the Python executor (one
+kernel call from Python per step); it runs targets without a native entry (CUDA).
+
+A :class:`~tilecraft.graph.memory_plan.MemoryPlan` (cached per binding of the symbolic
+extents) places the intermediate values in a few reused storage blocks.
 """
 
 from __future__ import annotations
@@ -21,9 +28,18 @@ import numpy as np
 from ..ir import Buffer, IntImm, IRModule, PrimFunc, Var
 from ..runtime import build as build_prim_funcs
 from ..runtime.arguments import ArgumentError, eval_shape_expr, to_array
-from ..target import Target
-from .ir import CallFunc, CallTIR, Function, OpCall, TensorType, graph_functions
+from ..target import Target, as_target
+from .ir import CallFunc, CallTIR, Constant, Function, OpCall, TensorType, graph_functions
 from .memory_plan import MemoryPlan, Step, liveness, plan_memory
+from .native import (
+    NativeBuild,
+    NativeGraph,
+    StepRecord,
+    buffer_formats,
+    build_native,
+    kernel_prim_funcs,
+)
+from .native_source import GraphSignature, NativeStatus
 from .op import GraphError
 
 StepHook = Callable[[str, np.ndarray, float], None]  # (kernel name, output, seconds)
@@ -32,17 +48,30 @@ _PLAN_CACHE_SIZE = 32
 
 
 class GraphFunction:
-    """A callable graph function of an :class:`Executable`: ``f(*inputs, *weights)``."""
+    """A callable graph function of an :class:`Executable`: ``f(*inputs, *weights)``.
+
+    Bound parameters (``Constant`` bindings, see :class:`~tilecraft.graph.BindParams`) are
+    not arguments: their arrays live in the executable.
+    """
 
     def __init__(self, exe: Executable, func: Function) -> None:
         self.exe = exe
         self.func = func
         slots = {id(p): i for i, p in enumerate(func.params)}
+        self.slot_types: list[TensorType] = [p.type for p in func.params]
+        self.constants: list[np.ndarray] = []
+        self.const_of_slot: dict[int, int] = {}
         args: list[tuple[int, ...]] = []
         outs: list[int] = []
         self.out_types: list[TensorType] = []
         names: list[str] = []
         for b in func.bindings:
+            slots[id(b.var)] = len(slots)
+            self.slot_types.append(b.var.type)
+            if isinstance(b.value, Constant):
+                self.const_of_slot[slots[id(b.var)]] = len(self.constants)
+                self.constants.append(b.value.data)
+                continue
             if not isinstance(b.value, CallTIR):
                 kind = "operator call" if isinstance(b.value, OpCall) else "fused group call"
                 raise GraphError(
@@ -50,11 +79,11 @@ class GraphFunction:
                     "tc.graph.get_pipeline('zero') first"
                 )
             args.append(tuple(slots[id(a)] for a in b.value.args))
-            slots[id(b.var)] = len(slots)
             outs.append(slots[id(b.var)])
             names.append(b.value.func)
             self.out_types.append(b.var.type)
         keep = {slots[id(p)] for p in func.params} | {slots[id(func.ret)]}
+        keep |= set(self.const_of_slot)
         self.steps = [
             Step(n, a, o, f)
             for n, a, o, f in zip(names, args, outs, liveness(args, outs, keep), strict=True)
@@ -63,7 +92,35 @@ class GraphFunction:
         self.num_slots = len(slots)
         self.shape_vars = func.shape_vars()
         self._plans: OrderedDict[tuple[int, ...], MemoryPlan] = OrderedDict()
-        self.kernels = [exe.lib[s.func] for s in self.steps]
+        self.kernels = [exe.lib[s.func] for s in self.steps] if exe.lib is not None else []
+        self.native: NativeGraph | None = None
+
+    def signature(self) -> GraphSignature | None:
+        """What the native entry generator needs (None: this function runs in Python)."""
+        if self.ret_slot in self.const_of_slot:
+            return None  # run() checks the inputs and returns a copy of the constant
+        formats = []
+        for p in self.func.params:
+            try:
+                formats.append(buffer_formats(p.type.dtype))
+            except TypeError:  # a dtype numpy has no buffer format for
+                return None
+        return GraphSignature(
+            self.func.name,
+            len(self.func.params),
+            tuple(self.slot_types),
+            tuple(formats),
+            dict(self.const_of_slot),
+            tuple(self.steps),
+            tuple(self.out_types),
+            self.ret_slot,
+            tuple(self.shape_vars),
+            lambda t: np.dtype(t.dtype.numpy_name()).itemsize,
+        )
+
+    def attach_native(self, native: NativeGraph) -> None:
+        """Run calls through ``native`` from now on."""
+        self.native = native
 
     def _bind_inputs(self, args: Sequence[Any]) -> tuple[list[Any], dict[int, int]]:
         """Check the arguments; the arrays by slot and the symbolic extents they bind."""
@@ -122,12 +179,22 @@ class GraphFunction:
             v = eval_shape_expr(s, env)
             if v is None:
                 raise GraphError(f"{self.func.name}: extent {s!r} is not bound by the inputs")
+            if v < 0:
+                raise GraphError(
+                    f"{self.func.name}: extent {s!r} is {v} for these inputs; extents must "
+                    "not be negative"
+                )
             out.append(v)
         return tuple(out)
 
     def run(self, args: Sequence[Any], on_step: StepHook | None = None) -> np.ndarray:
-        """Run on ``args``; ``on_step(kernel, output, seconds)`` is called after each kernel."""
+        """Run in Python, one kernel call per step (the reference executor).
+
+        ``on_step(kernel, output, seconds)`` is called after each kernel with its output.
+        """
         values, env = self._bind_inputs(args)
+        for slot, c in self.const_of_slot.items():
+            values[slot] = self.constants[c]
         plan = self.memory_plan(env)
         storages = plan.allocate()
         for n, s in enumerate(self.steps):
@@ -141,12 +208,58 @@ class GraphFunction:
                 on_step(s.func, out, seconds)
             for d in s.free_after:
                 values[d] = None
+        if self.ret_slot in self.const_of_slot:
+            copy: np.ndarray = self.constants[self.const_of_slot[self.ret_slot]].copy()
+            return copy
         result: np.ndarray = values[self.ret_slot]
         return result
 
     def __call__(self, *args: Any) -> np.ndarray:
         """Run on numpy arrays or DLPack CPU tensors (inputs then weights); returns the result."""
+        native = self.native
+        if native is not None:
+            out = native.call(*args)
+            if out is not None:
+                return out
+            retried = self._retry_native(native, args)
+            if retried is not None:
+                return retried
         return self.run(args)
+
+    def _retry_native(self, native: NativeGraph, args: Sequence[Any]) -> np.ndarray | None:
+        """After the entry declined: validate here (raising GraphError), run on the result.
+
+        None when the entry declines again (a check only the kernels' own wrappers report)
+        or another thread is running it: the Python executor runs instead.
+        """
+        if native.status() is not NativeStatus.DEFER:
+            return None
+        values, _ = self._bind_inputs(args)
+        return native.call(*values[: len(args)])
+
+    def profile(self, *args: Any) -> tuple[np.ndarray, list[StepRecord]]:
+        """Run once and return the result and, per kernel call, its time and output address.
+
+        Natively the times are measured around each kernel call in C; in Python (targets
+        without a native entry) around each kernel wrapper call.
+        """
+        native = self.native
+        if native is not None:
+            native.set_profiling(True)
+            try:
+                out = native.call(*args)
+                if out is None:
+                    out = self._retry_native(native, args)
+            finally:
+                native.set_profiling(False)
+            if out is not None:
+                return out, native.records([s.func for s in self.steps])
+        records: list[StepRecord] = []
+
+        def hook(kernel: str, arr: np.ndarray, seconds: float) -> None:
+            records.append(StepRecord(kernel, seconds, arr.ctypes.data))
+
+        return self.run(args, hook), records
 
 
 class Executable:
@@ -166,19 +279,20 @@ class Executable:
         """A graph function (:class:`GraphFunction`) or a compiled PrimFunc by name."""
         if name in self.functions:
             return self.functions[name]
-        if name in self.lib:
+        if self.lib is not None and name in self.lib:
             return self.lib[name]
         raise GraphError(
             f"executable has no function {name!r}; graph functions: {sorted(self.functions)}"
         )
 
     def __contains__(self, name: object) -> bool:
-        return name in self.functions or (isinstance(name, str) and name in self.lib)
+        in_lib = self.lib is not None and isinstance(name, str) and name in self.lib
+        return name in self.functions or in_lib
 
     @property
     def source(self) -> str:
-        """The generated source of the kernels."""
-        text: str = self.lib.source
+        """The generated source of the kernels (and of the native graph entries)."""
+        text: str = self.lib.source if self.lib is not None else ""
         return text
 
     def profile(self, name: str, *args: Any) -> list[tuple[str, float]]:
@@ -189,9 +303,7 @@ class Executable:
                 f"executable has no graph function {name!r}; graph functions: "
                 f"{sorted(self.functions)}"
             )
-        timings: list[tuple[str, float]] = []
-        func.run(args, lambda kernel, _out, seconds: timings.append((kernel, seconds)))
-        return timings
+        return [(r.kernel, r.seconds) for r in func.profile(*args)[1]]
 
 
 def _needs_pipeline(mod: IRModule) -> bool:
@@ -245,7 +357,7 @@ def _fits(p: Buffer, t: TensorType) -> bool:
 
 
 def build_graph_module(
-    mod: IRModule, target: Target | str | None = "cpu", **kwargs: Any
+    mod: IRModule, target: Target | str | None = "cpu", *, emulate: bool = False
 ) -> Executable:
     """Compile a module holding graph functions into an :class:`Executable`.
 
@@ -256,8 +368,10 @@ def build_graph_module(
     mod
         Graph functions plus the PrimFuncs they call.
     target
-        Where the kernels run (``"cpu"``); extra keyword arguments go to
-        :func:`tilecraft.runtime.build` (e.g. ``emulate=True``).
+        Where the kernels run (``"cpu"``).
+    emulate
+        For a GPU target: run the GPU-lowered kernels on the CPU (see
+        :func:`tilecraft.runtime.build`).
 
     Returns
     -------
@@ -274,8 +388,30 @@ def build_graph_module(
 
         mod = get_pipeline("zero")(mod)
     check_calls(mod)
-    lib = build_prim_funcs(IRModule(dict(mod.prim_funcs())), target, **kwargs)
-    return Executable(mod, lib, target if target is not None else "cpu")
+    prims = kernel_prim_funcs(mod)
+    tgt = as_target(target)
+    if not prims.functions:
+        return Executable(mod, None, tgt)
+    if tgt.is_gpu and not emulate:
+        return Executable(mod, build_prim_funcs(prims, tgt), tgt)
+    exe = Executable(mod, None, tgt)
+    sigs = [s for f in exe.functions.values() if (s := f.signature()) is not None]
+    _attach(exe, build_native(prims, sigs, tgt, emulate))
+    return exe
+
+
+def _attach(exe: Executable, native: NativeBuild) -> None:
+    """Give ``exe`` the compiled library and its graph functions their native entries."""
+    exe.lib = native.lib
+    for name, f in exe.functions.items():
+        f.kernels = [native.lib[s.func] for s in f.steps]
+        if name in native.entries:
+            symbol, layout = native.entries[name]
+            dtype = np.dtype(f.func.ret.type.dtype.numpy_name())
+            entry = NativeGraph(
+                native.lib.path, symbol, layout, f.shape_vars, f.constants, dtype, f.memory_plan
+            )
+            f.attach_native(entry)
 
 
 def is_graph_module(mod: Any) -> bool:

@@ -5,6 +5,7 @@ calls. Its body is one dataflow block of bindings in A-normal form::
 
     lv = op(args, attrs)                       # OpCall: a registered operator
     lv = call_tir("prim_func_name", args, T)   # CallTIR: a PrimFunc of the same module
+    lv = const(T, data)                        # Constant: a tensor known at compile time
 
 Every value is a :class:`TensorVar` carrying a :class:`TensorType` (shape and dtype); shapes
 hold int32 constants or symbolic :class:`~tilecraft.ir.Var` extents shared across the function.
@@ -13,9 +14,13 @@ Weights are ordinary function parameters.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from ..errors import IRError
 from ..ir import (
@@ -104,6 +109,13 @@ class TensorVar(Node):
     __hash__ = object.__hash__
 
 
+def _same_type(a: TensorType, b: TensorType) -> bool:
+    """Same dtype and the same static shape."""
+    return (
+        a.dtype == b.dtype and a.static_shape() is not None and a.static_shape() == b.static_shape()
+    )
+
+
 def _tensor_args(where: str, args: Sequence[object]) -> tuple[TensorVar, ...]:
     """``args`` as a tuple, checked to hold TensorVars only."""
     out: list[TensorVar] = []
@@ -162,15 +174,93 @@ class CallFunc(Node):
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Constant(Node):
+    """A tensor known at compile time: a bound parameter or a folded value.
+
+    ``data`` is a private, read-only, C-contiguous copy of the given array, of ``type``'s
+    static shape and dtype. Structural equality, hashing, JSON and the script form see the
+    values through :attr:`payload` (base64 of the little-endian bytes), so they are exact.
+    """
+
+    type: TensorType
+    data: np.ndarray
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.type, TensorType):
+            raise IRError(f"Constant: type must be a TensorType, got {self.type!r}")
+        shape = self.type.static_shape()
+        if shape is None:
+            raise IRError(f"Constant: type {self.type.describe()} must have a static shape")
+        want = np.dtype(self.type.dtype.numpy_name())
+        arr = self.data
+        if not isinstance(arr, np.ndarray) or arr.dtype != want or arr.shape != shape:
+            got = (
+                f"{arr.dtype}{list(arr.shape)}"
+                if isinstance(arr, np.ndarray)
+                else type(arr).__name__
+            )
+            raise IRError(
+                f"Constant: data must be a numpy array of {self.type.describe()}, got {got}"
+            )
+        copy = np.array(arr, dtype=want, order="C", copy=True)
+        copy.flags.writeable = False
+        object.__setattr__(self, "data", copy)
+
+    @property
+    def args(self) -> tuple[TensorVar, ...]:
+        """A constant reads no tensors (so passes can walk every binding's ``args``)."""
+        return ()
+
+    @property
+    def payload(self) -> str:
+        """The values as base64 of their little-endian bytes (C order)."""
+        little = self.data.astype(self.data.dtype.newbyteorder("<"), copy=False)
+        return base64.b64encode(little.tobytes()).decode("ascii")
+
+    @staticmethod
+    def from_payload(type: TensorType, payload: str) -> Constant:
+        """The constant of ``type`` whose values :attr:`payload` encodes."""
+        if not isinstance(type, TensorType) or not isinstance(payload, str):
+            raise IRError("Constant: expected a TensorType and a base64 string")
+        shape = type.static_shape()
+        if shape is None:
+            raise IRError(f"Constant: type {type.describe()} must have a static shape")
+        try:
+            raw = base64.b64decode(payload.encode("ascii"), validate=True)
+        except (binascii.Error, UnicodeEncodeError) as e:
+            raise IRError(f"Constant: payload is not base64: {e}") from None
+        want = np.dtype(type.dtype.numpy_name()).newbyteorder("<")
+        count = 1
+        for s in shape:
+            count *= s
+        if len(raw) != count * want.itemsize:
+            raise IRError(
+                f"Constant: payload holds {len(raw)} bytes, {type.describe()} needs "
+                f"{count * want.itemsize}"
+            )
+        data = np.frombuffer(raw, want).astype(want.newbyteorder("="), copy=False).reshape(shape)
+        return Constant(type, data)
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Binding(Node):
     """``var = value`` inside a dataflow block; ``var.type`` is the value's type."""
 
     var: TensorVar
-    value: OpCall | CallTIR | CallFunc
+    value: OpCall | CallTIR | CallFunc | Constant
 
     def __post_init__(self) -> None:
-        if not isinstance(self.value, (OpCall, CallTIR, CallFunc)):
-            raise IRError(f"Binding {self.var.name}: value must be OpCall, CallTIR or CallFunc")
+        if not isinstance(self.value, (OpCall, CallTIR, CallFunc, Constant)):
+            raise IRError(
+                f"Binding {self.var.name}: value must be OpCall, CallTIR, CallFunc or Constant"
+            )
+        if isinstance(self.value, Constant) and not _same_type(self.var.type, self.value.type):
+            raise IRError(
+                f"Binding {self.var.name}: a {self.var.type.describe()} variable cannot hold "
+                f"a constant of {self.value.type.describe()}"
+            )
 
     __hash__ = object.__hash__
 
@@ -320,6 +410,7 @@ def _register_structural() -> None:
     register(OpCall)
     register(CallTIR)
     register(CallFunc)
+    register(Constant, fields=("type", "payload"), build=Constant.from_payload)
     register(Binding, defines=("var",))
     register(Function, defines=("params",), ignore=("name",))
 

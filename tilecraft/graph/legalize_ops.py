@@ -19,7 +19,15 @@ from ..ir import Attrs, Expr, const
 from ..ir import op as irop
 from .ir import TensorType
 from .op import OPS, LegalizeFn, attr_float, attr_int, attr_optional_float, int_tuple
-from .op_types import BINARY, REDUCE, UNARY, permutation, reduce_axes, static_extent
+from .op_types import (
+    BINARY,
+    REDUCE,
+    UNARY,
+    permutation,
+    reduce_axes,
+    static_extent,
+    transpose_b,
+)
 
 Tensor = te.Tensor
 Args = Sequence[Tensor]
@@ -83,7 +91,9 @@ def _reduce(op: str) -> LegalizeFn:
 
 
 def _matmul(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
-    return topi.matmul(args[0], args[1])
+    # transpose_b: the right operand is read in its stored (..., N, K) layout, so the block
+    # stays an einsum C[.., i, j] += A[.., i, k] * B[.., j, k]
+    return topi.matmul(args[0], args[1], transpose_b=transpose_b("matmul", attrs))
 
 
 def _dense(args: Args, attrs: Attrs, out: TensorType) -> Tensor:

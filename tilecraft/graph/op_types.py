@@ -40,6 +40,14 @@ def _unary(op: str, ts: Types, attrs: Attrs) -> TensorType:
     return ts[0]
 
 
+def transpose_b(op: str, attrs: Attrs) -> bool:
+    """matmul's ``transpose_b`` attribute: the right operand is stored (..., N, K)."""
+    v = attrs.get("transpose_b", False)
+    if not isinstance(v, bool):
+        raise GraphError(f"{op}: attribute 'transpose_b' must be a bool, got {v!r}")
+    return v
+
+
 def _matmul(op: str, ts: Types, attrs: Attrs) -> TensorType:
     a, b = ts
     dt = same_dtype(op, ts)
@@ -47,13 +55,16 @@ def _matmul(op: str, ts: Types, attrs: Attrs) -> TensorType:
         raise GraphError(
             f"{op}: both operands need rank >= 2, got {a.describe()} and {b.describe()}"
         )
-    if not dims_equal(a.shape[-1], b.shape[-2]):
+    tb = transpose_b(op, attrs)
+    k, n = (b.shape[-1], b.shape[-2]) if tb else (b.shape[-2], b.shape[-1])
+    if not dims_equal(a.shape[-1], k):
+        shown = f"{b.describe()}^T" if tb else b.describe()
         raise GraphError(
-            f"{op}: inner dimensions differ: {a.describe()} @ {b.describe()} "
-            f"({dim_text(a.shape[-1])} vs {dim_text(b.shape[-2])})"
+            f"{op}: inner dimensions differ: {a.describe()} @ {shown} "
+            f"({dim_text(a.shape[-1])} vs {dim_text(k)})"
         )
     batch = broadcast_shapes(op, a.shape[:-2], b.shape[:-2])
-    return TensorType((*batch, a.shape[-2], b.shape[-1]), dt)
+    return TensorType((*batch, a.shape[-2], n), dt)
 
 
 def _dense(op: str, ts: Types, attrs: Attrs) -> TensorType:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..ir import IRModule
 from .op import GraphError
@@ -14,6 +15,9 @@ from .transform import (
     Legalize,
     Sequential,
 )
+from .transform.bind_params import BindParams
+from .transform.fold_constants import FoldConstants
+from .transform.fuse_transpose_matmul import FuseTransposeMatmul
 
 
 def _zero() -> Sequential:
@@ -22,15 +26,46 @@ def _zero() -> Sequential:
     )
 
 
-PIPELINES: dict[str, Callable[[], Sequential]] = {"zero": _zero}
+def _default() -> Sequential:
+    return Sequential(
+        [
+            FuseTransposeMatmul(),
+            Legalize(),
+            FoldConstants(),
+            AnnotateOpPattern(),
+            FuseOps(),
+            FuseTIR(),
+            DeadCodeElimination(),
+        ]
+    )
 
 
-def get_pipeline(name: str = "zero") -> Callable[[IRModule], IRModule]:
+PIPELINES: dict[str, Callable[[], Sequential]] = {"zero": _zero, "default": _default}
+
+
+def get_pipeline(
+    name: str = "zero", params: Mapping[str, Any] | None = None
+) -> Callable[[IRModule], IRModule]:
     """The pipeline named ``name``.
 
     ``"zero"``: Legalize, AnnotateOpPattern, FuseOps, FuseTIR, DeadCodeElimination — every
     operator becomes an unscheduled PrimFunc and fusable chains are merged.
+
+    ``"default"``: FuseTransposeMatmul (matmuls read transposed weights in their stored
+    layout), Legalize, FoldConstants (bindings of constants only are computed once, here),
+    then the rest of "zero".
+
+    Parameters
+    ----------
+    name
+        ``"zero"`` or ``"default"``.
+    params
+        Weights to bind first (:class:`~tilecraft.graph.BindParams`): parameter name or
+        dotted export name -> array. The executable then takes only the other parameters.
     """
     if name not in PIPELINES:
         raise GraphError(f"unknown pipeline {name!r}; known: {sorted(PIPELINES)}")
-    return PIPELINES[name]()
+    pipeline = PIPELINES[name]()
+    if params is None:
+        return pipeline
+    return Sequential([BindParams(params), *pipeline.passes])

@@ -15,7 +15,8 @@ A graph function prints as::
 
 Symbolic extents are strings naming int32 shape variables (one Var per name and function;
 ``"n * 64"`` spells an expression). Operator calls print as ``R.<op>(args, attr=literal)``,
-fused-group calls as ``cls.<name>(args)``. A module prints as one ``@T.ir_module`` class whose
+fused-group calls as ``cls.<name>(args)``, constants as ``R.const(R.Tensor(...), "<base64
+of the little-endian bytes>")``. A module prints as one ``@T.ir_module`` class whose
 PrimFuncs use the PrimFunc printer. Parsing reads the Python AST (attribute values with
 ``ast.literal_eval``); nothing is executed.
 """
@@ -26,10 +27,10 @@ import ast
 import keyword
 from typing import Any
 
-from ..errors import ScriptParseError
+from ..errors import IRError, ScriptParseError
 from ..ir import Add, Attrs, Expr, FloorDiv, IntImm, IRModule, Mul, PrimFunc, Sub, Var, as_expr
 from ..ir import dtype as to_dtype
-from .ir import Binding, CallFunc, CallTIR, Function, OpCall, TensorType, TensorVar
+from .ir import Binding, CallFunc, CallTIR, Constant, Function, OpCall, TensorType, TensorVar
 from .op import infer_type
 
 _IND = "    "
@@ -110,7 +111,9 @@ def function_lines(func: Function, name: str, in_module: bool) -> list[str]:
     return lines
 
 
-def _value_text(v: OpCall | CallTIR | CallFunc, args: list[str], in_module: bool) -> str:
+def _value_text(v: OpCall | CallTIR | CallFunc | Constant, args: list[str], in_module: bool) -> str:
+    if isinstance(v, Constant):  # exact values: base64 of the little-endian bytes
+        return f'R.const({type_text(v.type)}, "{v.payload}")'
     if isinstance(v, OpCall):
         kw = [f"{k}={_lit(x)}" for k, x in v.attrs.items_tuple()]
         return f"R.{v.op}({', '.join(args + kw)})"
@@ -286,8 +289,11 @@ class _GraphParser:
         else:
             raise self.fail(s, "expected `name = R.<op>(...)` in a dataflow block")
         op = self.r_name(call.func)
-        value: OpCall | CallTIR | CallFunc
-        if op in ("call_func", None):
+        value: OpCall | CallTIR | CallFunc | Constant
+        if op == "const" and ann is None:
+            value = self.constant(call, svars)
+            t = value.type
+        elif op in ("call_func", None):
             if ann is None:
                 raise self.fail(
                     s,
@@ -313,6 +319,17 @@ class _GraphParser:
         var = TensorVar(name, t)
         env[name] = var
         return Binding(var, value)
+
+    def constant(self, call: ast.Call, svars: dict[str, Var]) -> Constant:
+        if len(call.args) != 2 or call.keywords:
+            raise self.fail(call, 'expected R.const(R.Tensor(...), "base64 data")')
+        payload = self.literal(call.args[1])
+        if not isinstance(payload, str):
+            raise self.fail(call.args[1], "constant data is a base64 string")
+        try:
+            return Constant.from_payload(self.tensor_type(call.args[0], svars), payload)
+        except IRError as e:
+            raise self.fail(call, str(e)) from None
 
     def call_tir(self, call: ast.Call, env: dict[str, TensorVar], svars: dict[str, Var]) -> CallTIR:
         kw = {k.arg: k.value for k in call.keywords}

@@ -1,0 +1,255 @@
+"""Native graph functions: compile the entry points with the kernels, and call them.
+
+:func:`build_native` emits each graph function's C entry (:mod:`.native_source`) after the
+kernels' C, compiles the unit once with the runtime's compile cache, and returns the kernel
+:class:`~tilecraft.runtime.Module` plus one :class:`NativeGraph` per graph function.
+
+Where things live: the context block of a graph function is an int64 numpy array owned by
+its :class:`NativeGraph`; it holds the address of the CPython function table, the constants'
+data pointers (the constant arrays themselves stay in Python, referenced by the
+:class:`NativeGraph`), the workspace pointers and capacities, and the profiling slots. The
+workspace is a list of numpy ``uint64`` blocks planned by
+:func:`~tilecraft.graph.memory_plan.plan_memory`: when a call needs more bytes than the
+current blocks hold (the first call, or larger symbolic extents), the entry calls
+:meth:`NativeGraph.replan` (under its busy flag, so no native call is using the blocks) which
+plans for the call's extents, allocates fresh blocks and writes their addresses into the
+block. Smaller later calls reuse the larger blocks, so memory stays at the largest binding
+seen. A second thread calling while a native call runs gets ``BUSY`` and runs the Python
+executor on its own buffers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..codegen import build_c_source
+from ..ir import DataType, IRModule, PrimFunc, Var
+from ..runtime import Module, compile_shared
+from ..target import Target
+from .memory_plan import RESULT, MemoryPlan
+from .native_source import (
+    PRELUDE,
+    ContextLayout,
+    GraphSignature,
+    Kernel,
+    NativeStatus,
+    Unsupported,
+    graph_source,
+)
+
+_API_FUNCTIONS = (
+    "PyObject_GetBuffer",
+    "PyBuffer_Release",
+    "PyErr_Clear",
+    "PyTuple_GetItem",
+    "PyLong_AsVoidPtr",
+    "PyTuple_New",
+    "PyTuple_SetItem",
+    "PyLong_FromLongLong",
+    "PyObject_CallObject",
+    "Py_IncRef",
+    "Py_DecRef",
+    "PyEval_SaveThread",
+    "PyEval_RestoreThread",
+)
+_api: np.ndarray | None = None
+
+PlanFn = Callable[[dict[int, int]], MemoryPlan]
+_NEW_FUNCTION = ctypes.PYFUNCTYPE(
+    ctypes.py_object, ctypes.c_void_p, ctypes.py_object, ctypes.py_object
+)
+
+
+def _new_function(method_def: int, self: object) -> Any:
+    """``PyCFunction_NewEx(method_def, self, None)``: a builtin function calling the entry."""
+    new = _NEW_FUNCTION(("PyCFunction_NewEx", ctypes.pythonapi))
+    return new(method_def, self, None)
+
+
+def api_table() -> np.ndarray | None:
+    """The CPython function table the entries call through (None outside CPython)."""
+    global _api
+    if _api is None and platform.python_implementation() == "CPython":
+        api = ctypes.pythonapi
+        addrs = [ctypes.cast(getattr(api, n), ctypes.c_void_p).value for n in _API_FUNCTIONS]
+        _api = np.array([*addrs, id(None), id(np.empty)], dtype=np.uint64)
+    return _api
+
+
+def buffer_formats(dt: DataType) -> tuple[str, ...]:
+    """The buffer-protocol formats numpy gives arrays of ``dt`` (``int64``: ``l`` and ``q``)."""
+    want = np.dtype(dt.numpy_name())
+    found = [memoryview(np.empty(0, want)).format]  # type: ignore[arg-type]
+    for code in np.typecodes["All"]:
+        other = np.dtype(code)
+        if other == want:
+            fmt = memoryview(np.empty(0, other)).format  # type: ignore[arg-type]
+            if fmt not in found:
+                found.append(fmt)
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One kernel call of a profiled forward: its name, seconds and output address."""
+
+    kernel: str
+    seconds: float
+    address: int
+
+
+class NativeGraph:
+    """A graph function's compiled entry and its context block (see the module docstring).
+
+    Parameters
+    ----------
+    path, symbol
+        The shared library and the entry's symbol.
+    layout
+        Slot indices of the context block.
+    shape_vars
+        The graph function's symbolic extents, in the entry's order.
+    constants
+        The constants' arrays, by index (kept alive here).
+    result_dtype
+        numpy dtype of the result.
+    plan
+        ``plan(env) -> MemoryPlan`` for a binding ``id(var) -> value`` (cached by the caller).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        symbol: str,
+        layout: ContextLayout,
+        shape_vars: Sequence[Var],
+        constants: Sequence[np.ndarray],
+        result_dtype: np.dtype[Any],
+        plan: PlanFn,
+    ) -> None:
+        table = api_table()
+        assert table is not None  # build_native checked
+        self._table = table
+        self.layout = layout
+        self.shape_vars = list(shape_vars)
+        self.constants = list(constants)
+        self.result_dtype = result_dtype
+        self.plan = plan
+        self.storages: list[np.ndarray] = []
+        dll = ctypes.CDLL(str(path))
+        dll.tcg__init.argtypes = (ctypes.c_void_p,)
+        dll.tcg__init(table.ctypes.data)
+        method_def = getattr(dll, f"{symbol}_def")
+        method_def.restype = ctypes.c_void_p
+        self.ctx = np.zeros(layout.size, np.int64)
+        self.ctx_addr: int = self.ctx.ctypes.data
+        # the entry as a builtin function; its self keeps this object (and the block) alive
+        self.call: Callable[..., np.ndarray | None] = _new_function(
+            method_def(), (self.ctx_addr, self)
+        )
+        self._replan = self.replan  # the entry holds a borrowed pointer to this bound method
+        ctx = self.ctx
+        ctx[layout.REPLAN] = id(self._replan)
+        ctx[layout.DTYPE] = id(self.result_dtype)
+        for i, arr in enumerate(self.constants):
+            ctx[layout.consts + i] = arr.ctypes.data
+        ctx[layout.cap : layout.cap + layout.num_steps] = -1  # nothing planned yet
+
+    def status(self) -> NativeStatus:
+        """Why the last call returned None."""
+        return NativeStatus(int(self.ctx[self.layout.STATUS]))
+
+    def replan(self) -> None:
+        """Plan and allocate the workspace for the extents in the context block."""
+        lay = self.layout
+        env = {id(v): int(self.ctx[lay.VARS + i]) for i, v in enumerate(self.shape_vars)}
+        plan = self.plan(env)
+        storages = plan.allocate()
+        for n, sid in enumerate(plan.storage):
+            if sid == RESULT:
+                self.ctx[lay.out + n] = 0
+                self.ctx[lay.cap + n] = np.iinfo(np.int64).max
+            else:
+                self.ctx[lay.out + n] = storages[sid].ctypes.data
+                self.ctx[lay.cap + n] = storages[sid].nbytes
+        self.storages = storages  # the previous blocks are freed: no native call is running
+
+    def set_profiling(self, on: bool) -> None:
+        """Record per-step times and output addresses in later calls (or stop)."""
+        self.ctx[self.layout.PROFILE] = int(on)
+
+    def records(self, kernels: Sequence[str]) -> list[StepRecord]:
+        """The records of the last profiled call, one per step."""
+        lay = self.layout
+        return [
+            StepRecord(
+                name,
+                float(self.ctx[lay.nanos + n]) * 1e-9,
+                int(self.ctx[lay.addr + n]),
+            )
+            for n, name in enumerate(kernels)
+        ]
+
+
+@dataclass(frozen=True)
+class NativeBuild:
+    """The kernel library and the entries of the graph functions compiled natively."""
+
+    lib: Module
+    entries: dict[str, tuple[str, ContextLayout]]  # graph function -> (symbol, layout)
+
+
+def build_native(
+    prims: IRModule,
+    signatures: Sequence[GraphSignature],
+    target: Target,
+    emulate: bool,
+) -> NativeBuild:
+    """Compile the kernels of ``prims`` and an entry per signature into one library.
+
+    A graph function whose entry cannot be generated (:class:`Unsupported`) gets none; the
+    Python executor runs it.
+    """
+    csrc = build_c_source(prims, target, emulate_gpu=emulate)
+    originals = dict(prims.prim_funcs())
+    taken = set(csrc.symbols.values())
+    parts = [csrc.text, PRELUDE]
+    entries: dict[str, tuple[str, ContextLayout]] = {}
+    if api_table() is not None:
+        for sig in signatures:
+            kernels = [
+                Kernel(originals[s.func], csrc.functions[s.func], csrc.symbols[s.func])
+                for s in sig.steps
+            ]
+            symbol = _fresh_symbol(f"tcg_graph_{sig.name}", taken)
+            try:
+                text, layout = graph_source(sig, kernels, symbol)
+            except Unsupported:
+                continue
+            taken.add(symbol)
+            parts.append(text)
+            entries[sig.name] = (symbol, layout)
+    source = "\n".join(parts) + "\n"
+    path = compile_shared(source)
+    functions = {name: (originals[name], csrc.functions[name]) for name in csrc.functions}
+    return NativeBuild(Module(path, source, functions, csrc.symbols), entries)
+
+
+def _fresh_symbol(base: str, taken: set[str]) -> str:
+    name, n = base, 1
+    while name in taken:
+        name = f"{base}_{n}"
+        n += 1
+    return name
+
+
+def kernel_prim_funcs(mod: IRModule) -> IRModule:
+    """The PrimFuncs of ``mod`` as a module of their own."""
+    return IRModule({n: f for n, f in mod.prim_funcs() if isinstance(f, PrimFunc)})

@@ -1,0 +1,438 @@
+"""C source of a graph function's native entry point (the graph layer's own codegen).
+
+A graph function of ``call_tir`` steps becomes one C function compiled into the same shared
+library as its kernels, so a forward is one call from Python. The entry is a CPython
+``METH_FASTCALL`` function (its ``PyMethodDef`` is returned by the exported
+``<symbol>_def()``; :class:`tilecraft.graph.native.NativeGraph` makes it a builtin function
+whose ``self`` is the tuple ``(address of the context block, owner)``)::
+
+    static tcg_object* tcg_graph_forward(tcg_object* self, tcg_object* const* args,
+                                         ptrdiff_t nargs);
+
+The context block is an int64 array owned by the :class:`~tilecraft.graph.native.NativeGraph`
+(slots in :class:`ContextLayout`). The entry reads each argument through the buffer protocol
+(functions of the CPython stable ABI reached through a table, so the library links nothing
+from Python), checks count, rank, format (dtype), C-contiguity and every static and symbolic
+extent, binds the symbolic extents, checks the values each kernel will receive (int32 range,
+extents the kernel computes), makes sure the planned workspace is large enough (calling back
+into Python to plan it when not), allocates the result with ``numpy.empty``, releases the
+GIL and calls the kernels in order, writing intermediates into the planned storages. Any
+failed check returns ``None`` with ``ctx[STATUS] = DEFER``: Python then validates the
+arguments itself, raising the same errors as the Python executor (see
+:mod:`tilecraft.graph.executor`).
+
+Symbolic extents are evaluated in int64 with overflow and division-by-zero checks (a failure
+defers to Python, which reports it).
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..codegen import storage_ctype
+from ..ir import (
+    Add,
+    Buffer,
+    Expr,
+    FloorDiv,
+    FloorMod,
+    IntImm,
+    Max,
+    Min,
+    Mul,
+    PrimFunc,
+    Sub,
+    Var,
+)
+from .ir import TensorType
+from .memory_plan import Step
+from .native_prelude import PRELUDE as PRELUDE
+
+
+class NativeStatus(enum.IntEnum):
+    """Why the entry returned ``None`` (``ctx[STATUS]``)."""
+
+    OK = 0
+    DEFER = 1  # an argument check failed: validate in Python
+    BUSY = 2  # another thread is running this function natively
+
+
+class Unsupported(Exception):  # noqa: N818  (internal signal, never leaves the package)
+    """The graph function cannot be compiled natively; the Python executor runs it."""
+
+
+@dataclass(frozen=True)
+class ContextLayout:
+    """Slot indices of a graph function's context block (int64 words)."""
+
+    num_vars: int
+    num_consts: int
+    num_steps: int
+
+    BUSY = 0  # 1 while a native call runs (guards the workspace)
+    PROFILE = 1  # nonzero: record per-step nanoseconds and output addresses
+    STATUS = 2  # a NativeStatus after a None return
+    REPLAN = 3  # PyObject*: callable planning the workspace for ctx[VARS...]
+    DTYPE = 4  # PyObject*: the result's numpy dtype
+    VARS = 5  # the symbolic extents of the last call, in Function.shape_vars() order
+
+    @property
+    def consts(self) -> int:
+        """First slot of the constants' data pointers."""
+        return self.VARS + self.num_vars
+
+    @property
+    def out(self) -> int:
+        """First slot of the steps' output pointers (workspace)."""
+        return self.consts + self.num_consts
+
+    @property
+    def cap(self) -> int:
+        """First slot of the bytes available at each step's output pointer."""
+        return self.out + self.num_steps
+
+    @property
+    def nanos(self) -> int:
+        """First slot of the per-step times (profiling)."""
+        return self.cap + self.num_steps
+
+    @property
+    def addr(self) -> int:
+        """First slot of the per-step output addresses (profiling)."""
+        return self.nanos + self.num_steps
+
+    @property
+    def size(self) -> int:
+        """Number of slots."""
+        return self.addr + self.num_steps
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A compiled kernel as the entry calls it: original and lowered function, C symbol."""
+
+    func: PrimFunc
+    lowered: PrimFunc
+    symbol: str
+
+
+@dataclass(frozen=True)
+class GraphSignature:
+    """What the generator needs to know about one graph function.
+
+    Values live in slots: the parameters first, then one slot per binding in order (a
+    constant's slot maps to its index in the context block, a step's to its output).
+    """
+
+    name: str
+    num_params: int
+    slot_types: tuple[TensorType, ...]
+    param_formats: tuple[tuple[str, ...], ...]  # accepted buffer-protocol formats per param
+    const_of_slot: dict[int, int]
+    steps: tuple[Step, ...]
+    step_types: tuple[TensorType, ...]
+    ret_slot: int
+    shape_vars: tuple[Var, ...]
+    itemsize: Callable[[TensorType], int]
+
+
+RELEASE_GIL_BYTES = 1 << 16
+"""A native forward releases the GIL while its kernels run when they touch at least this many
+bytes (arguments, constants, intermediates and result)."""
+_FORMAT_RE = re.compile(r"^[A-Za-z0-9<>=!?@^]+$")
+_BINARY: dict[type, str] = {
+    Add: "tcg__add",
+    Sub: "tcg__sub",
+    Mul: "tcg__mul",
+    FloorDiv: "tcg__floordiv",
+    FloorMod: "tcg__floormod",
+}
+_INT_RANGE = {8: 2**7, 16: 2**15, 32: 2**31, 64: 2**63}
+
+
+def _c_int(value: int) -> str:
+    if value == -(2**63):
+        return "INT64_MIN"
+    return f"INT64_C({value})"
+
+
+def extent_c(e: Expr, env: Callable[[Var], str]) -> str:
+    """C text (int64, overflow into ``err``) of a shape expression; ``env`` names its Vars."""
+    if isinstance(e, IntImm):
+        return _c_int(e.value)
+    if isinstance(e, Var):
+        return env(e)
+    fn = _BINARY.get(type(e))
+    if fn is not None:
+        return f"{fn}({extent_c(e.a, env)}, {extent_c(e.b, env)}, &err)"  # type: ignore[attr-defined]
+    if isinstance(e, (Min, Max)):
+        name = "tcg__min" if isinstance(e, Min) else "tcg__max"
+        return f"{name}({extent_c(e.a, env)}, {extent_c(e.b, env)})"
+    raise Unsupported(f"extent {type(e).__name__}")
+
+
+class _Emitter:
+    """Build the entry of one graph function (see the module docstring)."""
+
+    def __init__(self, sig: GraphSignature, kernels: Sequence[Kernel], symbol: str) -> None:
+        self.sig = sig
+        self.kernels = kernels
+        self.symbol = symbol
+        num_consts = len(set(sig.const_of_slot.values()))
+        self.layout = ContextLayout(len(sig.shape_vars), num_consts, len(sig.steps))
+        self.var_names = {id(v): f"v{i}" for i, v in enumerate(sig.shape_vars)}
+        self.lines: list[str] = []
+        self.decls: list[str] = []
+        self.formats: list[str] = []
+
+    def graph_var(self, v: Var) -> str:
+        name = self.var_names.get(id(v))
+        if name is None:
+            raise Unsupported(f"extent {v.name} is not bound by the parameters")
+        return name
+
+    def emit(self, line: str) -> None:
+        self.lines.append("  " + line)
+
+    def source(self) -> str:
+        self.params()
+        self.kernel_scalars_and_checks()
+        sizes = self.step_sizes()
+        self.workspace(sizes)
+        self.result()
+        self.calls()
+        lay = self.layout
+        busy, status = f"&ctx[{lay.BUSY}]", f"&ctx[{lay.STATUS}]"
+        head = [
+            f"/* graph function {self.sig.name} */",
+            *self.formats,
+            f"static tcg_object* {self.symbol}(tcg_object* self, tcg_object* const* args, "
+            "ptrdiff_t nargs) {",
+            "  const tcg_api* api = tcg__api;",
+            "  int64_t* ctx = tcg__ctx(self);",
+            f"  if (__atomic_exchange_n({busy}, 1, __ATOMIC_ACQUIRE))",
+            f"    return tcg__decline({status}, {int(NativeStatus.BUSY)}, 0);",
+            f"  tcg_buffer in[{max(1, self.sig.num_params)}];",
+            "  int held = 0, err = 0;",
+            "  tcg_object* result = 0;",
+            "  void* result_data = 0;",
+            *("  " + d for d in self.decls),
+        ]
+        release = "  for (int i = 0; i < held; ++i) api->release_buffer(&in[i]);"
+        tail = [
+            release,
+            f"  __atomic_store_n({busy}, 0, __ATOMIC_RELEASE);",
+            "  return result;",
+            "defer:",
+            release,
+            f"  return tcg__decline({status}, {int(NativeStatus.DEFER)}, {busy});",
+            "fail:",
+            release,
+            f"  __atomic_store_n({busy}, 0, __ATOMIC_RELEASE);",
+            "  return 0;",
+            "}",
+            f"static tcg_method_def {self.symbol}_method = "
+            f'{{"{self.sig.name}", (void*){self.symbol}, TCG_METH_FASTCALL, 0}};',
+            f"TC_EXPORT void* {self.symbol}_def(void) {{ return &{self.symbol}_method; }}",
+        ]
+        return "\n".join([*head, *self.lines, *tail])
+
+    # Step 1: arguments ---------------------------------------------------------------------
+    def params(self) -> None:
+        n = self.sig.num_params
+        self.decls.extend(f"int64_t {self.var_names[id(v)]} = 0;" for v in self.sig.shape_vars)
+        self.emit(f"if (nargs != {n}) goto defer;")
+        bound: set[int] = set()
+        later: list[tuple[int, int, Expr]] = []
+        types = self.sig.slot_types[:n]
+        for i, (t, fmts) in enumerate(zip(types, self.sig.param_formats, strict=True)):
+            if not fmts or not all(_FORMAT_RE.match(f) for f in fmts):
+                raise Unsupported(f"no buffer format for {t.dtype}")
+            table = f"tcg_fmt_{self.symbol}_{i}"
+            quoted = ", ".join(f'"{f}"' for f in fmts)
+            self.formats.append(f"static const char* const {table}[] = {{{quoted}, 0}};")
+            get = f"api->get_buffer(args[{i}], &in[{i}], TCG_RECORDS_RO)"
+            self.emit(f"if ({get}) {{ api->err_clear(); goto defer; }}")
+            self.emit(f"held = {i + 1};")
+            fmt = f"tcg__format(in[{i}].format, {table})"
+            self.emit(f"if (in[{i}].ndim != {t.ndim} || !{fmt} || !tcg__contiguous(&in[{i}]))")
+            self.emit("  goto defer;")
+            for d, dim in enumerate(t.shape):
+                got = f"(int64_t)in[{i}].shape[{d}]"
+                if isinstance(dim, IntImm):
+                    self.emit(f"if ({got} != {_c_int(dim.value)}) goto defer;")
+                elif isinstance(dim, Var) and id(dim) not in bound:
+                    bound.add(id(dim))
+                    self.emit(f"{self.graph_var(dim)} = {got};")
+                else:
+                    later.append((i, d, dim))
+        for i, d, dim in later:
+            want = extent_c(dim, self.graph_var)
+            self.emit(f"if ((int64_t)in[{i}].shape[{d}] != {want}) goto defer;")
+        self.emit("if (err) goto defer;")
+
+    # Step 2: what each kernel receives --------------------------------------------------------
+    def kernel_scalars_and_checks(self) -> None:
+        self.scalars: list[list[str]] = []
+        for n, (step, kernel) in enumerate(zip(self.sig.steps, self.kernels, strict=True)):
+            types = [self._slot_type(a) for a in step.args] + [self.sig.step_types[n]]
+            params = kernel.func.params
+            if len(params) != len(types) or not all(isinstance(p, Buffer) for p in params):
+                raise Unsupported(f"kernel {kernel.func.name} does not take buffers only")
+            kvars: dict[int, str] = {}
+            bound_to: dict[int, str] = {}  # kernel var -> the graph extent it was bound to
+            checks: list[tuple[Expr, Expr]] = []
+            for p, t in zip(params, types, strict=True):
+                assert isinstance(p, Buffer)
+                for e, g in zip(p.shape, t.shape, strict=True):
+                    if isinstance(e, Var) and id(e) not in kvars:
+                        local = f"k{n}_{len(kvars)}"
+                        kvars[id(e)] = local
+                        self.decls.append(f"int64_t {local} = 0;")
+                        bound_to[id(e)] = extent_c(g, self.graph_var)
+                        self.emit(f"{local} = {bound_to[id(e)]};")
+                    elif not (isinstance(e, IntImm) and isinstance(g, IntImm)):
+                        checks.append((e, g))
+            for e, g in checks:
+                mine = extent_c(e, functools.partial(_kernel_var, kvars))
+                theirs = extent_c(g, self.graph_var)
+                if not (isinstance(e, Var) and bound_to.get(id(e)) == theirs):
+                    self.emit(f"if ({mine} != {theirs}) goto defer;")
+            values: list[str] = []
+            for p in kernel.lowered.params[len(params) :]:
+                if isinstance(p, Buffer) or id(p) not in kvars:
+                    raise Unsupported(f"kernel {kernel.func.name}: parameter {p.name}")
+                if not p.dtype.is_int or p.dtype.bits not in _INT_RANGE:
+                    raise Unsupported(f"kernel {kernel.func.name}: {p.name} is {p.dtype}")
+                lim = _INT_RANGE[p.dtype.bits]
+                local = kvars[id(p)]
+                self.emit(f"if ({local} < {_c_int(-lim)} || {local} > {_c_int(lim - 1)})")
+                self.emit("  goto defer;")
+                values.append(f"({storage_ctype(p.dtype)}){local}")
+            self.scalars.append(values)
+        self.emit("if (err) goto defer;")
+
+    def _slot_type(self, slot: int) -> TensorType:
+        return self.sig.slot_types[slot]
+
+    # Step 3: workspace -------------------------------------------------------------------------
+    def step_sizes(self) -> list[str]:
+        sizes = []
+        for n, t in enumerate(self.sig.step_types):
+            local = f"bytes{n}"
+            self.decls.append(f"int64_t {local} = 0;")
+            expr = _c_int(self.sig.itemsize(t))
+            for dim in t.shape:
+                value = extent_c(dim, self.graph_var)
+                if not isinstance(dim, IntImm):
+                    self.emit(f"if ({value} < 0) goto defer;")
+                expr = f"tcg__mul({expr}, {value}, &err)"
+            self.emit(f"{local} = {expr};")
+            sizes.append(local)
+        self.emit("if (err) goto defer;")
+        self.sizes = sizes
+        return sizes
+
+    def workspace(self, sizes: list[str]) -> None:
+        lay = self.layout
+        small = [
+            f"{size} > ctx[{lay.cap + n}]"
+            for n, (size, step) in enumerate(zip(sizes, self.sig.steps, strict=True))
+            if step.out != self.sig.ret_slot
+        ]
+        if not small:
+            return
+        cond = " || ".join(small)
+        self.emit(f"if ({cond}) {{")
+        for i in range(lay.num_vars):
+            self.emit(f"  ctx[{lay.VARS + i}] = v{i};")
+        replan = f"(tcg_object*)(intptr_t)ctx[{lay.REPLAN}]"
+        self.emit(f"  tcg_object* planned = api->call_object({replan}, 0);")
+        self.emit("  if (!planned) goto fail;")
+        self.emit("  api->decref(planned);")
+        self.emit(f"  if ({cond}) goto defer;")
+        self.emit("}")
+
+    # Step 4: result and kernel calls ------------------------------------------------------------
+    def result(self) -> None:
+        ret = self.sig.ret_slot
+        n_params = self.sig.num_params
+        if ret < n_params:
+            self.emit(f"result = args[{ret}];")
+            self.emit("api->incref(result);")
+            return
+        n = next(k for k, s in enumerate(self.sig.steps) if s.out == ret)
+        t = self.sig.step_types[n]
+        dims = ", ".join(extent_c(d, self.graph_var) for d in t.shape) or "0"
+        self.emit("{")
+        self.emit(f"  const int64_t shape[{max(1, t.ndim)}] = {{{dims}}};")
+        dtype = f"(tcg_object*)(intptr_t)ctx[{self.layout.DTYPE}]"
+        self.emit(f"  result = tcg__result(api, shape, {t.ndim}, {dtype}, &result_data);")
+        self.emit("  if (!result) goto fail;")
+        self.emit("}")
+
+    def pointer(self, slot: int) -> str:
+        n_params = self.sig.num_params
+        if slot < n_params:
+            return f"in[{slot}].buf"
+        if slot in self.sig.const_of_slot:
+            return f"(void*)(intptr_t)ctx[{self.layout.consts + self.sig.const_of_slot[slot]}]"
+        if slot == self.sig.ret_slot:
+            return "result_data"
+        n = next(k for k, s in enumerate(self.sig.steps) if s.out == slot)
+        return f"(void*)(intptr_t)ctx[{self.layout.out + n}]"
+
+    def calls(self) -> None:
+        lay = self.layout
+        const_bytes = 0
+        for slot in set(self.sig.const_of_slot):
+            t = self.sig.slot_types[slot]
+            const_bytes += self.sig.itemsize(t) * math.prod(t.static_shape() or ())
+        touched = " + ".join(
+            [_c_int(const_bytes)]
+            + [f"(int64_t)in[{i}].len" for i in range(self.sig.num_params)]
+            + self.sizes
+        )
+        self.emit("{")
+        self.emit(f"  const int64_t touched = {touched};")
+        self.emit("  /* tiny graphs keep the GIL: releasing it would cost more than the work */")
+        self.emit(f"  void* released = touched >= {RELEASE_GIL_BYTES} ? api->save_thread() : 0;")
+        self.emit(f"  const int64_t profile = ctx[{lay.PROFILE}];")
+        self.emit("  int64_t t0 = profile ? tcg__now() : 0;")
+        for n, (step, kernel) in enumerate(zip(self.sig.steps, self.kernels, strict=True)):
+            ptrs = [self.pointer(a) for a in step.args] + [self.pointer(step.out)]
+            args = ", ".join([*ptrs, *self.scalars[n]])
+            self.emit(f"  {kernel.symbol}({args});")
+            self.emit("  if (profile) {")
+            self.emit(f"    int64_t t1 = tcg__now(); ctx[{lay.nanos + n}] = t1 - t0; t0 = t1;")
+            self.emit(f"    ctx[{lay.addr + n}] = (int64_t)(intptr_t){ptrs[-1]};")
+            self.emit("  }")
+        self.emit("  if (released) api->restore_thread(released);")
+        self.emit("}")
+
+
+def _kernel_var(kvars: dict[int, str], v: Var) -> str:
+    local = kvars.get(id(v))
+    if local is None:
+        raise Unsupported(f"kernel extent {v.name} is not bound by its arguments")
+    return local
+
+
+def graph_source(
+    sig: GraphSignature, kernels: Sequence[Kernel], symbol: str
+) -> tuple[str, ContextLayout]:
+    """The C entry ``symbol`` of graph function ``sig`` calling ``kernels`` (one per step).
+
+    Raises
+    ------
+    Unsupported
+        When some extent or kernel parameter has no native form (the Python executor runs
+        the function instead).
+    """
+    em = _Emitter(sig, kernels, symbol)
+    return em.source(), em.layout

@@ -1,0 +1,60 @@
+"""FuseTransposeMatmul: let a matmul read a transposed operand in its stored layout.
+
+Before: ``t = permute_dims(w)`` swapping the last two axes of ``w``, then ``y = matmul(x, t)``
+(how ``nn.Linear`` traces ``x @ weight.T`` with ``weight`` stored (out, in)). After:
+``y = matmul(x, w, transpose_b=True)``, which legalizes to one PrimFunc whose reduction block
+is ``C[.., i, j] += A[.., i, k] * B[.., j, k]`` — no transpose kernel, no transposed copy of
+the weight. A ``permute_dims`` left without uses is removed. Operator calls only: run it
+before ``Legalize``.
+"""
+
+from __future__ import annotations
+
+from ...ir import IRModule
+from ..ir import Binding, Function, OpCall, TensorVar, graph_functions, rebuild
+from ..op_types import permutation, transpose_b
+from .base import ModulePass
+
+
+def _swaps_last_two(call: OpCall, ndim: int) -> bool:
+    if ndim < 2:
+        return False
+    want = (*range(ndim - 2), ndim - 1, ndim - 2)
+    return permutation(call.op, call.attrs, ndim) == want
+
+
+def fuse_function(func: Function) -> Function:
+    """``func`` with every matmul of a last-two-axes transpose reading its source instead."""
+    transposes: dict[int, TensorVar] = {}  # id(t) -> w for t = permute_dims(w)
+    bindings: list[Binding] = []
+    changed = False
+    for b in func.bindings:
+        v = b.value
+        if isinstance(v, OpCall) and v.op == "permute_dims":
+            if _swaps_last_two(v, v.args[0].type.ndim):
+                transposes[id(b.var)] = v.args[0]
+        elif isinstance(v, OpCall) and v.op == "matmul" and not transpose_b(v.op, v.attrs):
+            weight = transposes.get(id(v.args[1]))
+            if weight is not None:
+                attrs = v.attrs.with_item("transpose_b", True)
+                b = Binding(b.var, OpCall("matmul", (v.args[0], weight), attrs))
+                changed = True
+        bindings.append(b)
+    if not changed:
+        return func
+    used = {id(a) for b in bindings for a in b.value.args} | {id(func.ret)}
+    kept = [b for b in bindings if id(b.var) not in transposes or id(b.var) in used]
+    return rebuild(func, kept)
+
+
+class FuseTransposeMatmul(ModulePass):
+    """Fold last-two-axes ``permute_dims`` into the matmuls reading them (see the module)."""
+
+    name = "FuseTransposeMatmul"
+
+    def transform(self, mod: IRModule) -> IRModule:
+        """See the module docstring."""
+        funcs = dict(mod.functions)
+        for name, func in graph_functions(mod):
+            funcs[name] = fuse_function(func)
+        return IRModule(funcs, mod.attrs)
