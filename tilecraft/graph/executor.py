@@ -357,7 +357,11 @@ def _fits(p: Buffer, t: TensorType) -> bool:
 
 
 def build_graph_module(
-    mod: IRModule, target: Target | str | None = "cpu", *, emulate: bool = False
+    mod: IRModule,
+    target: Target | str | None = "cpu",
+    *,
+    emulate: bool = False,
+    bounds_check: bool = False,
 ) -> Executable:
     """Compile a module holding graph functions into an :class:`Executable`.
 
@@ -372,6 +376,10 @@ def build_graph_module(
     emulate
         For a GPU target: run the GPU-lowered kernels on the CPU (see
         :func:`tilecraft.runtime.build`).
+    bounds_check
+        Check every buffer access of every kernel (see :func:`tilecraft.runtime.build`). A
+        checked build runs its graph functions through the Python executor, one checked kernel
+        call at a time, so a violation is reported by the kernel that made it.
 
     Returns
     -------
@@ -393,10 +401,11 @@ def build_graph_module(
     if not prims.functions:
         return Executable(mod, None, tgt)
     if tgt.is_gpu and not emulate:
-        return Executable(mod, build_prim_funcs(prims, tgt), tgt)
+        extra = {"bounds_check": True} if bounds_check else {}
+        return Executable(mod, build_prim_funcs(prims, tgt, **extra), tgt)
     exe = Executable(mod, None, tgt)
     sigs = [s for f in exe.functions.values() if (s := f.signature()) is not None]
-    _attach(exe, build_native(prims, sigs, tgt, emulate))
+    _attach(exe, build_native(prims, [] if bounds_check else sigs, tgt, emulate, bounds_check))
     return exe
 
 

@@ -211,13 +211,14 @@ def build_native(
     signatures: Sequence[GraphSignature],
     target: Target,
     emulate: bool,
+    bounds_check: bool = False,
 ) -> NativeBuild:
     """Compile the kernels of ``prims`` and an entry per signature into one library.
 
     A graph function whose entry cannot be generated (:class:`Unsupported`) gets none; the
     Python executor runs it.
     """
-    csrc = build_c_source(prims, target, emulate_gpu=emulate)
+    csrc = build_c_source(prims, target, emulate_gpu=emulate, bounds_check=bounds_check)
     originals = dict(prims.prim_funcs())
     taken = set(csrc.symbols.values())
     parts = [csrc.text, PRELUDE]
