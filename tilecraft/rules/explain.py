@@ -136,7 +136,8 @@ class ExplainReport:
                 t = "-" if f.time_s is None else f"{f.time_s * 1e6:.1f}"
                 s = "-" if f.share is None else f"{f.share:.0%}"
                 row += f"{f.calls:>6}{t:>12}{s:>8}"
-            lines.append(row + ("  <-- FLAG: Fallback kernel over 10%" if f.flagged else ""))
+            flag = f"  <-- FLAG: {f.rule or 'unscheduled'} kernel over {FLAG_SHARE:.0%}"
+            lines.append(row + (flag if f.flagged else ""))
             lines.extend(f"    {r}: declined: {why}" for r, why in f.declines)
             if f.note:
                 lines.append(f"    ({f.note})")

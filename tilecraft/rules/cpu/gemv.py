@@ -172,7 +172,9 @@ def _rows_schedule(
     k_loops = [loops[id(v)] for v in e.k_iters]
     # Step 2a. Factor the innermost K loop into vector partial sums.
     k_last = e.k_iters[-1]
-    width = _divisor_at_most(const_int(doms[id(k_last)]), lanes * cfg.k_vectors, step=lanes)
+    k_ext = const_int(doms[id(k_last)])
+    width = _divisor_at_most(k_ext, lanes * cfg.k_vectors, step=lanes)
+    width = width if width > 1 else _divisor_at_most(k_ext, lanes)
     ordered = [*(loops[id(v)] for v in outer), r_o, *(loops[id(v)] for v in unit)]
     if width > 1:
         k_o, k_i = sch.split(k_loops[-1], factors=[None, width])

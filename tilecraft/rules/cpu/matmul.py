@@ -33,6 +33,7 @@ The schedule (numbers from :class:`MatmulConfig`, per target):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ...ir import BufferLoad, DataType, Expr, IntImm, PrimFunc, Var
@@ -300,10 +301,10 @@ def _tile(sch: Schedule, plan: _Plan, cfg: MatmulConfig, direct: bool) -> _Tiles
     mr = 1 if direct else pick_tile(m_ext, cfg.mr)
     n_o, n_i = sch.split(plan.loops[id(plan.n)], factors=[None, nr])
     m_o, m_i = sch.split(plan.loops[id(plan.m)], factors=[None, mr])
-    par = 1 if n_ext is None else -(-n_ext // nr)
-    for v in [*plan.batch, *plan.v_other]:
-        ext = const_int(plan.doms[id(v)])
-        par = par * ext if ext is not None and par is not None else None  # type: ignore[assignment]
+    extents = [const_int(plan.doms[id(v)]) for v in [*plan.batch, *plan.v_other]]
+    par: int | None = None
+    if n_ext is not None and all(e is not None for e in extents):
+        par = -(-n_ext // nr) * math.prod(e for e in extents if e is not None)
     blocks = _m_blocks(plan, cfg, mr, par)
     outer_m: list[LoopRV] = []
     if blocks > 1:
