@@ -94,11 +94,17 @@ def test_matmul_other_dtypes(dtype: str) -> None:
 
 
 def test_linear_weight_out_in_packs_a_transposed_panel() -> None:
-    func = _linear((48, 40), 72)
+    func = _linear((48, 160), 72)  # a 160 x 32 float32 panel: 20 KiB, over the stack limit
     sch = _scheduled_equal(func)
     text = sch.func.script()
-    assert "W_global" in text  # the panel of W, re-laid out with the output axis innermost
+    # the panel of W, re-laid out with the output axis innermost, under the panel loop
+    assert 'W_global = T.alloc_buffer((160, 72), "float32")' in text
     verify_trace_roundtrip(sch, func)
+
+
+def test_a_panel_small_enough_for_the_stack_is_read_in_place() -> None:
+    sch = _scheduled_equal(_linear((48, 40), 72))  # 40 x 32 float32: 5 KiB
+    assert "W_global" not in sch.func.script()
 
 
 def test_symbolic_rows_linear_and_batch() -> None:
