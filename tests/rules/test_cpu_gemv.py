@@ -48,12 +48,22 @@ def test_rows_layout_splits_the_reduction_into_vector_partial_sums() -> None:
     verify_trace_roundtrip(sch, func)
 
 
-def test_columns_layout_vectorizes_the_output_axis() -> None:
-    func = _gemv(4096, 64, transposed=True)
+def test_columns_layout_streams_blocks_of_rows_when_k_splits_evenly() -> None:
+    func = _gemv(512, 256, transposed=True)
+    sch = _scheduled_equal(func)
+    text = sch.func.script()
+    # one partial row per chunk of K, in parallel; the partial rows added after
+    assert "matmul_rf = T.alloc_buffer((" in text
+    assert "for k_0 in T.parallel(" in text
+    verify_trace_roundtrip(sch, func)
+
+
+def test_columns_layout_tiles_the_output_axis_otherwise() -> None:
+    func = _gemv(4096, 13, transposed=True)
     sch = _scheduled_equal(func)
     text = sch.func.script()
     assert "_rf" not in text
-    assert "T.vectorized(128)" in text or "T.vectorized(64)" in text
+    assert "T.vectorized(64)" in text or "T.vectorized(32)" in text
     verify_trace_roundtrip(sch, func)
 
 
@@ -83,8 +93,10 @@ def test_fused_bias_relu_epilogue(transposed: bool) -> None:
     bias = te.placeholder((80,), "float32", name="bias")
     y = T.relu(T.add(T.matmul(x, w, transpose_b=not transposed), bias))
     func = te.create_prim_func([x, w, bias, y])
-    sch = _scheduled_equal(func)
-    assert 'matmul = T.alloc_buffer((1, 80), "float32", scope="local")' in sch.func.script()
+    text = _scheduled_equal(func).func.script()
+    assert 'block("T_add")' not in text  # bias and relu in one block
+    if not transposed:  # ... computed per row tile from a local accumulator
+        assert 'matmul = T.alloc_buffer((1, 80), "float32", scope="local")' in text
 
 
 def test_config_numbers_are_used() -> None:

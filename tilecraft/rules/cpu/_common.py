@@ -76,15 +76,19 @@ def loop_of_iter(sch: Schedule, block: BlockRV, index: int, below: LoopRV | None
 
 
 def pick_tile(extent: int | None, preferred: int, step: int = 1) -> int:
-    """A tile size for a loop of ``extent``: the whole loop when it is at most ``preferred``,
-    else the largest multiple of ``step`` in ``[preferred / 2, preferred]`` dividing it, else
-    ``preferred`` (the split then needs a guard). Symbolic extents get ``preferred``.
+    """A tile size for a loop of ``extent``.
+
+    The whole loop when it is at most ``preferred``; else the largest multiple of ``step`` up
+    to ``preferred`` dividing it, down to one ``step`` (a vector) when ``step > 1``, else down
+    to ``preferred / 2`` (fewer register rows cost more than a guard); else ``preferred``,
+    and the split needs a guard. Symbolic extents get ``preferred``.
     """
     if extent is None:
         return preferred
     if extent <= preferred:
         return extent
-    for t in range(preferred, max(preferred // 2, 1) - 1, -1):
+    lowest = step if step > 1 else max(preferred // 2, 1)
+    for t in range(preferred, lowest - 1, -1):
         if t % step == 0 and extent % t == 0:
             return t
     return preferred

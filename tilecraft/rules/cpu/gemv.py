@@ -36,7 +36,13 @@ from ...schedule.analysis import (
 )
 from ...target import Target
 from ..base import CPURule, Decline
-from ._common import const_int, localize_output, pick_tile, vectorize_innermost
+from ._common import (
+    const_int,
+    fold_epilogue,
+    localize_output,
+    pick_tile,
+    vectorize_innermost,
+)
 
 
 @dataclass(frozen=True)
@@ -53,9 +59,8 @@ class GEMVConfig:
         SIMD vectors per row in the K-contiguous layout's partial sums.
     col_vectors
         SIMD vectors per register tile of the transposed layout.
-    row_bytes
-        Bytes of one matrix row a thread reads contiguously in the transposed layout (a
-        page: the hardware prefetcher stops at page boundaries).
+    stream_rows
+        Rows of the transposed layout each register tile of columns accumulates at once.
     num_cores
         Cores the parallel loop is spread over.
     """
@@ -63,15 +68,15 @@ class GEMVConfig:
     vector_bits: int = 256
     rows: int = 8
     k_vectors: int = 1
-    col_vectors: int = 8
-    row_bytes: int = 4096
+    col_vectors: int = 4
+    stream_rows: int = 8
     num_cores: int = 1
 
     @staticmethod
     def for_target(target: Target) -> GEMVConfig:
         """The configuration for a CPU target."""
         bits = max(target.simd_bits, 128)
-        return GEMVConfig(bits, 8, 1, 8 if bits >= 512 else 4, 4096, max(target.num_cores, 1))
+        return GEMVConfig(bits, 8, 1, 4, 8, max(target.num_cores, 1))
 
     def lanes(self, dtype: DataType) -> int:
         """SIMD lanes of ``dtype`` (at least 1)."""
@@ -205,23 +210,23 @@ def _columns_schedule(
     doms: dict[int, int | Expr],
     cfg: GEMVConfig,
 ) -> None:
-    """Column-contiguous matrix: an nr-wide vector accumulator per column tile."""
+    """Column-contiguous matrix: whole rows streamed per thread when K splits evenly, else an
+    nr-wide vector accumulator per column tile."""
     e = gemv.einsum
     col = _column_axis(gemv, doms)
     assert col is not None  # _match checked it
     outer, unit = _spatial_groups(gemv, col)
     lanes = cfg.lanes(e.output.buffer.dtype)
-    n_ext = const_int(doms[id(col)])
-    nr = pick_tile(n_ext, lanes * cfg.col_vectors, lanes)
-    wide = _row_segment(n_ext, nr, cfg, max(e.output.buffer.dtype.bits // 8, 1))
+    nr = pick_tile(const_int(doms[id(col)]), lanes * cfg.col_vectors, lanes)
+    chunks = _k_chunks(gemv, doms, cfg)
+    if not outer and chunks:
+        k_loop = loops[id(e.k_iters[0])]
+        _stream_rows(sch, main, loops[id(col)], k_loop, (chunks, cfg.stream_rows, nr))
+        return
     c_o, c_i = sch.split(loops[id(col)], factors=[None, nr])
     k_loops = [loops[id(v)] for v in e.k_iters]
-    inner = [c_i]
-    if wide > 1:
-        c_o, c_m = sch.split(c_o, factors=[None, wide])
-        inner = [c_m, c_i]
     outer_loops = [*(loops[id(v)] for v in outer), c_o]
-    sch.reorder(*outer_loops, *(loops[id(v)] for v in unit), *k_loops, *inner)
+    sch.reorder(*outer_loops, *(loops[id(v)] for v in unit), *k_loops, c_i)
     localize_output(sch, main, c_o)
     init = sch.try_(sch.decompose_reduction, main, k_loops[0])
     if init is not None:
@@ -231,18 +236,41 @@ def _columns_schedule(
     _parallel(sch, outer_loops)
 
 
-def _row_segment(n_ext: int | None, nr: int, cfg: GEMVConfig, itemsize: int) -> int:
-    """Register tiles per thread-contiguous row segment of the transposed layout (1: none).
+def _k_chunks(gemv: GEMVInfo, doms: dict[int, int | Expr], cfg: GEMVConfig) -> int:
+    """Row chunks (one per core) for streaming, 0 when K does not split into them evenly."""
+    if len(gemv.einsum.k_iters) != 1:
+        return 0
+    k_ext = const_int(doms[id(gemv.einsum.k_iters[0])])
+    chunks = max(cfg.num_cores, 2)
+    step = chunks * cfg.stream_rows
+    return chunks if k_ext is not None and k_ext >= 4 * step and k_ext % step == 0 else 0
 
-    About ``cfg.row_bytes`` per row, a divisor of the tile count, and at least two tasks per
-    core left for the parallel loop.
-    """
-    if n_ext is None or n_ext % nr:
-        return 1
-    tiles = n_ext // nr
-    most = max(cfg.row_bytes // (nr * itemsize), 1)
-    most = min(most, max(tiles // (2 * cfg.num_cores), 1))
-    return _divisor_at_most(tiles, most)
+
+def _stream_rows(
+    sch: Schedule, main: BlockRV, col: LoopRV, k: LoopRV, sizes: tuple[int, int, int]
+) -> None:
+    """Each thread sums a contiguous block of rows into its own partial row (``rfactor``),
+    ``rows`` rows at a time per register tile of ``nr`` columns; the partial rows are added
+    after. ``sizes`` is ``(chunks, rows, nr)``."""
+    chunks, rows, nr = sizes
+    k_p, k_r = sch.split(k, factors=[chunks, None])
+    rf = sch.rfactor(k_p, 0)
+    c_o, c_i = sch.split(col, factors=[None, nr])
+    k_o, k_i = sch.split(k_r, factors=[None, rows])
+    sch.reorder(k_p, k_o, c_o, k_i, c_i)
+    init = sch.decompose_reduction(rf, k_o)
+    vectorize_innermost(sch, init)
+    sch.unroll(k_i)
+    sch.vectorize(c_i)
+    sch.parallel(k_p)
+    # the partial rows' sum: chunks outside, columns inside and vectorized
+    final_loops = sch.get_loops(main)
+    sch.reorder(final_loops[-1], final_loops[-2])
+    final_init = sch.decompose_reduction(main, final_loops[-1])
+    vectorize_innermost(sch, final_init)
+    sch.vectorize(final_loops[-2])
+    for block in fold_epilogue(sch, main):
+        vectorize_innermost(sch, block)
 
 
 def _divisor_at_most(extent: int | None, most: int, step: int = 1) -> int:
