@@ -4,6 +4,10 @@ or scheduled into a function numerically equal to the unscheduled one."""
 
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 import rule_models as rm
 
@@ -76,3 +80,30 @@ def test_models_kernels_go_to_the_expected_rules() -> None:
             assert got[name] == rule, (model, name, got)
         assert got.get("layer_norm") is None
         assert got.get("transpose") is None
+
+
+def _topi_workloads() -> dict[str, Callable[[], PrimFunc]]:
+    path = Path(__file__).resolve().parents[1] / "schedule" / "analysis_workloads.py"
+    spec = importlib.util.spec_from_file_location("rules_analysis_workloads", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.WORKLOADS  # type: ignore[no-any-return]
+
+
+TOPI = _topi_workloads()
+
+
+@pytest.mark.parametrize("name", sorted(TOPI))
+def test_every_topi_operator_declined_with_a_reason_or_scheduled_and_equal(name: str) -> None:
+    func = TOPI[name]()
+    outcome = dl.try_rules(func, [dl.cpu.Matmul(), dl.cpu.GEMV()], CPU, strict=True)
+    if outcome.schedule is None:
+        assert [r for r, _ in outcome.declines] == ["Matmul", "GEMV"]
+        assert all(d.reason for _, d in outcome.declines)
+        return
+    names = {v.name for b in func.buffer_params for v in b.shape_vars()}
+    tc.testing.check_numeric(
+        outcome.schedule.func, func, rtol=1e-4, atol=1e-5, shape_vars=dict.fromkeys(names, 5)
+    )
