@@ -111,7 +111,8 @@ def test_symbolic_rows_linear_and_batch() -> None:
     s = Var("seq", "int32")
     func = _linear((1, s, 40), 48)
     for seq in (1, 5, 13):
-        _scheduled_equal(func, shape_vars={"seq": seq}, seed=seq)
+        sch = _scheduled_equal(func, shape_vars={"seq": seq}, seed=seq)
+    verify_trace_roundtrip(sch, func)
     b = Var("batch", "int32")
     a = te.placeholder((b, 12, 20), "float32", name="A")
     w = te.placeholder((b, 20, 36), "float32", name="B")
@@ -176,6 +177,7 @@ def test_conv2d_as_implicit_gemm_with_padding_and_epilogue() -> None:
     text = sch.func.script()
     assert "pad_temp_reindex" in text  # the im2col panel, padding folded in
     assert 'block("pad_temp")' not in text
+    verify_trace_roundtrip(sch, func)
     strided = T.conv2d(x, w, stride=2, padding=(1, 0))
     _scheduled_equal(te.create_prim_func([x, w, strided]))
 

@@ -15,10 +15,14 @@ The schedule (numbers from :class:`MatmulConfig`, per target):
   spatial iterator of ``U``. For ``C[i, j] = A[i, k] B[k, j]``: ``n = j``, ``V = B``, ``m = i``;
 * loops ``[S, m_oo, V's other, n_o] (fused, parallel) | pack | [U's other, m_o] [K]
   m_i (unrolled) n_i (vectorized)``: an ``mr x nr`` register tile (``nr`` a multiple of the
-  SIMD width) accumulated in a local buffer (``cache_write``) the compiler keeps in registers;
+  SIMD width) accumulated in a local buffer the compiler keeps in registers: the
+  intermediate itself (``set_scope``) when an epilogue follows, else a ``cache_write`` copy.
+  A symbolic-shape output has no copy (tilecraft's copy nests need constant extents) and is
+  accumulated in place, where the compiler keeps one row only: ``mr = 1``, ``nr`` doubled;
 * the ``K x nr`` panel of ``V`` read under one ``n_o`` is packed into a contiguous buffer
   (``cache_read``, or the conv's ``reindex`` block, + ``compute_at`` + ``transform_layout``
-  putting ``n`` innermost): the micro-kernel reads it at unit stride;
+  putting ``n`` innermost): the micro-kernel reads it at unit stride. A panel small enough
+  for the stack is read in place (see :func:`_pack`);
 * cache blocking: the register tile lives in registers, the packed panel (``K x nr``) in
   L2; when ``U`` does not fit in half the last-level cache, or the parallel loop has fewer
   iterations than cores, ``m`` is blocked once more (``m_oo``) outside the panels;
@@ -115,7 +119,7 @@ class _Plan:
     einsum: EinsumInfo
     loops: dict[int, LoopRV]  # id(iterator var) -> the loop binding it
     doms: dict[int, int | Expr]
-    stage: BlockRV | None  # the reindex block of a conv-like read
+    stages: dict[int, BlockRV]  # id(buffer) -> the reindex block writing it (conv-like reads)
     n: Var = field(init=False)
     m: Var = field(init=False)
     v: EinsumOperand = field(init=False)
@@ -193,12 +197,13 @@ def _match(sch: Schedule) -> _Plan | Decline:
     others = [b for b in infos if b is not main]
     if any(b.is_opaque() or not b.is_injective() for b in others):
         return Decline("a block other than the reduction is opaque or not injective")
-    stage = None
+    stages: dict[int, BlockRV] = {}
     if classify_einsum(main) is None and is_multiply_accumulate(main.block):
-        stage = _stage_computed_reads(sch, main)
-        if stage is None:
+        staged = _stage_computed_reads(sch, main)
+        if staged is None:
             assert sch.last_error is not None
             return Decline(f"cannot stage the implicit GEMM's input: {sch.last_error.short}")
+        stages = staged
     block = block_node(sch, main.block_rv)
     einsum = classify_einsum(block)
     if einsum is None:
@@ -209,13 +214,15 @@ def _match(sch: Schedule) -> _Plan | Decline:
         return Decline("a dot product: neither operand has a non-unit spatial iterator")
     loops = {id(it.var): it.loop_rv for it in main.iters}
     doms = {id(it.var): it.dom for it in main.iters}
-    return _Plan(main.block_rv, einsum, loops, doms, stage)
+    return _Plan(main.block_rv, einsum, loops, doms, stages)
 
 
-def _stage_computed_reads(sch: Schedule, main: BlockInfo) -> BlockRV | None:
+def _stage_computed_reads(sch: Schedule, main: BlockInfo) -> dict[int, BlockRV] | None:
     """``reindex`` each read indexed by expressions (conv2d's ``x[n, c, h + r, w + s]``) and
-    inline its producer (the padding) into the new block; returns the last staging block."""
-    stage = None
+    inline its producer (the padding) into the new block. Returns the staging blocks by the
+    id of the buffer each writes; None when a ``reindex`` fails (``sch.last_error`` says why).
+    """
+    stages: dict[int, BlockRV] = {}
     out = main.writes[0].buffer
     loads = loads_of(main.block)
     for index, region in enumerate(main.reads):
@@ -227,7 +234,8 @@ def _stage_computed_reads(sch: Schedule, main: BlockInfo) -> BlockRV | None:
             return None
         for producer in sch.get_producers(stage):
             attempt(sch, sch.compute_inline, producer)
-    return stage
+        stages[id(block_node(sch, stage).writes[0].buffer)] = stage
+    return stages
 
 
 def _simple(load: BufferLoad) -> bool:
@@ -335,16 +343,15 @@ def _pack(sch: Schedule, plan: _Plan, tiles: _Tiles) -> None:
     k_ext = _reduce_extent(plan)
     itemsize = max(plan.v.buffer.dtype.bits // 8, 1)
     small = k_ext is not None and k_ext * tiles.nr * itemsize <= STACK_LIMIT_BYTES
-    if small and plan.stage is None:
+    if small and id(plan.v.buffer) not in plan.stages:
         return
     attempt(sch, _pack_panel, sch, plan, tiles, not small)
 
 
 def _pack_panel(sch: Schedule, plan: _Plan, tiles: _Tiles, under_tile: bool) -> None:
     pos = next(d for d, i in enumerate(plan.v.indices) if i is plan.n)
-    if plan.stage is not None:
-        stage = plan.stage
-    else:
+    stage = plan.stages.get(id(plan.v.buffer))
+    if stage is None:
         reads = [r.buffer for r in block_node(sch, plan.main).reads]
         index = next(i for i, b in enumerate(reads) if b is plan.v.buffer)
         stage = sch.cache_read(plan.main, index, "global")
