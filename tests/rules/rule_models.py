@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import numpy as np
+
 import tilecraft as tc
 from tilecraft.frontend import nn
 from tilecraft.frontend.nn import functional as F  # noqa: N812
@@ -110,13 +112,6 @@ class BasicBlock(nn.Module):
         return self.relu(x + self.conv2(self.relu(self.conv1(x))))
 
 
-def lowered(model: nn.Module, shape: tuple[int | str, ...]) -> IRModule:
-    """``model`` exported with input ``x`` of ``shape`` and run through the "zero" pipeline."""
-    mod, _ = model.export({"forward": {"x": nn.spec.Tensor(shape, "float32")}}, seed=0)
-    with tc.Target("cpu"):
-        return get_pipeline("zero")(mod)  # type: ignore[no-any-return]
-
-
 MODELS: dict[str, tuple[type[nn.Module] | None, tuple[int | str, ...]]] = {
     "quickstart_b1": (None, (1, 768)),
     "quickstart_b64": (None, (64, 768)),
@@ -132,6 +127,13 @@ MODELS: dict[str, tuple[type[nn.Module] | None, tuple[int | str, ...]]] = {
 
 def model_module(name: str) -> IRModule:
     """The lowered module of one of :data:`MODELS`."""
+    return model_and_params(name)[0]
+
+
+def model_and_params(name: str) -> tuple[IRModule, dict[str, np.ndarray]]:
+    """The lowered module of one of :data:`MODELS` and its (seeded) parameters."""
     cls, shape = MODELS[name]
     model = (cls or quickstart_model())()
-    return lowered(model, shape)
+    mod, params = model.export({"forward": {"x": nn.spec.Tensor(shape, "float32")}}, seed=0)
+    with tc.Target("cpu"):
+        return get_pipeline("zero")(mod), params

@@ -8,6 +8,7 @@ import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 import rule_models as rm
 
@@ -80,6 +81,19 @@ def test_models_kernels_go_to_the_expected_rules() -> None:
             assert got[name] == rule, (model, name, got)
         assert got.get("layer_norm") is None
         assert got.get("transpose") is None
+
+
+@pytest.mark.parametrize(("model", "shape"), [("quickstart_b64", (64, 768)),
+                                             ("llama_prefill", (1, 7, 64)),
+                                             ("resnet_block", (1, 16, 14, 14))])  # fmt: skip
+def test_scheduled_model_runs_like_the_unscheduled_one(model: str, shape: tuple[int, ...]) -> None:
+    mod, params = rm.model_and_params(model)
+    with CPU:
+        scheduled = dl.ApplyDefaultSchedule(dl.cpu.Matmul(), dl.cpu.GEMV(), strict=True)(mod)
+    x = np.random.default_rng(0).standard_normal(shape).astype("float32")
+    want = tc.build(mod, target="cpu")["forward"](x, *params.values())
+    got = tc.build(scheduled, target="cpu")["forward"](x, *params.values())
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 def _topi_workloads() -> dict[str, Callable[[], PrimFunc]]:
