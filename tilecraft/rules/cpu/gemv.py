@@ -16,9 +16,10 @@ layouts of the matrix, by which of its axes is contiguous:
   (parallel) | k_o | j_o | k_i (unrolled, ``stream_rows``) j_i (vectorized)``, the partial
   rows then added (and the epilogue applied) after. Column tiles reading a few hundred
   bytes of each row, 16 KiB apart at 4096 columns, defeat the prefetcher (10.8 GB/s against
-  22-23 streamed on one Zen 4 core). Otherwise (batched, symbolic or uneven ``K``) a local
-  ``nr``-wide accumulator per column tile: ``[batch, j_o] (parallel) | k | j_i
-  (vectorized)``, written back with the epilogue under ``j_o``.
+  25-28 streamed on one Zen 4 core, whose read bandwidth is about 31). Otherwise
+  (batched, symbolic or uneven ``K``) a local ``nr``-wide accumulator per column tile:
+  ``[batch, j_o] (parallel) | k | j_i (vectorized)``, written back with the epilogue under
+  ``j_o``.
 
 Every element of the matrix is read once, at unit stride, by one thread. Extents that the
 vector width or the row tile do not divide shrink the tile (down to 1 row, or no ``rfactor``
@@ -74,7 +75,7 @@ class GEMVConfig:
     vector_bits: int = 256
     rows: int = 8
     k_vectors: int = 1
-    col_vectors: int = 4
+    col_vectors: int = 2
     stream_rows: int = 8
     num_cores: int = 1
 
@@ -82,7 +83,7 @@ class GEMVConfig:
     def for_target(target: Target) -> GEMVConfig:
         """The configuration for a CPU target."""
         bits = max(target.simd_bits, 128)
-        return GEMVConfig(bits, 8, 1, 4, 8, max(target.num_cores, 1))
+        return GEMVConfig(bits, 8, 1, 2, 8, max(target.num_cores, 1))
 
     def lanes(self, dtype: DataType) -> int:
         """SIMD lanes of ``dtype`` (at least 1)."""
