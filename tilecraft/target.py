@@ -7,10 +7,12 @@ or a preset name (``"h100"``, ``"h200"``, ``"a100"``, ``"l4"``, ``"rtx4090"``) d
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import ClassVar
 
@@ -68,6 +70,41 @@ def _host_features() -> tuple[str, ...]:
     return tuple(sorted(f for f in feats if f in wanted))
 
 
+CACHE_FALLBACK_BYTES = (32 * 1024, 1024 * 1024, 8 * 1024 * 1024)
+"""(L1d, L2, L3) sizes assumed when the host does not report its caches."""
+
+
+def _parse_cache_size(text: str) -> int | None:
+    """Bytes of a sysfs cache size such as ``"32K"``, ``"2M"`` or ``"1024"``; None if unreadable."""
+    text = text.strip().upper()
+    scale = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
+    digits = text[:-1] if text[-1:] in ("K", "M", "G") else text
+    return int(digits) * scale if digits.isdigit() and int(digits) > 0 else None
+
+
+@functools.lru_cache(maxsize=4)
+def host_cache_sizes(root: str = "/sys/devices/system/cpu/cpu0/cache") -> tuple[int, int, int]:
+    """(L1 data, L2, L3) cache sizes in bytes of the first CPU, from Linux sysfs.
+
+    A level the host does not report (another OS, a container hiding sysfs, a CPU without an
+    L3) takes its value from :data:`CACHE_FALLBACK_BYTES`; the sizes are per cache instance,
+    so the L3 is usually shared by several cores.
+    """
+    found: dict[int, int] = {}
+    try:
+        entries = sorted(Path(root).glob("index*"))
+        for entry in entries:
+            level = (entry / "level").read_text(encoding="utf-8").strip()
+            kind = (entry / "type").read_text(encoding="utf-8").strip()
+            size = _parse_cache_size((entry / "size").read_text(encoding="utf-8"))
+            if level.isdigit() and kind in ("Data", "Unified") and size is not None:
+                found.setdefault(int(level), size)
+    except (OSError, ValueError):
+        found = {}
+    l1, l2, l3 = (found.get(n, CACHE_FALLBACK_BYTES[n - 1]) for n in (1, 2, 3))
+    return l1, l2, l3
+
+
 @dataclass(frozen=True)
 class Target:
     """A compilation target parsed from a string such as ``"cpu"`` or ``"cuda -arch=sm_90"``.
@@ -84,6 +121,9 @@ class Target:
         Host ISA features for CPU targets (``"avx2"``, ``"fma"``...).
     num_cores
         Cores available to this process for CPU targets.
+    l1d_bytes, l2_bytes, l3_bytes
+        Data cache sizes per instance for CPU targets (:func:`host_cache_sizes`); 0 for CUDA
+        (see ``gpu.l2_bytes``).
     """
 
     spec: str
@@ -92,6 +132,9 @@ class Target:
     gpu: GPUInfo | None = field(init=False)
     features: tuple[str, ...] = field(init=False)
     num_cores: int = field(init=False)
+    l1d_bytes: int = field(init=False)
+    l2_bytes: int = field(init=False)
+    l3_bytes: int = field(init=False)
 
     _stack: ClassVar[threading.local] = threading.local()
 
@@ -134,6 +177,10 @@ class Target:
         object.__setattr__(self, "gpu", gpu)
         object.__setattr__(self, "features", feats)
         object.__setattr__(self, "num_cores", cores)
+        caches = host_cache_sizes() if kind == "cpu" else (0, 0, 0)
+        object.__setattr__(self, "l1d_bytes", caches[0])
+        object.__setattr__(self, "l2_bytes", caches[1])
+        object.__setattr__(self, "l3_bytes", caches[2])
 
     @property
     def is_gpu(self) -> bool:

@@ -1,0 +1,282 @@
+"""``explain``: which rule takes each kernel, why every earlier rule declined, and what it costs.
+
+``explain(mod, rules, target)`` runs the same decision as
+:class:`~tilecraft.rules.ApplyDefaultSchedule` on every PrimFunc (without keeping the
+schedules) and reports, per function, the rule that took it and each earlier rule's
+:class:`~tilecraft.rules.Decline` reason. Functions already scheduled are listed with the rule
+(or mark) that scheduled them. With ``profile=True`` the scheduled module is built with
+``tc.build`` and each kernel is timed with ``lib.time_evaluator`` on random inputs; a kernel's
+*share* is its time times the number of calls the module's graph functions make to it
+(1 when no graph function calls kernels), over the sum of those. A kernel left to the
+``Fallback`` rule, or to no rule, that takes more than :data:`FLAG_SHARE` of the total is
+flagged: it is the place to write a rule or to tune.
+
+The report prints as a plain-text table (``print(report)``) and is a plain dict with
+:meth:`ExplainReport.to_dict`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..graph.ir import CallTIR, graph_functions
+from ..ir import Buffer, IRModule, PrimFunc, Var
+from ..runtime import build
+from ..runtime.arguments import eval_shape_expr
+from ..target import Target, as_target
+from .apply import SCHEDULE_RULE_ATTR, function_target, scheduled_reason, try_rules
+from .base import ScheduleRule
+
+FLAG_SHARE = 0.10
+"""Share of the total time above which a Fallback (or unscheduled) kernel is flagged."""
+FALLBACK_RULE = "Fallback"
+
+
+class Status(enum.Enum):
+    """What happened to one function."""
+
+    SCHEDULED = "scheduled"
+    ALREADY_SCHEDULED = "already scheduled"
+    UNSCHEDULED = "no rule took it"
+
+
+@dataclass(frozen=True)
+class FunctionReport:
+    """One row of the report.
+
+    Attributes
+    ----------
+    name
+        The PrimFunc's name.
+    status
+        Scheduled now, scheduled before, or taken by no rule.
+    rule
+        The rule that took it (for an already scheduled function: its ``tc.schedule_rule``
+        attribute, or None).
+    declines
+        ``(rule, reason)`` for every rule tried before the one that took it.
+    unavailable
+        Rules skipped because they do not apply to the target.
+    note
+        Why it counts as already scheduled, else empty.
+    calls
+        Calls per run of the module's graph functions (1 when there are none).
+    time_s, share
+        Measured seconds per call and share of the total (``profile=True`` only).
+    flagged
+        A Fallback or unscheduled kernel with a share above :data:`FLAG_SHARE`.
+    """
+
+    name: str
+    status: Status
+    rule: str | None
+    declines: tuple[tuple[str, str], ...]
+    unavailable: tuple[str, ...] = ()
+    note: str = ""
+    calls: int = 1
+    time_s: float | None = None
+    share: float | None = None
+    flagged: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        """A plain dict (JSON-friendly)."""
+        return {
+            "name": self.name,
+            "status": self.status.value,
+            "rule": self.rule,
+            "declines": [{"rule": r, "reason": why} for r, why in self.declines],
+            "unavailable": list(self.unavailable),
+            "note": self.note,
+            "calls": self.calls,
+            "time_s": self.time_s,
+            "share": self.share,
+            "flagged": self.flagged,
+        }
+
+
+@dataclass(frozen=True)
+class ExplainReport:
+    """The report of :func:`explain`: one :class:`FunctionReport` per PrimFunc, module order."""
+
+    target: str
+    functions: tuple[FunctionReport, ...]
+    total_s: float | None = None
+
+    def __getitem__(self, name: str) -> FunctionReport:
+        for f in self.functions:
+            if f.name == name:
+                return f
+        raise KeyError(f"explain report has no function {name!r}")
+
+    def to_dict(self) -> dict[str, object]:
+        """``{"target": ..., "total_s": ..., "functions": {name: row dict}}``."""
+        return {
+            "target": self.target,
+            "total_s": self.total_s,
+            "functions": {f.name: f.to_dict() for f in self.functions},
+        }
+
+    def table(self) -> str:
+        """The report as a plain-text table, declines listed under each function."""
+        profiled = self.total_s is not None
+        width = max([8, *(len(f.name) for f in self.functions)]) + 2
+        head = f"{'function':<{width}}{'rule':<20}"
+        head += f"{'calls':>6}{'time (us)':>12}{'share':>8}" if profiled else ""
+        lines = [f"target: {self.target}", head, "-" * len(head)]
+        for f in self.functions:
+            rule = f.rule or "-"
+            if f.status is Status.ALREADY_SCHEDULED:
+                rule = f"{rule} (before)" if f.rule else "(scheduled before)"
+            row = f"{f.name:<{width}}{rule:<20}"
+            if profiled:
+                t = "-" if f.time_s is None else f"{f.time_s * 1e6:.1f}"
+                s = "-" if f.share is None else f"{f.share:.0%}"
+                row += f"{f.calls:>6}{t:>12}{s:>8}"
+            flag = f"  <-- FLAG: {f.rule or 'unscheduled'} kernel over {FLAG_SHARE:.0%}"
+            lines.append(row + (flag if f.flagged else ""))
+            lines.extend(f"    {r}: declined: {why}" for r, why in f.declines)
+            if f.note:
+                lines.append(f"    ({f.note})")
+        if profiled:
+            assert self.total_s is not None
+            lines.append(f"{'total':<{width}}{'':<20}{'':>6}{self.total_s * 1e6:>12.1f}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def _call_counts(mod: IRModule) -> dict[str, int] | None:
+    """Calls of each PrimFunc from the module's graph functions; None when it has none."""
+    graphs = graph_functions(mod)
+    if not graphs:
+        return None
+    counts: dict[str, int] = {}
+    for _, g in graphs:
+        for b in g.bindings:
+            if isinstance(b.value, CallTIR):
+                counts[b.value.func] = counts.get(b.value.func, 0) + 1
+    return counts
+
+
+def _decide(
+    name: str, func: PrimFunc, rules: Sequence[ScheduleRule], target: Target | None
+) -> tuple[FunctionReport, PrimFunc]:
+    """The report row of one function and the function to time."""
+    reason = scheduled_reason(func)
+    if reason is not None:
+        rule = func.attrs.get(SCHEDULE_RULE_ATTR)
+        by = rule if isinstance(rule, str) else None
+        row = FunctionReport(name, Status.ALREADY_SCHEDULED, by, (), note=f"scheduled: {reason}")
+        return row, func
+    outcome = try_rules(func, rules, function_target(func, target))
+    declines = tuple((r, d.reason) for r, d in outcome.declines)
+    if outcome.schedule is None:
+        row = FunctionReport(name, Status.UNSCHEDULED, None, declines, outcome.unavailable)
+        return row, func
+    row = FunctionReport(name, Status.SCHEDULED, outcome.rule, declines, outcome.unavailable)
+    return row, outcome.schedule.func.with_attr(SCHEDULE_RULE_ATTR, outcome.rule)
+
+
+def _random_args(func: PrimFunc, shape_vars: Mapping[str, int], seed: int) -> list[object]:
+    """Random inputs (zeros for non-floats) for every parameter; unknown extents are 1."""
+    rng = np.random.default_rng(seed)
+    env: dict[int, int] = {}
+    for p in func.params:
+        for v in [p] if isinstance(p, Var) else p.shape_vars():
+            env.setdefault(id(v), int(shape_vars.get(v.name, 1)))
+    args: list[object] = []
+    for p in func.params:
+        if isinstance(p, Var):
+            args.append(env[id(p)])
+            continue
+        assert isinstance(p, Buffer)
+        shape = tuple(max(eval_shape_expr(e, env) or 1, 0) for e in p.shape)
+        dt = p.dtype
+        if dt.is_float and dt.code.value != "bfloat":
+            args.append(rng.uniform(-1, 1, size=shape).astype(dt.numpy_name()))
+        else:
+            args.append(np.zeros(shape, dtype=dt.numpy_name()))
+    return args
+
+
+def _profile(
+    rows: list[FunctionReport],
+    funcs: dict[str, PrimFunc],
+    calls: dict[str, int] | None,
+    target: Target,
+    shape_vars: Mapping[str, int],
+    repeat: int,
+) -> tuple[list[FunctionReport], float]:
+    """Time every function; fill in calls, time, share and the flag."""
+    lib = build(IRModule(funcs), target)
+    times: dict[str, float] = {}
+    for name, func in funcs.items():
+        args = _random_args(func, shape_vars, seed=0)
+        timer = lib.time_evaluator(name, number=1, repeat=repeat, min_repeat_ms=2.0)
+        times[name] = float(timer(*args).median)
+    weights = {n: (calls.get(n, 0) if calls is not None else 1) for n in funcs}
+    total = sum(times[n] * weights[n] for n in funcs)
+    out = []
+    for row in rows:
+        share = times[row.name] * weights[row.name] / total if total > 0 else 0.0
+        weak = row.rule in (FALLBACK_RULE, None) and row.status is not Status.ALREADY_SCHEDULED
+        flag = weak and share > FLAG_SHARE
+        out.append(replace(row, calls=weights[row.name], time_s=times[row.name], share=share,
+                           flagged=flag))  # fmt: skip
+    return out, total
+
+
+def explain(
+    mod: IRModule,
+    rules: Sequence[ScheduleRule],
+    target: Target | str | None = None,
+    profile: bool = False,
+    *,
+    shape_vars: Mapping[str, int] | None = None,
+    repeat: int = 5,
+) -> ExplainReport:
+    """Report, per PrimFunc, the rule that takes it and why each earlier rule declined.
+
+    Parameters
+    ----------
+    mod
+        The module (not changed).
+    rules
+        The rules, in the order ``ApplyDefaultSchedule`` would try them.
+    target
+        The target (a function's ``target`` attribute still wins); None: the current target.
+    profile
+        Also build the scheduled module, time each kernel and compute its share.
+    shape_vars
+        Values of symbolic extents for profiling, by name (others are 1).
+    repeat
+        Timing repeats per kernel (the median is reported).
+
+    Returns
+    -------
+    ExplainReport
+        ``print(report)`` shows the table; ``report.to_dict()`` is a plain dict.
+
+    Raises
+    ------
+    TargetError
+        When there is no target.
+    """
+    tgt = as_target(target) if target is not None else Target.current()
+    rows: list[FunctionReport] = []
+    funcs: dict[str, PrimFunc] = {}
+    for name, func in mod.prim_funcs():
+        row, scheduled = _decide(name, func, rules, tgt)
+        rows.append(row)
+        funcs[name] = scheduled
+    shown = str(tgt) if tgt is not None else "from function attributes"
+    if not profile or not funcs:
+        return ExplainReport(shown, tuple(rows))
+    build_target = tgt or function_target(next(iter(funcs.values())))
+    timed, total = _profile(rows, funcs, _call_counts(mod), build_target, shape_vars or {}, repeat)
+    return ExplainReport(shown, tuple(timed), total)
