@@ -58,3 +58,19 @@ def test_checked_graph_build_reports_the_kernel_that_reads_out_of_range() -> Non
     # the library stays usable: the same call fails the same way, cleanly, again
     with pytest.raises(BoundsCheckError):
         exe["forward"](x, *params.values())
+
+
+def test_every_library_kind_has_a_time_evaluator() -> None:
+    """tc.build of a graph module times graph functions and kernels like a kernel library."""
+    mod, params = _module()
+    exe = tc.build(mod, "cpu")
+    x = np.ones((2, 16), "float32")
+    forward = exe.time_evaluator("forward", number=2, repeat=3)(x, *params.values())
+    assert len(forward.results) == 3
+    assert all(t > 0 for t in forward.results)
+    out = np.empty((16, 8), "float32")
+    kernel = exe.time_evaluator("transpose", number=1, repeat=2)(params["fc.weight"], out)
+    assert kernel.median > 0
+    np.testing.assert_array_equal(out, params["fc.weight"].T)
+    with pytest.raises(tc.graph.GraphError, match="no function 'nope'"):
+        exe.time_evaluator("nope")

@@ -27,7 +27,8 @@ import numpy as np
 
 from ..ir import Buffer, IntImm, IRModule, PrimFunc, Var
 from ..runtime import build as build_prim_funcs
-from ..runtime.arguments import ArgumentError, eval_shape_expr, to_array
+from ..runtime.arguments import ArgumentError, check_timing, eval_shape_expr, to_array
+from ..runtime.module import TimingResult, time_calls
 from ..target import Target, as_target
 from .ir import CallFunc, CallTIR, Constant, Function, OpCall, TensorType, graph_functions
 from .memory_plan import MemoryPlan, Step, liveness, plan_memory
@@ -294,6 +295,32 @@ class Executable:
         """The generated source of the kernels (and of the native graph entries)."""
         text: str = self.lib.source if self.lib is not None else ""
         return text
+
+    def time_evaluator(
+        self, name: str, number: int = 10, repeat: int = 5, min_repeat_ms: float = 0
+    ) -> Callable[..., TimingResult]:
+        """A callable timing graph function (or kernel) ``name`` on given arguments.
+
+        Same contract as :meth:`tilecraft.runtime.Module.time_evaluator`: ``evaluator(*args)``
+        warms up once and returns a :class:`~tilecraft.runtime.TimingResult` (seconds per call).
+        """
+        if name not in self.functions:
+            if self.lib is None or name not in self.lib:
+                raise GraphError(
+                    f"executable has no function {name!r}; graph functions: "
+                    f"{sorted(self.functions)}"
+                )
+            evaluator: Callable[..., TimingResult] = self.lib.time_evaluator(
+                name, number, repeat, min_repeat_ms
+            )
+            return evaluator
+        fn = self.functions[name]
+        check_timing(number, repeat)
+
+        def run(*args: Any) -> TimingResult:
+            return time_calls(lambda: fn(*args), number, repeat, min_repeat_ms)
+
+        return run
 
     def profile(self, name: str, *args: Any) -> list[tuple[str, float]]:
         """Run graph function ``name`` once and return (kernel name, seconds) per call."""

@@ -12,7 +12,7 @@ from ..target import Target, as_target
 from .arguments import ArgumentTypeError
 from .compiler import compile_shared
 from .cuda import CUDAModule, build_cuda
-from .module import Module
+from .module import Module, TimingResult
 
 BuilderPredicate = Callable[[Any, Target, bool], bool]
 Builder = Callable[..., Any]
@@ -37,6 +37,12 @@ class Library(Protocol):
 
     def __contains__(self, name: object) -> bool:
         """True when the library has a function ``name``."""
+        ...
+
+    def time_evaluator(
+        self, name: str, number: int = 10, repeat: int = 5, min_repeat_ms: float = 0
+    ) -> Callable[..., TimingResult]:
+        """``evaluator(*args) -> TimingResult``: seconds per call of function ``name``."""
         ...
 
 

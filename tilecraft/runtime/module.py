@@ -204,23 +204,32 @@ class Module:
         check_timing(number, repeat)
 
         def evaluator(*args: Any) -> TimingResult:
-            run = fn.bind(*args)
-            run()
-            n = number
-            results = []
-            for _ in range(repeat):
-                while True:
-                    start = time.perf_counter()
-                    for _ in range(n):
-                        run()
-                    elapsed = time.perf_counter() - start
-                    if elapsed * 1e3 >= min_repeat_ms or n >= 1 << 30:
-                        break
-                    n = max(n * 2, int(n * min_repeat_ms / max(elapsed * 1e3, 1e-3)) + 1)
-                results.append(elapsed / n)
-            return TimingResult(tuple(results))
+            return time_calls(fn.bind(*args), number, repeat, min_repeat_ms)
 
         return evaluator
 
     def __repr__(self) -> str:
         return f"<tilecraft Module {self.function_names} at {self.path}>"
+
+
+def time_calls(
+    run: Callable[[], object], number: int, repeat: int, min_repeat_ms: float
+) -> TimingResult:
+    """Seconds per call of ``run``: one warm-up call, then ``repeat`` timed groups of calls.
+
+    Each group makes ``number`` calls, raised until a group takes at least ``min_repeat_ms``.
+    """
+    run()
+    n = number
+    results = []
+    for _ in range(repeat):
+        while True:
+            start = time.perf_counter()
+            for _ in range(n):
+                run()
+            elapsed = time.perf_counter() - start
+            if elapsed * 1e3 >= min_repeat_ms or n >= 1 << 30:
+                break
+            n = max(n * 2, int(n * min_repeat_ms / max(elapsed * 1e3, 1e-3)) + 1)
+        results.append(elapsed / n)
+    return TimingResult(tuple(results))
