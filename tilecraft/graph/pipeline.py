@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..ir import IRModule
+from ..ir.transform import Pass, Sequential
 from .op import GraphError
 from .transform import (
     AnnotateOpPattern,
@@ -12,21 +12,21 @@ from .transform import (
     FuseOps,
     FuseTIR,
     Legalize,
-    Sequential,
 )
 
 
 def _zero() -> Sequential:
     return Sequential(
-        [Legalize(), AnnotateOpPattern(), FuseOps(), FuseTIR(), DeadCodeElimination()]
+        [Legalize(), AnnotateOpPattern(), FuseOps(), FuseTIR(), DeadCodeElimination()],
+        name="zero",
     )
 
 
-PIPELINES: dict[str, Callable[[], Sequential]] = {"zero": _zero}
+PIPELINES: dict[str, Callable[[], Pass]] = {"zero": _zero}
 
 
-def get_pipeline(name: str = "zero") -> Callable[[IRModule], IRModule]:
-    """The pipeline named ``name``.
+def get_pipeline(name: str = "zero") -> Pass:
+    """The pipeline named ``name``, a pass (a :class:`~tilecraft.ir.transform.Sequential`).
 
     ``"zero"``: Legalize, AnnotateOpPattern, FuseOps, FuseTIR, DeadCodeElimination — every
     operator becomes an unscheduled PrimFunc and fusable chains are merged.

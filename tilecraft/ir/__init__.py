@@ -1,5 +1,6 @@
 """The loop/block tensor IR: dtypes, expressions, statements, buffers, functions, modules."""
 
+from . import transform as transform
 from .buffer import SCOPES as SCOPES
 from .buffer import Buffer as Buffer
 from .buffer import decl_buffer as decl_buffer

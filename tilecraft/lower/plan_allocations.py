@@ -38,7 +38,7 @@ from ..ir import (
     post_order_visit,
     seq,
 )
-from .base import FunctionPass
+from ..ir.transform import FunctionPass
 
 # one step of a path from the function body down to a statement: (statement, child slot);
 # slot -1 marks the statement that itself holds the access

@@ -31,7 +31,7 @@ from ...ir import (
     Var,
     post_order_visit,
 )
-from .base import ModulePass
+from ...ir.transform import ModulePass
 
 
 class OpPattern(enum.IntEnum):
@@ -124,9 +124,7 @@ def op_pattern_of(func: PrimFunc) -> OpPattern:
 class AnnotateOpPattern(ModulePass):
     """Set ``attrs["op_pattern"]`` on every PrimFunc that lacks it."""
 
-    name = "AnnotateOpPattern"
-
-    def transform(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule) -> IRModule:
         """See the module docstring."""
         funcs = {}
         for name, f in mod.items():
