@@ -272,3 +272,27 @@ def test_lower_pipeline_hooks_and_module():
     assert func.script() == text_before
     mod = lower(tc.ir.IRModule({"mm": func}))
     assert mod["mm"].attrs["tc.lowered"] is True
+
+
+def test_plan_allocations_drops_block_local_buffers_from_the_signature():
+    # a cache whose only access is inside one block gets its Allocate inside that block's body;
+    # the block's T.writes must stop naming it (it would name a buffer not yet defined there)
+    func = tc.script.parse("""
+@T.prim_func
+def main(A: T.Buffer((4, 4), "float32")):
+    with T.block("root"):
+        A_local = T.alloc_buffer((4, 4), "float32", scope="local")
+        for i, j in T.grid(4, 4):
+            with T.block("A_local"):
+                vi = T.axis.spatial(4, i)
+                vj = T.axis.spatial(4, j)
+                T.reads(A[vi, vj])
+                T.writes(A_local[vi, vj])
+                A_local[vi, vj] = A[vi, vj]
+""")
+    after = PlanAllocations()(func)
+    (blk,) = [b for b in nodes_of(after.body, Block) if b.name == "A_local"]
+    assert isinstance(blk.body, Allocate)
+    assert [r.buffer.name for r in blk.reads] == ["A"]
+    assert blk.writes == ()
+    tc.ir.verify(after)
