@@ -86,9 +86,8 @@ class PassContext:
     ) -> None:
         for ins in instruments:
             if not isinstance(ins, PassInstrument):
-                raise IRError(
-                    f"PassContext: instruments must be PassInstruments, got {type(ins).__name__}"
-                )
+                got = f"the class {ins.__name__}" if isinstance(ins, type) else type(ins).__name__
+                raise IRError(f"PassContext: instruments must be PassInstruments, got {got}")
         self._instruments = tuple(instruments)
         self._config = validate_config(config)
         self._own: tuple[PassInstrument, ...] = self._instruments
