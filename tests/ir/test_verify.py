@@ -448,3 +448,25 @@ def test_verify_is_fast_on_a_scheduled_matmul() -> None:
     for _ in range(10):
         verify(sch.func)
     assert (time.perf_counter() - start) / 10 < 0.05  # ~2 ms measured; generous for CI
+
+
+def test_a_binding_is_evaluated_in_the_enclosing_block() -> None:
+    # idx[i] in the binding of "inner" is read by "outer" (which declares idx[0:4]); checking it
+    # against inner's own idx[0:1] would report a region error that does not exist
+    verify(
+        _f("""
+@T.prim_func
+def main(idx: T.Buffer((4,), "int32"), A: T.Buffer((10,), "float32"),
+         B: T.Buffer((4,), "float32")):
+    with T.block("outer"):
+        T.reads(idx[0:4], A[0:10])
+        T.writes(B[0:4])
+        for i in range(4):
+            with T.block("inner"):
+                vi = T.axis.spatial(4, i)
+                vj = T.axis.opaque(10, idx[i])
+                T.reads(A[vj], idx[0:1])
+                T.writes(B[vi])
+                B[vi] = A[vj]
+""")
+    )

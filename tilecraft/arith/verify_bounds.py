@@ -187,10 +187,10 @@ class _Bounds:
         values = [self.loop_space(v) for v in s.iter_values]
         doms = [(self.loop_space(iv.dom.min), self.loop_space(iv.dom.min + iv.dom.extent))
                 for iv in b.iter_vars]  # fmt: skip
+        self.assume(pred)
+        self.exprs(s.iter_values)  # in the enclosing block, only where the predicate holds
         self.blocks.append(b)
         self.todo.append(self.blocks.pop)
-        self.assume(pred)
-        self.exprs(s.iter_values)  # evaluated only where the predicate holds
         for iv, value, (lo, hi) in zip(b.iter_vars, values, doms, strict=True):
             self.binding(iv.var, value, lo, hi)
         for iv, value in zip(b.iter_vars, values, strict=True):
