@@ -430,3 +430,28 @@ def test_prim_func_hooks_get_before_and_after_functions() -> None:
     with PassContext(instruments=[PrimFuncHooks([lambda n, b, a: pairs.append((n, b, a))])]):
         out = tag(f)
     assert pairs == [("tag", f, out)]
+
+
+def test_one_timing_instrument_shared_by_threads() -> None:
+    timing = PassTimingInstrument()
+    rec = RecordPasses()
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            with PassContext(instruments=[timing, rec]):
+                for _ in range(20):
+                    Sequential([tag, untag], name="pipe")(_func())
+        except BaseException as e:  # noqa: BLE001  (reported by the main thread)
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    (pipe,) = timing.as_dict()["passes"]  # type: ignore[misc]
+    assert pipe["calls"] == 80
+    assert [(c["name"], c["calls"]) for c in pipe["children"]] == [("tag", 80), ("Untag", 80)]
+    assert len(rec.names) == 240

@@ -21,8 +21,6 @@ for sub in ("schedule", "script", "gpu"):
     if str(TESTS / sub) not in sys.path:
         sys.path.insert(0, str(TESTS / sub))
 
-Build = Callable[[Callable[[int], object]], tuple[list[te.Tensor], list[te.Tensor]]]
-
 
 def _ph(shape: tuple[object, ...], name: str, dtype: str = "float32") -> te.Tensor:
     return te.placeholder(shape, dtype, name=name)  # type: ignore[arg-type]
@@ -47,6 +45,13 @@ def _cases(d: Callable[[int], object]) -> Iterator[tuple[str, list[te.Tensor], l
         yield op, [x], [getattr(topi, op)(x)]
     yield "clip", [x], [topi.clip(x, -1.0, 1.0)]
     yield "cast", [x], [topi.cast(x, "float16")]
+    yield from _reductions_and_nn(d, x, y)
+
+
+def _reductions_and_nn(
+    d: Callable[[int], object], x: te.Tensor, y: te.Tensor
+) -> Iterator[tuple[str, list[te.Tensor], list[te.Tensor]]]:
+    """Reductions, normalizations, matmuls, layout ops, convolutions and attention."""
     for op in ("sum", "max", "min", "prod", "mean"):
         yield op, [x], [getattr(topi, op)(x, axis=1)]
         yield op + "_all", [x], [getattr(topi, op)(x)]
@@ -75,6 +80,13 @@ def _cases(d: Callable[[int], object]) -> Iterator[tuple[str, list[te.Tensor], l
     table = _ph((d(10), 6), "table")
     yield "take", [table, ids], [topi.take(table, ids)]
     yield "embedding", [table, ids], [topi.embedding(table, ids)]
+    yield from _images_and_attention(d)
+
+
+def _images_and_attention(
+    d: Callable[[int], object],
+) -> Iterator[tuple[str, list[te.Tensor], list[te.Tensor]]]:
+    """Convolutions, pooling, group norm, attention and rotary embedding."""
     img = _ph((1, 3, d(9), d(8)), "img")
     ker = _ph((4, 3, 3, 3), "ker")
     yield "conv2d", [img, ker], [topi.conv2d(img, ker, padding=1)]
