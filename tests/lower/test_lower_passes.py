@@ -131,11 +131,12 @@ def two_stage(local_under_i):
         m = {id(i): vi.var, id(j): vj.var, id(j2): vj.var, id(i2): vi.var}
         sub = tc.ir.substitute
         vm = {k_: m[id(k_)] for k_ in (a, b)}
+        (src,) = {x.buffer for x in nodes_of(value, BufferLoad)}
         blk = Block(
             name,
             (vi, vj),
-            (),
-            (),
+            (BufferRegion.full(src),),
+            (BufferRegion.full(out),),
             BufferStore(out, sub(value, vm), tuple(sub(x, vm) for x in idx_out)),
         )
         return block_realize(blk, [a, b])
@@ -157,6 +158,7 @@ def two_stage(local_under_i):
 
 def test_plan_allocations_wraps_both_nests_at_top():
     func, T = two_stage(local_under_i=False)
+    tc.ir.verify(func)
     after = PlanAllocations()(func)
     assert all(not b.alloc_buffers for b in nodes_of(after.body, Block))
     rb = after.body.block.body
@@ -168,6 +170,8 @@ def test_plan_allocations_wraps_both_nests_at_top():
 def test_plan_allocations_places_local_buffer_inside_loop():
     func, T = two_stage(local_under_i=True)
     after = PlanAllocations()(func)
+    tc.ir.verify(func)
+    tc.ir.verify(after)
     loop = after.body.block.body
     assert isinstance(loop, For)
     assert loop.loop_var.name == "i"
@@ -185,15 +189,19 @@ def test_plan_allocations_keeps_accumulator_outside_reduction_loop():
     red = Block(
         "acc",
         (vk,),
-        (),
+        (BufferRegion.full(A),),
         (BufferRegion.full(acc),),
         BufferStore(acc, acc[0] + A[vk.var], (0,)),
         init=BufferStore(acc, f32(0.0), (0,)),
     )
-    out = Block("B", (), (), (), BufferStore(B, acc[0], (0,)))
+    out = Block(
+        "B", (), (BufferRegion.full(acc),), (BufferRegion.full(B),), BufferStore(B, acc[0], (0,))
+    )
     body = For(k, 0, 8, ForKind.SERIAL, seq(block_realize(red, [k]), block_realize(out)))
     func = PrimFunc((A, B), root(body, (acc,)))
     after = PlanAllocations()(LowerInitBlock()(func))
+    tc.ir.verify(func)
+    tc.ir.verify(after)
     top = after.body.block.body
     assert isinstance(top, Allocate)
     assert isinstance(top.body, For)
