@@ -71,6 +71,9 @@ class _Bounds:
         self.blocks: list[Block] = []
         self.todo: list[Stmt | _Task] = []
         self.cache: dict[int, tuple[Expr, Expr]] = {}
+        # checks that passed, keyed by the ids of their expressions; cleared whenever the
+        # assumptions change (the expressions are kept so that their ids stay unique)
+        self.proved: dict[tuple[int, ...], tuple[Expr, Expr, Expr, tuple[Expr, ...]]] = {}
         seen: dict[int, Var] = {}
         for buf in func.buffer_params:
             for v in buf.shape_vars():
@@ -102,6 +105,7 @@ class _Bounds:
         previous = self.subst.get(var)
         self.subst[var] = value
         self.cache.clear()
+        self.proved.clear()
         with contextlib.suppress(*ANALYSIS_ERRORS):
             self.ana.bind(var, value)
         self.todo.append(lambda: self._unbind(var, previous))
@@ -112,12 +116,14 @@ class _Bounds:
         else:
             self.subst[var] = previous
         self.cache.clear()
+        self.proved.clear()
 
     def assume(self, cond: Expr) -> None:
         """Assume ``cond`` (in loop space) until the statements pushed after this are done."""
         if isinstance(cond, IntImm) and cond.value:
             return
         self.guards.append(cond)  # kept even when the analyzer cannot use it: witnesses need it
+        self.proved.clear()
         scope = contextlib.ExitStack()
         with contextlib.suppress(*ANALYSIS_ERRORS):
             scope.enter_context(self.ana.constraint(cond))
@@ -125,6 +131,7 @@ class _Bounds:
         def leave() -> None:
             scope.close()
             self.guards.pop()
+            self.proved.clear()
 
         self.todo.append(leave)
 
@@ -148,6 +155,7 @@ class _Bounds:
             self.loops.append(Loop(s.loop_var, lo, ext))
             self.todo.append(self.loops.pop)
             self.todo.append(s.body)
+            self.proved.clear()
             with contextlib.suppress(*ANALYSIS_ERRORS):
                 self.ana.bind(s.loop_var, Range(s.min, s.extent))
         elif isinstance(s, IfThenElse):
@@ -258,7 +266,11 @@ class _Bounds:
         kind: str,
         eguards: tuple[Expr, ...],
     ) -> None:
-        for idx, rng in zip(indices, region.region, strict=True):
+        for idx, rng, ext in zip(indices, region.region, buf.shape, strict=True):
+            if _is_int(rng.extent, 1) and _same(idx, rng.min):
+                continue  # the region is the accessed point itself
+            if _is_int(rng.min, 0) and _same(rng.extent, ext):
+                continue  # the whole dimension: the bounds check covers it
 
             def report(side: str, w: Witness, e: Expr) -> IRError:
                 return self.fail(
@@ -274,6 +286,11 @@ class _Bounds:
         self, e: Expr, lo: Expr, hi: Expr, eguards: tuple[Expr, ...], report: _Report
     ) -> None:
         """Raise ``report(...)`` if ``e`` provably leaves ``[lo, hi)`` at some iteration."""
+        key = (id(e), id(lo), id(hi), *map(id, eguards))
+        done = self.proved.get(key)
+        if done is not None and done[0] is e and done[1] is lo and done[2] is hi:
+            return  # the same check passed under the same assumptions
+        self.proved[key] = (e, lo, hi, eguards)
         e_lo, lo = same_dtype(e, lo)
         e_hi, hi = same_dtype(e, hi)
         below_ok, above_ok = self.in_range(e_lo, lo, e_hi, hi, eguards)
@@ -337,6 +354,15 @@ def _all(conds: list[Expr]) -> Expr:
     for c in conds[1:]:
         out = And(out, c)
     return out
+
+
+def _is_int(e: Expr, value: int) -> bool:
+    return isinstance(e, IntImm) and e.value == value
+
+
+def _same(a: Expr, b: Expr) -> bool:
+    """``a`` and ``b`` are the same expression (identical, or equal integer constants)."""
+    return a is b or (isinstance(a, IntImm) and isinstance(b, IntImm) and a.value == b.value)
 
 
 def _has_load(e: Expr) -> bool:
