@@ -3,8 +3,12 @@
 Layers follow DESIGN.md's table, top (lowest) first. A module may import its own layer and
 any layer listed before it. ``tilecraft/__init__.py`` (the public surface, importing lazily)
 and ``tilecraft.testing`` (helpers for tests, free to use everything) are outside the order.
-Only import statements are checked; ``Node.script()`` reaches the printer through
-``importlib`` at call time, the one deliberate hook from ``ir`` into ``script``.
+Only import statements are checked. Two deliberate hooks reach a layer above at call time
+through ``importlib``, never through an import statement: ``Node.script()`` reaches the printer
+(``ir`` into ``script``), and ``tilecraft.ir.verify`` reaches its bounds checks in
+``tilecraft.arith.verify_bounds`` (``ir`` into ``arith``: proving an index in range needs the
+analyzer, which must not be duplicated in ``ir``). ``tilecraft.ir.transform`` is part of the
+``ir`` layer.
 """
 
 from __future__ import annotations

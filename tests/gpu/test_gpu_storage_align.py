@@ -11,6 +11,7 @@ from kernels import make_matmul, make_transpose
 import tilecraft as tc
 from tilecraft.codegen.cuda import build_cuda_source
 from tilecraft.ir import Allocate, post_order_visit
+from tilecraft.ir.transform import PassContext, PrimFuncHooks
 from tilecraft.lower import CollectStorageAlign, CompactThreadDims, ConvertBlocksToLoops, Sequential
 from tilecraft.lower.collect_storage_align import STORAGE_ALIGN_ATTR, storage_align_table
 from tilecraft.lower.gpu_pipeline import lower_gpu_function
@@ -99,9 +100,8 @@ def test_table_is_renumbered_by_thread_dim_compaction():
     def hook(name, _before, after):
         seen[name] = storage_align_table(after)
 
-    Sequential([CollectStorageAlign(), ConvertBlocksToLoops(), CompactThreadDims()], [hook])(
-        sch.func
-    )
+    with PassContext(instruments=[PrimFuncHooks([hook])]):
+        Sequential([CollectStorageAlign(), ConvertBlocksToLoops(), CompactThreadDims()])(sch.func)
     assert seen["CollectStorageAlign"] == {"tile": ((0, 4, 1), (2, 32, 1), (3, 2, 1))}
     assert seen["CompactThreadDims"] == {"tile": ((0, 32, 1), (1, 2, 1))}
 

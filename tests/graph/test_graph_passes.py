@@ -113,7 +113,7 @@ def test_pass_context_records_passes() -> None:
         "FuseOps",
         "FuseTIR",
         "DeadCodeElimination",
-        "Sequential",
+        "zero",
     ]
 
 

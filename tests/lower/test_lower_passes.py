@@ -131,11 +131,12 @@ def two_stage(local_under_i):
         m = {id(i): vi.var, id(j): vj.var, id(j2): vj.var, id(i2): vi.var}
         sub = tc.ir.substitute
         vm = {k_: m[id(k_)] for k_ in (a, b)}
+        (src,) = {x.buffer for x in nodes_of(value, BufferLoad)}
         blk = Block(
             name,
             (vi, vj),
-            (),
-            (),
+            (BufferRegion.full(src),),
+            (BufferRegion.full(out),),
             BufferStore(out, sub(value, vm), tuple(sub(x, vm) for x in idx_out)),
         )
         return block_realize(blk, [a, b])
@@ -157,6 +158,7 @@ def two_stage(local_under_i):
 
 def test_plan_allocations_wraps_both_nests_at_top():
     func, T = two_stage(local_under_i=False)
+    tc.ir.verify(func)
     after = PlanAllocations()(func)
     assert all(not b.alloc_buffers for b in nodes_of(after.body, Block))
     rb = after.body.block.body
@@ -168,6 +170,8 @@ def test_plan_allocations_wraps_both_nests_at_top():
 def test_plan_allocations_places_local_buffer_inside_loop():
     func, T = two_stage(local_under_i=True)
     after = PlanAllocations()(func)
+    tc.ir.verify(func)
+    tc.ir.verify(after)
     loop = after.body.block.body
     assert isinstance(loop, For)
     assert loop.loop_var.name == "i"
@@ -185,15 +189,19 @@ def test_plan_allocations_keeps_accumulator_outside_reduction_loop():
     red = Block(
         "acc",
         (vk,),
-        (),
+        (BufferRegion.full(A),),
         (BufferRegion.full(acc),),
         BufferStore(acc, acc[0] + A[vk.var], (0,)),
         init=BufferStore(acc, f32(0.0), (0,)),
     )
-    out = Block("B", (), (), (), BufferStore(B, acc[0], (0,)))
+    out = Block(
+        "B", (), (BufferRegion.full(acc),), (BufferRegion.full(B),), BufferStore(B, acc[0], (0,))
+    )
     body = For(k, 0, 8, ForKind.SERIAL, seq(block_realize(red, [k]), block_realize(out)))
     func = PrimFunc((A, B), root(body, (acc,)))
     after = PlanAllocations()(LowerInitBlock()(func))
+    tc.ir.verify(func)
+    tc.ir.verify(after)
     top = after.body.block.body
     assert isinstance(top, Allocate)
     assert isinstance(top.body, For)
@@ -272,3 +280,27 @@ def test_lower_pipeline_hooks_and_module():
     assert func.script() == text_before
     mod = lower(tc.ir.IRModule({"mm": func}))
     assert mod["mm"].attrs["tc.lowered"] is True
+
+
+def test_plan_allocations_drops_block_local_buffers_from_the_signature():
+    # a cache whose only access is inside one block gets its Allocate inside that block's body;
+    # the block's T.writes must stop naming it (it would name a buffer not yet defined there)
+    func = tc.script.parse("""
+@T.prim_func
+def main(A: T.Buffer((4, 4), "float32")):
+    with T.block("root"):
+        A_local = T.alloc_buffer((4, 4), "float32", scope="local")
+        for i, j in T.grid(4, 4):
+            with T.block("A_local"):
+                vi = T.axis.spatial(4, i)
+                vj = T.axis.spatial(4, j)
+                T.reads(A[vi, vj])
+                T.writes(A_local[vi, vj])
+                A_local[vi, vj] = A[vi, vj]
+""")
+    after = PlanAllocations()(func)
+    (blk,) = [b for b in nodes_of(after.body, Block) if b.name == "A_local"]
+    assert isinstance(blk.body, Allocate)
+    assert [r.buffer.name for r in blk.reads] == ["A"]
+    assert blk.writes == ()
+    tc.ir.verify(after)

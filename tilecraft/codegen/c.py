@@ -290,7 +290,7 @@ def lower_for_c(
     passes = get_pipeline(target, emulate_gpu=emulate_gpu)
     at = next(i for i, p in enumerate(passes) if isinstance(p, FlattenBuffer))
     passes[at:at] = [InsertBoundsChecks()]
-    return Sequential(passes).transform_function(func).with_attr(LOWERED_ATTR, True)
+    return Sequential(passes, name="lower")(func).with_attr(LOWERED_ATTR, True)
 
 
 def build_c_source(

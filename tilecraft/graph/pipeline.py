@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..ir import IRModule
+from ..ir.transform import Pass, Sequential
 from .op import GraphError
 from .transform import (
     AnnotateOpPattern,
@@ -13,7 +13,6 @@ from .transform import (
     FuseOps,
     FuseTIR,
     Legalize,
-    Sequential,
 )
 from .transform.bind_params import BindParams
 from .transform.fold_constants import FoldConstants
@@ -22,7 +21,8 @@ from .transform.fuse_transpose_matmul import FuseTransposeMatmul
 
 def _zero() -> Sequential:
     return Sequential(
-        [Legalize(), AnnotateOpPattern(), FuseOps(), FuseTIR(), DeadCodeElimination()]
+        [Legalize(), AnnotateOpPattern(), FuseOps(), FuseTIR(), DeadCodeElimination()],
+        name="zero",
     )
 
 
@@ -36,17 +36,16 @@ def _default() -> Sequential:
             FuseOps(),
             FuseTIR(),
             DeadCodeElimination(),
-        ]
+        ],
+        name="default",
     )
 
 
 PIPELINES: dict[str, Callable[[], Sequential]] = {"zero": _zero, "default": _default}
 
 
-def get_pipeline(
-    name: str = "zero", params: Mapping[str, Any] | None = None
-) -> Callable[[IRModule], IRModule]:
-    """The pipeline named ``name``.
+def get_pipeline(name: str = "zero", params: Mapping[str, Any] | None = None) -> Pass:
+    """The pipeline named ``name``, a pass (a :class:`~tilecraft.ir.transform.Sequential`).
 
     ``"zero"``: Legalize, AnnotateOpPattern, FuseOps, FuseTIR, DeadCodeElimination — every
     operator becomes an unscheduled PrimFunc and fusable chains are merged.
@@ -68,4 +67,4 @@ def get_pipeline(
     pipeline = PIPELINES[name]()
     if params is None:
         return pipeline
-    return Sequential([BindParams(params), *pipeline.passes])
+    return Sequential([BindParams(params), *pipeline.passes], name=name)

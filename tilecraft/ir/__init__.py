@@ -1,5 +1,6 @@
 """The loop/block tensor IR: dtypes, expressions, statements, buffers, functions, modules."""
 
+from . import transform as transform
 from .buffer import SCOPES as SCOPES
 from .buffer import Buffer as Buffer
 from .buffer import decl_buffer as decl_buffer
@@ -71,6 +72,7 @@ from .structural import register_enum as register_enum
 from .structural import register_node as register_node
 from .structural import structural_equal as structural_equal
 from .structural import structural_hash as structural_hash
+from .verify import verify as verify
 from .visitor import Mutator as Mutator
 from .visitor import Visitor as Visitor
 from .visitor import collect_vars as collect_vars

@@ -1,12 +1,15 @@
 """Lowering: passes from a (scheduled) PrimFunc with blocks to flat loops for code generation.
 
-Each pass is a :class:`FunctionPass` (PrimFunc -> PrimFunc, also applicable to an IRModule);
-:func:`lower` runs the pipeline of :func:`get_pipeline`.
+Each pass is a :class:`~tilecraft.ir.transform.FunctionPass` (PrimFunc -> PrimFunc, also
+applicable to an IRModule); :func:`lower` runs the pipeline of :func:`get_pipeline`. The pass
+classes of :mod:`tilecraft.ir.transform` are re-exported here for code written against the
+earlier lowering-only pass module.
 """
 
-from .base import FunctionPass as FunctionPass
-from .base import PassHook as PassHook
-from .base import Sequential as Sequential
+from ..ir.transform import FunctionPass as FunctionPass
+from ..ir.transform import PassContext as PassContext
+from ..ir.transform import PassHook as PassHook
+from ..ir.transform import Sequential as Sequential
 from .collect_storage_align import STORAGE_ALIGN_ATTR as STORAGE_ALIGN_ATTR
 from .collect_storage_align import CollectStorageAlign as CollectStorageAlign
 from .compact_buffer import CompactBufferAllocation as CompactBufferAllocation
@@ -17,7 +20,9 @@ from .flatten_buffer import FlattenBuffer as FlattenBuffer
 from .flatten_buffer import aligned_strides as aligned_strides
 from .flatten_buffer import linear_index as linear_index
 from .gpu_compact_thread_dims import CompactThreadDims as CompactThreadDims
+from .gpu_pipeline import get_gpu_pipeline as get_gpu_pipeline
 from .gpu_pipeline import lower_gpu as lower_gpu
+from .gpu_pipeline import lower_gpu_function as lower_gpu_function
 from .lower_init_block import LowerInitBlock as LowerInitBlock
 from .lower_thread_bindings import LowerThreadBindings as LowerThreadBindings
 from .pipeline import LOWERED_ATTR as LOWERED_ATTR

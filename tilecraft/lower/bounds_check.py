@@ -47,7 +47,7 @@ from ..ir import (
     cast,
     register_node,
 )
-from .base import FunctionPass
+from ..ir.transform import FunctionPass
 
 BOUNDS_SITES_ATTR = "tc.bounds_sites"
 """Function attribute: per site number, what the site accesses (``"load A"``, ``"store B"``)."""

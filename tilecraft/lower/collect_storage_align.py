@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 
 from ..errors import LowerError
 from ..ir import Attrs, Block, Buffer, Mutator, Node, PrimFunc, post_order_visit
-from .base import FunctionPass
+from ..ir.transform import FunctionPass
 
 BLOCK_ALIGN_ATTR = "buffer_dim_align"
 """Block annotation written by the ``storage_align`` schedule primitive."""

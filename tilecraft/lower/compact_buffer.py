@@ -33,8 +33,8 @@ from ..ir import (
     Var,
     collect_vars,
 )
+from ..ir.transform import FunctionPass
 from ..ir.visitor import iter_children
-from .base import FunctionPass
 
 
 class _AccessRegions:

@@ -22,7 +22,7 @@ from ..ir import (
     Stmt,
     substitute,
 )
-from .base import FunctionPass
+from ..ir.transform import FunctionPass
 
 
 def _is_true(expr: object) -> bool:

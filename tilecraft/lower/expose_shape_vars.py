@@ -9,7 +9,7 @@ them from the arguments' shapes; the C function receives them as integer argumen
 from __future__ import annotations
 
 from ..ir import Buffer, PrimFunc, Var, collect_vars
-from .base import FunctionPass
+from ..ir.transform import FunctionPass
 
 
 def shape_vars(func: PrimFunc) -> list[Var]:

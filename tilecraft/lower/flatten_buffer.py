@@ -34,7 +34,7 @@ from ..ir import (
     cast,
     post_order_visit,
 )
-from .base import FunctionPass
+from ..ir.transform import FunctionPass
 from .collect_storage_align import (
     STORAGE_ALIGN_ATTR,
     AlignEntry,

@@ -35,7 +35,7 @@ from ..ir import (
     structural_equal,
     substitute,
 )
-from .base import FunctionPass
+from ..ir.transform import FunctionPass
 from .collect_storage_align import (
     AlignEntry,
     drop_axes,

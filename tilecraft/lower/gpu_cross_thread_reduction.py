@@ -54,8 +54,8 @@ from ..ir import (
     structural_equal,
     substitute,
 )
+from ..ir.transform import FunctionPass
 from ..target import Target
-from .base import FunctionPass
 from .gpu_nodes import FULL_MASK, WarpShuffle
 
 _COMBINERS = (Add, Mul, Max, Min)

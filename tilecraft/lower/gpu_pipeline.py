@@ -10,8 +10,8 @@ check.
 from __future__ import annotations
 
 from ..ir import PrimFunc
+from ..ir.transform import FunctionPass, Sequential
 from ..target import Target, as_target
-from .base import FunctionPass, Sequential
 from .collect_storage_align import CollectStorageAlign
 from .flatten_buffer import FlattenBuffer
 from .gpu_compact_thread_dims import CompactThreadDims
@@ -36,16 +36,25 @@ def gpu_passes_after(target: Target) -> list[FunctionPass]:
     return [VectorizeGPULoops(), InsertThreadSync()]
 
 
-def lower_gpu_function(func: PrimFunc, target: Target | str | None = None) -> PrimFunc:
-    """Lower ``func`` for a CUDA target to flat code with barriers (no host/device split)."""
+def get_gpu_pipeline(target: Target | str | None = None) -> list[FunctionPass]:
+    """The passes :func:`lower_gpu_function` runs for the CUDA ``target``, in order."""
     tgt = as_target(target) if target is not None else (Target.current() or Target("cuda"))
-    if func.attrs.get(LOWERED_ATTR):
-        return func
     passes = get_pipeline(tgt)
     at = next((i for i, p in enumerate(passes) if isinstance(p, FlattenBuffer)), len(passes))
     passes[at:at] = [CompactThreadDims()]
-    pipeline = [*gpu_passes_before(tgt), *passes, *gpu_passes_after(tgt)]
-    return Sequential(pipeline).transform_function(func).with_attr(LOWERED_ATTR, True)
+    return [*gpu_passes_before(tgt), *passes, *gpu_passes_after(tgt)]
+
+
+def lower_gpu_function(func: PrimFunc, target: Target | str | None = None) -> PrimFunc:
+    """Lower ``func`` for a CUDA target to flat code with barriers (no host/device split).
+
+    The passes of :func:`get_gpu_pipeline` run as one Sequential named ``"lower_gpu"`` under
+    the current pass context.
+    """
+    if func.attrs.get(LOWERED_ATTR):
+        return func
+    seq = Sequential(get_gpu_pipeline(target), name="lower_gpu")
+    return seq(func).with_attr(LOWERED_ATTR, True)
 
 
 def lower_gpu(func: PrimFunc, target: Target | str | None = None) -> GPUProgram:

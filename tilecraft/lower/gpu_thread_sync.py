@@ -49,7 +49,7 @@ from ..ir import (
     seq,
     structural_equal,
 )
-from .base import FunctionPass
+from ..ir.transform import FunctionPass
 from .gpu_nodes import ThreadSync, WarpShuffle
 
 _SHARED = ("shared", "shared.dyn")

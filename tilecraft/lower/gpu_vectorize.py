@@ -33,7 +33,7 @@ from ..ir import (
     substitute,
     uses_var,
 )
-from .base import FunctionPass
+from ..ir.transform import FunctionPass
 
 VECTOR_ATTR = "tc.vector_lanes"
 _LANES = {"float32": (2, 4), "int32": (2, 4), "float16": (2,), "bfloat16": (2,)}

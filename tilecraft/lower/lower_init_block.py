@@ -10,7 +10,7 @@ are lowered to loops. A block with an init but no reduce iterator runs its init 
 from __future__ import annotations
 
 from ..ir import Block, Expr, IfThenElse, IterKind, Mutator, PrimFunc, seq
-from .base import FunctionPass
+from ..ir.transform import FunctionPass
 
 
 def _init_condition(block: Block) -> Expr | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..errors import LowerError
 from ..ir import For, ForKind, Mutator, PrimFunc
-from .base import FunctionPass
+from ..ir.transform import FunctionPass
 
 
 class _Serializer(Mutator):

@@ -1,13 +1,21 @@
-"""The lowering pipeline: from a (scheduled) PrimFunc with blocks to flat loops for codegen."""
+"""The lowering pipeline: from a (scheduled) PrimFunc with blocks to flat loops for codegen.
+
+:func:`lower` runs the passes of :func:`get_pipeline` as one
+:class:`~tilecraft.ir.transform.Sequential` named ``"lower"`` under the current
+:class:`~tilecraft.ir.transform.PassContext`, so its instruments (timing, IR dumps,
+verification) see every lowering pass.
+"""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import overload
 
+from ..errors import LowerError
 from ..ir import IRModule, PrimFunc
+from ..ir.transform import FunctionPass, PassContext, PassHook, PrimFuncHooks, Sequential
 from ..target import Target, as_target
-from .base import FunctionPass, PassHook, Sequential
 from .collect_storage_align import CollectStorageAlign
 from .compact_buffer import CompactBufferAllocation
 from .convert_blocks_to_loops import ConvertBlocksToLoops
@@ -87,7 +95,10 @@ def lower(
         Run thread-bound loops as serial loops; without it a CPU target rejects them with
         :class:`~tilecraft.errors.LowerError`.
     hooks
-        ``hook(pass_name, before, after)`` callbacks run after each pass (e.g. to dump IR).
+        ``hook(pass_name, before, after)`` callbacks run after each lowering pass, for each
+        function (through a :class:`~tilecraft.ir.transform.PrimFuncHooks` instrument added
+        to the current pass context). For IR dumps prefer
+        ``with PassContext(instruments=[DumpIR(directory)]):``.
 
     Returns
     -------
@@ -95,18 +106,29 @@ def lower(
         Functions without blocks whose buffers are one-dimensional, with the symbolic shape
         variables appended to the parameters and the attribute ``tc.lowered`` set.
     """
-    seq = Sequential(get_pipeline(target, emulate_gpu=emulate_gpu), hooks)
+    seq = Sequential(get_pipeline(target, emulate_gpu=emulate_gpu), name="lower")
+    scope = (
+        PassContext.current().extend([PrimFuncHooks(hooks)]) if hooks else contextlib.nullcontext()
+    )
+    with scope:
+        if isinstance(func, PrimFunc):
+            if func.attrs.get(LOWERED_ATTR):
+                return func
+            return seq(func).with_attr(LOWERED_ATTR, True)
+        if isinstance(func, IRModule):
+            return _lower_module(seq, func)
+    raise LowerError(f"lower: expected a PrimFunc or IRModule, got {type(func).__name__}")
 
-    def one(f: PrimFunc) -> PrimFunc:
-        if f.attrs.get(LOWERED_ATTR):
-            return f
-        return seq.transform_function(f).with_attr(LOWERED_ATTR, True)
 
-    if isinstance(func, PrimFunc):
-        return one(func)
-    if isinstance(func, IRModule):
-        mod = func
-        for name, f in func.prim_funcs():
-            mod = mod.with_function(name, one(f))
+def _lower_module(seq: Sequential, mod: IRModule) -> IRModule:
+    """Lower the PrimFuncs of ``mod`` not lowered yet, in one run of ``seq``."""
+    todo = {n: f for n, f in mod.prim_funcs() if not f.attrs.get(LOWERED_ATTR)}
+    if not todo:
         return mod
-    raise TypeError(f"lower: expected a PrimFunc or IRModule, got {type(func).__name__}")
+    low = seq(IRModule(todo))
+    funcs = dict(mod.functions)
+    for name in todo:
+        out = low[name]
+        assert isinstance(out, PrimFunc)
+        funcs[name] = out.with_attr(LOWERED_ATTR, True)
+    return IRModule(funcs, mod.attrs)

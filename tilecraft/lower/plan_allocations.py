@@ -9,7 +9,8 @@ Two rules keep the placement correct when a buffer carries values across loop it
 a buffer written by a reduction block is placed above the outermost loop that drives one of
 the block's reduce iterators (the accumulator lives across those iterations), and a
 ``shared``-scope buffer is placed above every ``threadIdx`` loop (all threads see one copy).
-An allocation is never hoisted out of the block that declared it.
+An allocation is never hoisted out of the block that declared it. A buffer allocated inside a
+block's body is local to that block: its regions leave the block's ``reads``/``writes``.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from ..ir import (
     post_order_visit,
     seq,
 )
-from .base import FunctionPass
+from ..ir.transform import FunctionPass
 
 # one step of a path from the function body down to a statement: (statement, child slot);
 # slot -1 marks the statement that itself holds the access
@@ -227,12 +228,14 @@ class _Placer(Mutator):
     def __init__(self, wraps: dict[int, list[tuple[_Target, Buffer]]]) -> None:
         super().__init__()
         self.wraps = wraps
+        self.placed: list[int] = []  # ids of the buffers wrapped in an Allocate so far
 
     def visit(self, node: object) -> object:
         todo = self.wraps.get(id(node))
         new = super().visit(node)
         if not todo:
             return new
+        self.placed.extend(id(b) for _, b in todo)
         spans = [_Span(t.lo, t.hi, b) for t, b in todo if t.lo >= 0]
         if spans and isinstance(new, SeqStmt):
             _make_laminar(spans)
@@ -243,8 +246,17 @@ class _Placer(Mutator):
         return new
 
     def visit_Block(self, block: Block) -> Block:  # noqa: N802
-        new = self.generic_visit(block)
-        return new.update(alloc_buffers=()) if new.alloc_buffers else new  # type: ignore[no-any-return]
+        mark = len(self.placed)
+        new: Block = self.generic_visit(block)
+        if new.alloc_buffers:
+            new = new.update(alloc_buffers=())
+        inside = set(self.placed[mark:])
+        if inside:  # allocated in the block's body: local to it, no longer part of its signature
+            new = new.update(
+                reads=tuple(r for r in new.reads if id(r.buffer) not in inside),
+                writes=tuple(r for r in new.writes if id(r.buffer) not in inside),
+            )
+        return new
 
 
 class PlanAllocations(FunctionPass):

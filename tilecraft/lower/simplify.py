@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..arith import Analyzer
 from ..ir import Buffer, Expr, For, IntImm, Mutator, PrimFunc, Range
-from .base import FunctionPass
+from ..ir.transform import FunctionPass
 
 
 class _Simplifier(Mutator):

@@ -47,6 +47,7 @@ from ..ir import (
     SeqStmt,
     Stmt,
 )
+from ..ir.transform import ModulePass
 from ..schedule import Schedule
 from ..target import Target, TargetError
 from .base import Decline, ScheduleRule
@@ -260,7 +261,7 @@ def _check_rules(rules: Sequence[object]) -> tuple[ScheduleRule, ...]:
     return tuple(rules)  # type: ignore[arg-type]
 
 
-class ApplyDefaultSchedule:
+class ApplyDefaultSchedule(ModulePass):
     """Schedule each unscheduled PrimFunc with the first rule that takes it (module docstring).
 
     Parameters
@@ -315,10 +316,6 @@ class ApplyDefaultSchedule:
                 new = outcome.schedule.func.with_attr(SCHEDULE_RULE_ATTR, outcome.rule)
                 out = out.with_function(name, new)
         return out
-
-    def __call__(self, mod: IRModule) -> IRModule:
-        """Apply the pass: :meth:`transform_module`."""
-        return self.transform_module(mod)
 
     def __repr__(self) -> str:
         names = ", ".join(r.name for r in self.rules)

@@ -10,8 +10,8 @@ reduction, opaque; then combined over the function), so rules, the tuner and fus
 from __future__ import annotations
 
 from ...ir import IRModule, PrimFunc
+from ...ir.transform import ModulePass
 from ...schedule.analysis import OpPattern, classify_prim_func
-from .base import ModulePass
 
 __all__ = ["AnnotateOpPattern", "OpPattern", "analyze_op_pattern", "op_pattern_of"]
 
@@ -30,9 +30,7 @@ def op_pattern_of(func: PrimFunc) -> OpPattern:
 class AnnotateOpPattern(ModulePass):
     """Set ``attrs["op_pattern"]`` on every PrimFunc that lacks it."""
 
-    name = "AnnotateOpPattern"
-
-    def transform(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule) -> IRModule:
         """See the module docstring."""
         funcs = {}
         for name, f in mod.items():

@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 
 from ...ir import IRModule
+from ...ir.transform import ModulePass
 from ...runtime.arguments import ArgumentError, to_array
 from ..ir import Binding, Constant, Function, TensorVar, graph_functions
 from ..op import GraphError
-from .base import ModulePass
 
 
 def _param_for(key: str, params: Sequence[TensorVar]) -> TensorVar | None:
@@ -88,13 +88,11 @@ class BindParams(ModulePass):
         The graph functions to bind in; default: every non-primitive graph function.
     """
 
-    name = "BindParams"
-
     def __init__(self, params: Mapping[str, Any], func_names: Sequence[str] | None = None) -> None:
         self.params = dict(params)
         self.func_names = tuple(func_names) if func_names is not None else None
 
-    def transform(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule) -> IRModule:
         """See the module docstring."""
         graphs = {n: f for n, f in graph_functions(mod) if not f.attrs.get("primitive")}
         names = self.func_names if self.func_names is not None else tuple(graphs)

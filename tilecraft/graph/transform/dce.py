@@ -8,8 +8,8 @@ call, directly or through fused groups. A module without graph functions is retu
 from __future__ import annotations
 
 from ...ir import IRModule
+from ...ir.transform import ModulePass
 from ..ir import CallFunc, CallTIR, Function, graph_functions, rebuild
-from .base import ModulePass
 
 
 def _live_bindings(func: Function) -> Function:
@@ -26,12 +26,10 @@ def _live_bindings(func: Function) -> Function:
 class DeadCodeElimination(ModulePass):
     """Remove dead bindings and unreachable functions."""
 
-    name = "DeadCodeElimination"
-
     def __init__(self, entries: tuple[str, ...] | None = None) -> None:
         self.entries = entries
 
-    def transform(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule) -> IRModule:
         """See the module docstring."""
         graphs = graph_functions(mod)
         if not graphs:

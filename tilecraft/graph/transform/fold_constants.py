@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...ir import BaseFunc, IRModule, PrimFunc
+from ...ir.transform import ModulePass
 from ...runtime import build
 from ..ir import (
     Binding,
@@ -30,7 +31,6 @@ from ..ir import (
     rebuild,
 )
 from ..op import GraphError
-from .base import ModulePass
 from .legalize import legalize_call
 from .names import fresh_name
 
@@ -107,9 +107,7 @@ def _evaluate(func: Function, folds: list[_Fold], lib: object) -> Function:
 class FoldConstants(ModulePass):
     """Replace bindings of constants-only inputs by their values (see the module docstring)."""
 
-    name = "FoldConstants"
-
-    def transform(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule) -> IRModule:
         """See the module docstring."""
         planner = _Planner(mod.functions)
         todo = []

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ...ir import Attrs, BaseFunc, IRModule, PrimFunc
+from ...ir.transform import ModulePass
 from ..ir import (
     Binding,
     CallFunc,
@@ -29,7 +30,6 @@ from ..ir import (
     rebuild,
 )
 from .annotate_op_pattern import OpPattern, op_pattern_of
-from .base import ModulePass
 from .names import fresh_name
 
 
@@ -124,9 +124,7 @@ def _group_function(group: _Group, name: str) -> tuple[Function, tuple[TensorVar
 class FuseOps(ModulePass):
     """Group fusable call_tir bindings into primitive graph functions (see module docstring)."""
 
-    name = "FuseOps"
-
-    def transform(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule) -> IRModule:
         """See the module docstring."""
         funcs = dict(mod.functions)
         for gname, func in graph_functions(mod):

@@ -28,10 +28,10 @@ from ...ir import (
     block_realize,
     seq,
 )
+from ...ir.transform import ModulePass
 from ..ir import Binding, CallFunc, CallTIR, Function, TensorVar, graph_functions, rebuild
 from ..op import GraphError
 from .annotate_op_pattern import OpPattern, op_pattern_of
-from .base import ModulePass
 from .names import PrimFuncIndex, detach_shape_vars, fresh_name
 
 
@@ -152,9 +152,7 @@ def fuse_group(group: Function, funcs: Mapping[str, BaseFunc]) -> PrimFunc:
 class FuseTIR(ModulePass):
     """Replace calls of primitive graph functions by call_tir of merged PrimFuncs."""
 
-    name = "FuseTIR"
-
-    def transform(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule) -> IRModule:
         """See the module docstring."""
         funcs = dict(mod.functions)
         index = PrimFuncIndex(funcs)

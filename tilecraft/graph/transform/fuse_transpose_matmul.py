@@ -11,9 +11,9 @@ before ``Legalize``.
 from __future__ import annotations
 
 from ...ir import IRModule
+from ...ir.transform import ModulePass
 from ..ir import Binding, Function, OpCall, TensorVar, graph_functions, rebuild
 from ..op_types import permutation, transpose_b
-from .base import ModulePass
 
 
 def _swaps_last_two(call: OpCall, ndim: int) -> bool:
@@ -50,9 +50,7 @@ def fuse_function(func: Function) -> Function:
 class FuseTransposeMatmul(ModulePass):
     """Fold last-two-axes ``permute_dims`` into the matmuls reading them (see the module)."""
 
-    name = "FuseTransposeMatmul"
-
-    def transform(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule) -> IRModule:
         """See the module docstring."""
         funcs = dict(mod.functions)
         for name, func in graph_functions(mod):

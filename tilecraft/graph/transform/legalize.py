@@ -11,10 +11,10 @@ from __future__ import annotations
 from ... import te
 from ...errors import TilecraftError
 from ...ir import BaseFunc, IntImm, IRModule, PrimFunc, Var
+from ...ir.transform import ModulePass
 from .. import legalize_ops  # noqa: F401  (registers the legalizations)
 from ..ir import Binding, CallTIR, Function, OpCall, TensorType, TensorVar, graph_functions, rebuild
 from ..op import GraphError, get_op
-from .base import ModulePass
 from .names import PrimFuncIndex, detach_shape_vars, fresh_name
 
 
@@ -67,9 +67,7 @@ def _check_result(op: str, result: te.Tensor, want: TensorType) -> None:
 class Legalize(ModulePass):
     """Lower every ``OpCall`` to ``call_tir`` of a new PrimFunc of the module."""
 
-    name = "Legalize"
-
-    def transform(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule) -> IRModule:
         """See the module docstring."""
         funcs = dict(mod.functions)
         index = PrimFuncIndex(funcs)
