@@ -241,7 +241,9 @@ class _Collector:
                 continue
             if isinstance(n, BufferLoad):
                 stack.append((n, True))
-            stack.extend((k, False) for k in reversed(list(iter_children(n))) if isinstance(k, Expr))
+            stack.extend(
+                (k, False) for k in reversed(list(iter_children(n))) if isinstance(k, Expr)
+            )
         for load in order:
             self.record(self.reads, load.buffer, load.indices)
 

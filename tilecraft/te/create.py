@@ -121,6 +121,7 @@ class _Rename:
                 continue
             done[id(node)] = new = _rebuilt(node, done)
             if isinstance(node, Buffer):
+                assert isinstance(new, Buffer)
                 self.buffer_map[id(node)] = new
         return done[id(root)]
 
