@@ -52,7 +52,7 @@ from ..ir import (
     Var,
     structural_equal,
 )
-from ..ir.visitor import iter_children
+from ..ir.visitor import iter_children, node_fields
 
 Regions = tuple[tuple[BufferRegion, ...], tuple[BufferRegion, ...]]
 
@@ -108,6 +108,10 @@ class _Relax:
 
     def interval(self, root: Expr) -> _Interval | None:
         """``[lo, hi]`` of ``root`` over the body's variables; None when unbounded."""
+        return self.analyze(root)[0]
+
+    def analyze(self, root: Expr) -> tuple[_Interval | None, bool]:
+        """The interval of ``root`` and whether it uses the body's variables at all."""
         order: list[Expr] = []
         seen: set[int] = set()
         stack: list[tuple[Expr, bool]] = [(root, False)]
@@ -135,12 +139,15 @@ class _Relax:
                 done[id(e)] = self.combine(e, [done[id(k)] for k in kids])
             except IRError:  # a constant left its dtype's range: no bound
                 done[id(e)] = None
-        return done[id(root)]
+        return done[id(root)], inner[id(root)]
 
     def combine(self, e: Expr, kids: list[_Interval | None]) -> _Interval | None:
         """Interval of ``e`` from its children's; None when it cannot be bounded."""
         if isinstance(e, Var):
             return self.env[id(e)]
+        if all(k is not None and k[0] == k[1] for k in kids):  # the body's variables are lets
+            b = _split(_rebuild(e, [_expr(k[0], e.dtype) for k in kids if k is not None]))
+            return b, b
         if len(kids) != 2 or kids[0] is None or kids[1] is None:
             return None
         (alo, ahi), (blo, bhi) = kids[0], kids[1]
@@ -163,6 +170,19 @@ class _Relax:
             ctor = Min if isinstance(e, Min) else Max
             return _pick(ctor, alo, blo, dt), _pick(ctor, ahi, bhi, dt)
         return None
+
+
+def _rebuild(e: Expr, kids: list[Expr]) -> Expr:
+    """``e`` with its expression children replaced, in order, by ``kids``."""
+    new = iter(kids)
+    changes: dict[str, object] = {}
+    for name in node_fields(type(e)):
+        value = getattr(e, name)
+        if isinstance(value, Expr):
+            changes[name] = next(new)
+        elif isinstance(value, tuple) and any(isinstance(v, Expr) for v in value):
+            changes[name] = tuple(next(new) if isinstance(v, Expr) else v for v in value)
+    return e.update(**changes)
 
 
 def _add(a: _Bound, b: _Bound) -> _Bound:
@@ -209,7 +229,9 @@ def _pick(ctor: type[Min] | type[Max], a: _Bound, b: _Bound, dt: DataType) -> _B
     return _Bound(ctor(_expr(a, dt), _expr(b, dt)), 0)
 
 
-_Access = tuple[Expr, _Interval | None]  # index as written, its interval (None: whole axis)
+# index as it stands in the block's scope (body variables substituted), its interval (None:
+# whole axis)
+_Access = tuple[Expr, _Interval | None]
 
 
 class _Collector:
@@ -227,8 +249,13 @@ class _Collector:
             return
         entry = table.setdefault(id(buf), (buf, [[] for _ in buf.shape]))
         for dim, idx in zip(entry[1], indices, strict=False):
-            loads = any(isinstance(n, BufferLoad) for n in _subtree(idx))
-            dim.append((idx, None if loads else self.rx.interval(idx)))
+            if any(isinstance(n, BufferLoad) for n in _subtree(idx)):
+                dim.append((idx, None))
+                continue
+            iv, inner = self.rx.analyze(idx)
+            if inner and iv is not None and iv[0] == iv[1]:  # lets only: the substituted form
+                idx = _expr(iv[0], idx.dtype)
+            dim.append((idx, iv))
 
     def loads(self, e: Node) -> None:
         """Record the loads under ``e``, innermost first (the order te uses)."""
