@@ -28,13 +28,14 @@ from ..ir import (
     Not,
     Or,
     Select,
+    Sub,
     Var,
 )
 from ..ir import BinaryOp as _BinaryOp
 from ._names import RESERVED
 
-# Python operator precedence, loosest first
-OR, AND, NOT, CMP, ADD, MUL, UNARY, ATOM = range(1, 9)
+# Python operator precedence, loosest first (COND: ``t if c else f``)
+COND, OR, AND, NOT, CMP, ADD, MUL, UNARY, ATOM = range(9)
 _BIN_PREC = {"+": ADD, "-": ADD, "*": MUL, "/": MUL, "//": MUL, "%": MUL}
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b",
             "\f": "\\f"}  # fmt: skip
@@ -147,10 +148,28 @@ class Namer:
         return name
 
 
+def _is_negation(e: Expr) -> bool:
+    """``0 - x`` with a non-constant ``x``: printed ``-x``, which the parser reads back as is.
+
+    (``0 - (0 - (0 - x))`` would nest brackets as deep as the unary chain it came from,
+    beyond what Python reads back.)
+    """
+    if not isinstance(e, Sub) or isinstance(e.b, (IntImm, FloatImm)):
+        return False
+    zero = e.a
+    if isinstance(zero, IntImm):
+        return zero.value == 0
+    return isinstance(zero, FloatImm) and zero.value == 0.0 and math.copysign(1.0, zero.value) > 0
+
+
 def precedence(e: Expr) -> int:
     """How loosely the printed form of ``e`` binds (Python operator precedence)."""
     if isinstance(e, (Min, Max)):
         return ATOM
+    if isinstance(e, Select):
+        return COND
+    if _is_negation(e):
+        return UNARY
     if isinstance(e, _BinaryOp):
         return _BIN_PREC[e.symbol]
     if isinstance(e, CmpOp):
@@ -205,6 +224,9 @@ class ExprPrinter:
             return [float_text(e)]
         if isinstance(e, (Min, Max)):
             return [f"T.{e.symbol}(", (e.a, 0), ", ", (e.b, 0), ")"]
+        if _is_negation(e):
+            assert isinstance(e, Sub)
+            return ["-", (e.b, UNARY)]
         if isinstance(e, _BinaryOp):
             p = _BIN_PREC[e.symbol]
             return [(e.a, p), f" {e.symbol} ", (e.b, p + 1)]
@@ -216,8 +238,8 @@ class ExprPrinter:
             return [(e.a, OR), " or ", (e.b, OR + 1)]
         if isinstance(e, Not):
             return ["not ", (e.a, NOT)]
-        if isinstance(e, Select):
-            return self.call("T.Select", (e.condition, e.true_value, e.false_value))
+        if isinstance(e, Select):  # right-nested chains print without brackets
+            return [(e.true_value, OR), " if ", (e.condition, OR), " else ", (e.false_value, COND)]
         if isinstance(e, Cast):
             return [f'T.Cast("{e.dtype}", ', (e.value, 0), ")"]
         if isinstance(e, Call):

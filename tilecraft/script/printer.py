@@ -26,6 +26,9 @@ The printed form (every rule below is what makes the round trip exact):
 - Constants: int32 as plain ints, other integer types as ``T.int64(5)``, bool as
   ``True``/``False``, floats as ``T.float32(0.5)`` (``repr``, shortest exact form;
   ``T.float32("nan")``, ``T.float32("inf")``). ``//`` and ``%`` are floordiv/floormod.
+- ``Select`` prints as Python's conditional expression ``t if c else f`` (lazy, like Select;
+  the parser also reads ``T.Select(c, t, f)``); ``0 - x`` with a non-constant ``x`` prints as
+  ``-x``. Both keep the brackets of the printed text no deeper than those of parsed text.
 - Strings (block names, attributes) are ASCII-only Python literals (``"\\U0001d465"``).
 - Names are hints: a variable or buffer gets its name folded to what Python reads back (NFKC:
   ``𝑥`` prints as ``x``); one that is not an identifier, is reserved (``T``, ``range``,
