@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 import tilecraft as tc
 from tilecraft.errors import ScriptParseError
 from tilecraft.graph import GraphBuilder, get_pipeline
 from tilecraft.graph import script as gscript
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "script"))
+from loader_fuzz import Stats, campaign
 
 FUNC = """
 @R.function
@@ -89,3 +95,25 @@ def test_fused_group_calls_round_trip_with_their_type() -> None:
     assert tc.ir.structural_equal(back, grouped)
     with pytest.raises(ScriptParseError, match="needs its type"):
         gscript.parse(text.replace(': R.Tensor(("n", 2, 4), "float32") = cls.', " = cls."))
+
+
+# fuzzing (see tests/script/loader_fuzz.py) ---------------------------------------------------
+def _fuzz(seed: int, count: int, seconds: float = float("inf")) -> Stats:
+    stats = campaign("graph", seed, count=count, seconds=seconds)
+    assert stats.cases > 0
+    assert stats.raw_total() == 0, (stats.summary(), stats.examples)
+    assert not stats.broken, (stats.broken, stats.examples)
+    return stats
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_graph_script_fuzz(seed: int) -> None:
+    stats = _fuzz(seed, 150, seconds=2.0)
+    assert stats.accepted > 0
+    assert stats.rejected > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(100, 110))
+def test_graph_script_fuzz_long(seed: int) -> None:
+    _fuzz(seed, 2000)

@@ -20,6 +20,7 @@ older tree (``PYTHONPATH=<tree> python tests/script/loader_fuzz.py``).
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import math
 import random
@@ -165,8 +166,9 @@ def _graph_module() -> tuple[Any, Any]:
         return mod, get_pipeline("zero")(mod)
 
 
+@functools.cache
 def corpus(loader: str) -> list[str]:
-    """Valid documents for ``loader``, from several workloads."""
+    """Valid documents for ``loader``, from several workloads (built once per process)."""
     from tilecraft.graph import script as gscript
 
     if loader == "script":

@@ -284,18 +284,9 @@ class _GraphParser:
     def function(self, node: ast.FunctionDef) -> Function:
         if len(node.decorator_list) != 1 or self.r_name(node.decorator_list[0]) != "function":
             raise self.fail(node, "a graph function is decorated with @R.function")
-        a = node.args
-        if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
-            raise self.fail(node, "parameters must be plain 'name: R.Tensor(...)' entries")
         svars: dict[str, Var] = {}
         env: dict[str, TensorVar] = {}
-        params = []
-        for arg in a.args:
-            if arg.arg in env:
-                raise self.fail(arg, f"duplicate parameter {arg.arg!r}")
-            v = TensorVar(arg.arg, self.tensor_type(arg.annotation, svars))
-            env[arg.arg] = v
-            params.append(v)
+        params = self.params(node, env, svars)
         attrs: Attrs = Attrs()
         bindings: list[Binding] = []
         ret: TensorVar | None = None
@@ -332,6 +323,21 @@ class _GraphParser:
         return self.checked(
             node, lambda: Function(tuple(params), tuple(bindings), result, attrs, node.name)
         )
+
+    def params(
+        self, node: ast.FunctionDef, env: dict[str, TensorVar], svars: dict[str, Var]
+    ) -> list[TensorVar]:
+        a = node.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
+            raise self.fail(node, "parameters must be plain 'name: R.Tensor(...)' entries")
+        params = []
+        for arg in a.args:
+            if arg.arg in env:
+                raise self.fail(arg, f"duplicate parameter {arg.arg!r}")
+            v = TensorVar(arg.arg, self.tensor_type(arg.annotation, svars))
+            env[arg.arg] = v
+            params.append(v)
+        return params
 
     def lookup(self, node: ast.AST, env: dict[str, TensorVar]) -> TensorVar:
         if not isinstance(node, ast.Name) or node.id not in env:

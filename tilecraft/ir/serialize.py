@@ -360,6 +360,31 @@ def _build(spec: NodeSpec, fields: dict[str, Any], where: str) -> Node:
     return node
 
 
+def _document(text: str | bytes) -> dict[str, Any]:
+    """The parsed JSON object, checked to have the document layout."""
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise SerializeError(f"from_json: not valid JSON: {e}") from None
+    except (ValueError, RecursionError) as e:  # huge integers, absurd nesting
+        raise SerializeError(f"from_json: unreadable JSON ({type(e).__name__}: {e})") from None
+    if not isinstance(doc, dict):
+        raise SerializeError(f"from_json: expected a JSON object, got {type(doc).__name__}")
+    if doc.get("format") != FORMAT:
+        raise SerializeError(f"from_json: format must be {FORMAT!r}, got {doc.get('format')!r}")
+    if doc.get("version") != VERSION or isinstance(doc.get("version"), bool):
+        raise SerializeError(
+            f"from_json: unsupported version {doc.get('version')!r}; this reader knows {VERSION}"
+        )
+    extra = sorted(set(doc) - {"format", "version", "nodes", "root"})
+    if extra or "root" not in doc or not isinstance(doc.get("nodes"), list):
+        raise SerializeError(
+            "from_json: a document has exactly the keys format, version, nodes (a list) and "
+            f"root; got {sorted(doc)}"
+        )
+    return doc
+
+
 def from_json(text: str | bytes) -> Any:
     """Rebuild the value serialised by :func:`to_json`.
 
@@ -388,26 +413,7 @@ def from_json(text: str | bytes) -> Any:
             f"from_json: a document of {len(text)} characters exceeds the limit of "
             f"{MAX_DOCUMENT_CHARS}"
         )
-    try:
-        doc = json.loads(text, parse_constant=_reject_constant)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise SerializeError(f"from_json: not valid JSON: {e}") from None
-    except (ValueError, RecursionError) as e:  # huge integers, absurd nesting
-        raise SerializeError(f"from_json: unreadable JSON ({type(e).__name__}: {e})") from None
-    if not isinstance(doc, dict):
-        raise SerializeError(f"from_json: expected a JSON object, got {type(doc).__name__}")
-    if doc.get("format") != FORMAT:
-        raise SerializeError(f"from_json: format must be {FORMAT!r}, got {doc.get('format')!r}")
-    if doc.get("version") != VERSION or isinstance(doc.get("version"), bool):
-        raise SerializeError(
-            f"from_json: unsupported version {doc.get('version')!r}; this reader knows {VERSION}"
-        )
-    extra = sorted(set(doc) - {"format", "version", "nodes", "root"})
-    if extra or "root" not in doc or not isinstance(doc.get("nodes"), list):
-        raise SerializeError(
-            "from_json: a document has exactly the keys format, version, nodes (a list) and "
-            f"root; got {sorted(doc)}"
-        )
+    doc = _document(text)
     dec = _Decoder()
     for k, entry in enumerate(doc["nodes"]):
         dec.nodes.append(dec.node(k, entry))

@@ -189,15 +189,8 @@ def register_node(
         ``cls`` itself, so the call may be used where a class is expected.
     """
     name = tag or cls.__name__
-    if not name or any(c.isspace() for c in name):
-        raise IRError(f"register_node: tag must be non-empty without whitespace, got {name!r}")
     names = fields if fields is not None else node_fields(cls)
-    unknown = sorted((set(defines) | set(ignore) | set(closes)) - set(names))
-    if unknown:
-        raise IRError(f"register_node {name}: unknown fields {unknown}; fields are {list(names)}")
-    other = _TAGS.get(name)
-    if other is not None and other.cls is not cls:
-        raise IRError(f"register_node: tag {name!r} is already used by {other.cls.__qualname__}")
+    _check_registration(cls, name, names, (*defines, *ignore, *closes))
     order = tuple((f, True) for f in defines) + tuple(
         (f, False) for f in names if f not in defines and f not in ignore
     )
@@ -206,6 +199,19 @@ def register_node(
     _SPECS[cls] = spec
     _TAGS[name] = spec
     return cls
+
+
+def _check_registration(
+    cls: type, name: str, names: tuple[str, ...], mentioned: tuple[str, ...]
+) -> None:
+    if not name or any(c.isspace() for c in name):
+        raise IRError(f"register_node: tag must be non-empty without whitespace, got {name!r}")
+    unknown = sorted(set(mentioned) - set(names))
+    if unknown:
+        raise IRError(f"register_node {name}: unknown fields {unknown}; fields are {list(names)}")
+    other = _TAGS.get(name)
+    if other is not None and other.cls is not cls:
+        raise IRError(f"register_node: tag {name!r} is already used by {other.cls.__qualname__}")
 
 
 def register_enum(cls: type[enum.Enum]) -> type[enum.Enum]:

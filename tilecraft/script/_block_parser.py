@@ -94,16 +94,22 @@ def parse_block(p: _Parser, s: ast.With, ctx: ast.Call) -> Stmt:
     body = p.body(rest, s)
     p.pop()
     block = Block(name, tuple(iter_vars), reads, writes, body, init, tuple(allocs), ann or {})  # type: ignore[arg-type]
-    if "reads" not in head.calls or "writes" not in head.calls:
-        inferred = infer_regions(block)
-        block = block.update(
-            reads=reads if "reads" in head.calls else inferred[0],
-            writes=writes if "writes" in head.calls else inferred[1],
-        )
+    block = _complete_regions(block, head)
     if not realize:
         return block
     values = tuple(v for *_, v in head.axes if v is not None)
     return BlockRealize(values, where if where is not None else as_expr(True), block)
+
+
+def _complete_regions(block: Block, head: _Header) -> Block:
+    """``block`` with an omitted ``T.reads``/``T.writes`` inferred from its body."""
+    if "reads" in head.calls and "writes" in head.calls:
+        return block
+    reads, writes = infer_regions(block)
+    return block.update(
+        reads=block.reads if "reads" in head.calls else reads,
+        writes=block.writes if "writes" in head.calls else writes,
+    )
 
 
 def _header_stmt(p: _Parser, st: ast.stmt, head: _Header, realize: bool) -> bool:

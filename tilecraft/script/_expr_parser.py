@@ -228,6 +228,25 @@ class ExprParser:
             self.fail(node, f"unexpected constant {node.value!r} in an expression")
         if isinstance(node, ast.Name):
             return self.name_value(node)
+        if isinstance(node, (ast.UnaryOp, ast.BinOp, ast.BoolOp, ast.Compare)):
+            return (yield from self.operator(node))
+        if isinstance(node, ast.Call):
+            return (yield from self.call(node))
+        if isinstance(node, ast.Subscript):
+            buf = self.buffer(node.value)
+            indices: list[Expr] = []
+            for index in self.index_items(node):
+                indices.append(self.coerce(index, (yield index)))
+            return BufferLoad(buf, tuple(indices))
+        if isinstance(node, ast.IfExp):
+            t = yield node.body
+            f = yield node.orelse
+            cond = self.coerce(node.test, (yield node.test), _BOOL)
+            return Select(cond, *self.pair(node, t, f))
+        self.fail(node, f"unsupported expression {ast.unparse(node)!r}")
+
+    def operator(self, node: ast.UnaryOp | ast.BinOp | ast.BoolOp | ast.Compare) -> _Step:
+        """Unary, binary, boolean and comparison operators."""
         if isinstance(node, ast.UnaryOp):
             operand = yield node.operand
             if isinstance(node.op, (ast.Not, ast.Invert)):
@@ -237,17 +256,6 @@ class ExprParser:
             if isinstance(operand, Expr):
                 return Sub(as_expr(0, operand.dtype), operand)
             return -operand
-        if isinstance(node, ast.BinOp):
-            a = yield node.left
-            b = yield node.right
-            if isinstance(node.op, (ast.BitAnd, ast.BitOr)):
-                x, y = self.coerce(node.left, a, _BOOL), self.coerce(node.right, b, _BOOL)
-                return And(x, y) if isinstance(node.op, ast.BitAnd) else Or(x, y)
-            op = _BINOPS.get(type(node.op))
-            if op is None:
-                sym = type(node.op).__name__
-                self.fail(node, f"unsupported operator {sym}; expected + - * / // %")
-            return op(*self.pair(node, a, b))
         if isinstance(node, ast.BoolOp):
             items = []
             for v in node.values:
@@ -264,22 +272,17 @@ class ExprParser:
             if cmp is None:
                 self.fail(node, f"unsupported comparison {type(node.ops[0]).__name__}")
             a = yield node.left
-            b = yield node.comparators[0]
-            return cmp(*self.pair(node, a, b))
-        if isinstance(node, ast.Call):
-            return (yield from self.call(node))
-        if isinstance(node, ast.Subscript):
-            buf = self.buffer(node.value)
-            indices: list[Expr] = []
-            for index in self.index_items(node):
-                indices.append(self.coerce(index, (yield index)))
-            return BufferLoad(buf, tuple(indices))
-        if isinstance(node, ast.IfExp):
-            t = yield node.body
-            f = yield node.orelse
-            cond = self.coerce(node.test, (yield node.test), _BOOL)
-            return Select(cond, *self.pair(node, t, f))
-        self.fail(node, f"unsupported expression {ast.unparse(node)!r}")
+            return cmp(*self.pair(node, a, (yield node.comparators[0])))
+        a = yield node.left
+        b = yield node.right
+        if isinstance(node.op, (ast.BitAnd, ast.BitOr)):
+            x, y = self.coerce(node.left, a, _BOOL), self.coerce(node.right, b, _BOOL)
+            return And(x, y) if isinstance(node.op, ast.BitAnd) else Or(x, y)
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            sym = type(node.op).__name__
+            self.fail(node, f"unsupported operator {sym}; expected + - * / // %")
+        return op(*self.pair(node, a, b))
 
     def name_value(self, node: ast.Name) -> Value:
         """The variable ``node`` names."""

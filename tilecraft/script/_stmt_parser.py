@@ -307,13 +307,7 @@ class StmtParser(ExprParser):
         thread = None if thread_node is None else self.string(thread_node, "thread")
         if name == "thread_binding" and thread is None:
             self.fail(s.iter, 'T.thread_binding needs thread="threadIdx.x" (or another tag)')
-        ann_node = self.keyword(s.iter, "annotations")
-        ann = Attrs()
-        if ann_node is not None:
-            value = self.literal(ann_node)
-            if not isinstance(value, dict):
-                self.fail(ann_node, "annotations must be a dict literal")
-            ann = Attrs(value)
+        ann = self.loop_annotations(s.iter)
         if not isinstance(s.target, ast.Name):
             self.fail(s.target, "expected one loop variable name")
         var = Var(s.target.id, rng.extent.dtype)
@@ -324,6 +318,16 @@ class StmtParser(ExprParser):
         self.pop()
         kind = ForKind.SERIAL if name == "range" else _KINDS[name]
         return For(var, rng.min, rng.extent, kind, body, thread, ann)
+
+    def loop_annotations(self, it: ast.Call) -> Attrs:
+        """The ``annotations={...}`` of a loop iterator call."""
+        node = self.keyword(it, "annotations")
+        if node is None:
+            return Attrs()
+        value = self.literal(node)
+        if not isinstance(value, dict):
+            self.fail(node, "annotations must be a dict literal")
+        return Attrs(value)
 
     def grid(self, s: ast.For, it: ast.Call) -> Stmt:
         """``for i, j in T.grid(m, n)``: nested serial loops."""

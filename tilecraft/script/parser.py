@@ -220,31 +220,7 @@ class _Parser(StmtParser):
                 and dtype_of_name(self.call_name(s.value) or "") is not None
             ):
                 self.declare_var(s)
-        params: list[Buffer | Var] = []
-        for arg in a.args:  # scalars before buffers: shapes may use any scalar parameter
-            if arg.annotation is None:
-                self.fail(
-                    arg, f"parameter {arg.arg!r} needs an annotation (T.Buffer(...) or T.int32)"
-                )
-            dt = self.scalar_annotation(arg.annotation)
-            if dt is not None:
-                var = Var(arg.arg, dt)
-                self.define(arg, arg.arg, var)
-                params.append(var)
-        for arg in a.args:
-            assert arg.annotation is not None
-            if self.scalar_annotation(arg.annotation) is None:
-                if self.call_name(arg.annotation) != "Buffer":
-                    self.fail(
-                        arg.annotation,
-                        f"parameter {arg.arg!r}: expected T.Buffer(shape, dtype) or a dtype "
-                        "such as T.int32",
-                    )
-                assert isinstance(arg.annotation, ast.Call)
-                buf = self.buffer_decl(arg.annotation, "Buffer", arg.arg)
-                self.define(arg, arg.arg, buf)
-                params.append(buf)
-        params.sort(key=lambda p: [x.arg for x in a.args].index(p.name))
+        params = self.signature(a.args)
         attrs = Attrs()
         for s in header:
             if isinstance(s, ast.Expr):
@@ -262,6 +238,35 @@ class _Parser(StmtParser):
             return PrimFunc(tuple(params), stmt, attrs, name=node.name)
         except IRError as e:
             self.fail(node, str(e))
+
+    def signature(self, args: list[ast.arg]) -> list[Buffer | Var]:
+        """The parameters, scalars defined first: shapes may use any scalar parameter."""
+        params: list[Buffer | Var] = []
+        for arg in args:
+            if arg.annotation is None:
+                self.fail(
+                    arg, f"parameter {arg.arg!r} needs an annotation (T.Buffer(...) or T.int32)"
+                )
+            dt = self.scalar_annotation(arg.annotation)
+            if dt is not None:
+                var = Var(arg.arg, dt)
+                self.define(arg, arg.arg, var)
+                params.append(var)
+        for arg in args:
+            assert arg.annotation is not None
+            if self.scalar_annotation(arg.annotation) is None:
+                if self.call_name(arg.annotation) != "Buffer":
+                    self.fail(
+                        arg.annotation,
+                        f"parameter {arg.arg!r}: expected T.Buffer(shape, dtype) or a dtype "
+                        "such as T.int32",
+                    )
+                assert isinstance(arg.annotation, ast.Call)
+                buf = self.buffer_decl(arg.annotation, "Buffer", arg.arg)
+                self.define(arg, arg.arg, buf)
+                params.append(buf)
+        params.sort(key=lambda p: [x.arg for x in args].index(p.name))
+        return params
 
     def function_body(self, body: list[ast.stmt], node: ast.FunctionDef) -> Stmt:
         """The body; leading ``X = T.alloc_buffer(...)`` lines open an implicit root block."""
