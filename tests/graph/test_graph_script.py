@@ -108,7 +108,11 @@ def _fuzz(seed: int, count: int, seconds: float = float("inf")) -> Stats:
 
 @pytest.mark.parametrize("seed", range(2))
 def test_graph_script_fuzz(seed: int) -> None:
-    stats = _fuzz(seed, 150, seconds=2.0)
+    _fuzz(seed, 150, seconds=2.0)
+
+
+def test_graph_script_fuzz_accepts_and_round_trips_some() -> None:
+    stats = _fuzz(7, 60)  # a fixed count: the figures are deterministic
     assert stats.accepted > 0
     assert stats.rejected > 0
 

@@ -23,7 +23,7 @@ def test_from_json_fuzz(seed: int) -> None:
 
 
 def test_from_json_fuzz_accepts_and_round_trips_some() -> None:
-    stats = campaign("json", 7, count=120, seconds=3.0)
+    stats = campaign("json", 7, count=60)  # a fixed count: the figures are deterministic
     _check(stats)
     assert stats.accepted > 0
     assert stats.rejected > 0

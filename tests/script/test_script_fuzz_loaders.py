@@ -19,7 +19,7 @@ def test_script_parser_fuzz(seed: int) -> None:
 
 
 def test_script_parser_fuzz_accepts_and_round_trips_some() -> None:
-    stats = campaign("script", 7, count=120, seconds=3.0)
+    stats = campaign("script", 7, count=60)  # a fixed count: the figures are deterministic
     _check(stats)
     assert stats.accepted > 0
     assert stats.rejected > 0
