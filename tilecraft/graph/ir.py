@@ -321,7 +321,7 @@ def _register_structural() -> None:
     register(CallTIR)
     register(CallFunc)
     register(Binding, defines=("var",))
-    register(Function, defines=("params",), ignore=("name",))
+    register(Function, defines=("params",), ignore=("name",), closes=("params",))
 
 
 _register_structural()
