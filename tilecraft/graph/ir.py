@@ -412,7 +412,7 @@ def _register_structural() -> None:
     register(CallFunc)
     register(Constant, fields=("type", "payload"), build=Constant.from_payload)
     register(Binding, defines=("var",))
-    register(Function, defines=("params",), ignore=("name",))
+    register(Function, defines=("params",), ignore=("name",), closes=("params",))
 
 
 _register_structural()

@@ -25,15 +25,21 @@ from __future__ import annotations
 
 import ast
 import keyword
-from typing import Any
+import math
+import textwrap
+import unicodedata
+import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from ..errors import IRError, ScriptParseError
+from ..errors import IRError, ScriptParseError, TilecraftError
 from ..ir import Add, Attrs, Expr, FloorDiv, IntImm, IRModule, Mul, PrimFunc, Sub, Var, as_expr
 from ..ir import dtype as to_dtype
 from .ir import Binding, CallFunc, CallTIR, Constant, Function, OpCall, TensorType, TensorVar
 from .op import infer_type
 
 _IND = "    "
+_T = TypeVar("_T")
 _BINOPS: dict[type[Expr], str] = {Add: "+", Sub: "-", Mul: "*", FloorDiv: "//"}
 _AST_BINOPS: dict[type[ast.operator], type[Add | Sub | Mul | FloorDiv]] = {
     ast.Add: Add,
@@ -50,16 +56,28 @@ def _dim(e: Expr) -> str:
 
 
 def _dim_expr(e: Expr) -> str:
-    if isinstance(e, IntImm):
-        return str(e.value)
-    if isinstance(e, Var):
-        if e.dtype.bits != 32 or not e.dtype.is_int:
-            raise ScriptParseError(f"graph script: shape variable {e.name} must be int32")
-        return e.name
-    sym = _BINOPS.get(type(e))
-    if sym is None or not isinstance(e, (Add, Sub, Mul, FloorDiv)):
-        raise ScriptParseError(f"graph script: cannot print extent {type(e).__name__}")
-    return f"({_dim_expr(e.a)} {sym} {_dim_expr(e.b)})"
+    """Extent text: names, ints and parenthesized ``+ - * //`` (built without recursion).
+
+    Other expressions (and shape variables that are not int32), which graph script cannot
+    state, print in PrimFunc script form so that printing never fails.
+    """
+    from ..script.printer import to_script as prim_to_script
+
+    out: list[str] = []
+    stack: list[str | Expr] = [e]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, IntImm):
+            out.append(str(item.value))
+        elif isinstance(item, Var):
+            out.append(item.name if item.dtype == to_dtype("int32") else prim_to_script(item))
+        elif isinstance(item, (Add, Sub, Mul, FloorDiv)):
+            stack.extend([")", item.b, f" {_BINOPS[type(item)]} ", item.a, "("])
+        else:
+            out.append(prim_to_script(item))
+    return "".join(out)
 
 
 def type_text(t: TensorType) -> str:
@@ -74,6 +92,8 @@ def _lit(v: Any) -> str:
     if isinstance(v, tuple):
         inner = ", ".join(_lit(x) for x in v)
         return f"({inner},)" if len(v) == 1 else f"({inner})"
+    if isinstance(v, float) and math.isinf(v):  # a literal ast.literal_eval reads back
+        return "1e999" if v > 0 else "-1e999"
     return repr(v)
 
 
@@ -83,7 +103,8 @@ def function_lines(func: Function, name: str, in_module: bool) -> list[str]:
     used = {"R", "T", "I", "cls"}
 
     def define(v: TensorVar) -> str:
-        base, k = v.name, 0
+        base, k = unicodedata.normalize("NFKC", v.name), 0  # the name Python reads back
+        base = base if base.isidentifier() else "v"
         cand = base
         while cand in used or keyword.iskeyword(cand):
             k += 1
@@ -151,6 +172,17 @@ def to_script(node: Function | IRModule) -> str:
 
 
 # parsing --------------------------------------------------------------------------------
+MAX_SOURCE_CHARS = 32 * 1024 * 1024
+"""The longest graph script text :func:`parse` reads (as for PrimFunc script)."""
+_MAX_EXTENT_DEPTH = 64  # operators in one symbolic extent such as "(n * 64) // 2"
+_LITERAL_ERRORS = (ValueError, TypeError, SyntaxError, MemoryError, RecursionError)
+
+
+def _is_name(text: str) -> bool:
+    """An identifier Python reads back as itself (NFKC-stable)."""
+    return text.isidentifier() and unicodedata.normalize("NFKC", text) == text
+
+
 class _GraphParser:
     def __init__(self, lines: list[str], in_module: bool) -> None:
         self.lines = lines
@@ -174,30 +206,54 @@ class _GraphParser:
     def literal(self, node: ast.AST) -> Any:
         try:
             return ast.literal_eval(node)
-        except ValueError:
+        except _LITERAL_ERRORS:
             raise self.fail(node, "expected a literal value") from None
+
+    def attrs(self, call: ast.Call, what: str) -> Attrs:
+        """The dict literal of ``R.func_attr({...})`` / ``T.module_attr({...})``."""
+        if len(call.args) != 1 or call.keywords:
+            raise self.fail(call, f"{what} takes one dict literal")
+        value = self.literal(call.args[0])
+        if not isinstance(value, dict):
+            raise self.fail(call.args[0], f"{what} takes a dict literal")
+        return self.checked(call, lambda: Attrs(value))
+
+    def checked(self, node: ast.AST, build: Callable[[], _T]) -> _T:
+        """``build()``, with an IRError from a node constructor located at ``node``."""
+        try:
+            return build()
+        except IRError as e:
+            raise self.fail(node, str(e)) from None
 
     def dim(self, node: ast.AST, svars: dict[str, Var]) -> Expr:
         value = self.literal(node)
         if isinstance(value, int) and not isinstance(value, bool):
-            return as_expr(value)
+            return self.checked(node, lambda: as_expr(value))
         if not isinstance(value, str):
             raise self.fail(node, "extents are ints or strings naming shape variables")
         try:
             tree = ast.parse(value, mode="eval").body
-        except SyntaxError:
+        except (SyntaxError, *_LITERAL_ERRORS):
             raise self.fail(node, f"bad extent expression {value!r}") from None
-        return self.dim_expr(tree, svars, node)
+        return self.dim_expr(tree, svars, node, 0)
 
-    def dim_expr(self, e: ast.AST, svars: dict[str, Var], where: ast.AST) -> Expr:
+    def dim_expr(self, e: ast.AST, svars: dict[str, Var], where: ast.AST, depth: int) -> Expr:
+        if depth > _MAX_EXTENT_DEPTH:
+            raise self.fail(where, f"extent expressions nest at most {_MAX_EXTENT_DEPTH} deep")
         if isinstance(e, ast.Name):
             return svars.setdefault(e.id, Var(e.id, to_dtype("int32")))
-        if isinstance(e, ast.Constant) and isinstance(e.value, int):
-            return as_expr(e.value)
+        if (
+            isinstance(e, ast.Constant)
+            and isinstance(e.value, int)
+            and not isinstance(e.value, bool)
+        ):
+            value = e.value
+            return self.checked(where, lambda: as_expr(value))
         if isinstance(e, ast.BinOp) and type(e.op) in _AST_BINOPS:
-            return _AST_BINOPS[type(e.op)](
-                self.dim_expr(e.left, svars, where), self.dim_expr(e.right, svars, where)
-            )
+            a = self.dim_expr(e.left, svars, where, depth + 1)
+            b = self.dim_expr(e.right, svars, where, depth + 1)
+            op = _AST_BINOPS[type(e.op)]
+            return self.checked(where, lambda: op(a, b))
         raise self.fail(where, "extent expressions use names, ints, + - * //")
 
     def tensor_type(self, node: ast.AST | None, svars: dict[str, Var]) -> TensorType:
@@ -205,11 +261,15 @@ class _GraphParser:
             isinstance(node, ast.Call)
             and self.r_name(node.func) == "Tensor"
             and len(node.args) == 2
+            and not node.keywords
             and isinstance(node.args[0], ast.Tuple)
         ):
             raise self.fail(node, 'expected R.Tensor((extents...), "dtype")')
         dt = self.literal(node.args[1])
-        return TensorType(tuple(self.dim(d, svars) for d in node.args[0].elts), dt)
+        if not isinstance(dt, str):
+            raise self.fail(node.args[1], 'a tensor\'s dtype is a string such as "float32"')
+        dims = tuple(self.dim(d, svars) for d in node.args[0].elts)
+        return self.checked(node, lambda: TensorType(dims, to_dtype(dt)))
 
     def callee(self, node: ast.AST) -> str:
         if (
@@ -219,6 +279,8 @@ class _GraphParser:
         ):
             return node.attr
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if not _is_name(node.value):
+                raise self.fail(node, f"{node.value!r} is not a function name")
             return node.value
         raise self.fail(node, "expected cls.<function> or a function name string")
 
@@ -227,11 +289,7 @@ class _GraphParser:
             raise self.fail(node, "a graph function is decorated with @R.function")
         svars: dict[str, Var] = {}
         env: dict[str, TensorVar] = {}
-        params = []
-        for a in node.args.args:
-            v = TensorVar(a.arg, self.tensor_type(a.annotation, svars))
-            env[a.arg] = v
-            params.append(v)
+        params = self.params(node, env, svars)
         attrs: Attrs = Attrs()
         bindings: list[Binding] = []
         ret: TensorVar | None = None
@@ -241,7 +299,7 @@ class _GraphParser:
                 and isinstance(s.value, ast.Call)
                 and self.r_name(s.value.func) == "func_attr"
             ):
-                attrs = Attrs(self.literal(s.value.args[0]))
+                attrs = self.attrs(s.value, "R.func_attr")
             elif isinstance(s, ast.Assign) and ast.unparse(s) == "cls = Module":
                 continue
             elif (
@@ -264,7 +322,25 @@ class _GraphParser:
                 raise self.fail(s, "unexpected statement in a graph function")
         if ret is None:
             raise self.fail(node, "a graph function ends with `return <var>`")
-        return Function(tuple(params), tuple(bindings), ret, attrs, node.name)
+        result = ret
+        return self.checked(
+            node, lambda: Function(tuple(params), tuple(bindings), result, attrs, node.name)
+        )
+
+    def params(
+        self, node: ast.FunctionDef, env: dict[str, TensorVar], svars: dict[str, Var]
+    ) -> list[TensorVar]:
+        a = node.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
+            raise self.fail(node, "parameters must be plain 'name: R.Tensor(...)' entries")
+        params = []
+        for arg in a.args:
+            if arg.arg in env:
+                raise self.fail(arg, f"duplicate parameter {arg.arg!r}")
+            v = TensorVar(arg.arg, self.tensor_type(arg.annotation, svars))
+            env[arg.arg] = v
+            params.append(v)
+        return params
 
     def lookup(self, node: ast.AST, env: dict[str, TensorVar]) -> TensorVar:
         if not isinstance(node, ast.Name) or node.id not in env:
@@ -301,21 +377,19 @@ class _GraphParser:
                     f"`{name}: R.Tensor(...) = cls.f(...)`",
                 )
             t = self.tensor_type(ann, svars)
+            if call.keywords or (op == "call_func" and not call.args):
+                raise self.fail(call, "a graph function call takes the function and tensors")
             target = call.args[0] if op == "call_func" else call.func
             rest = call.args[1:] if op == "call_func" else call.args
-            value = CallFunc(self.callee(target), tuple(self.lookup(a, env) for a in rest))
+            args = tuple(self.lookup(a, env) for a in rest)
+            value = CallFunc(self.callee(target), args)
         elif ann is not None:
             raise self.fail(s, "only calls of graph functions carry a type annotation")
         elif op == "call_tir":
             value = self.call_tir(call, env, svars)
             t = value.out_type
         else:
-            if any(k.arg is None for k in call.keywords):
-                raise self.fail(call, "operator attributes are keyword=literal")
-            attrs = Attrs({k.arg: self.literal(k.value) for k in call.keywords if k.arg})
-            args = tuple(self.lookup(a, env) for a in call.args)
-            value = OpCall(op, args, attrs)
-            t = infer_type(op, [a.type for a in args], attrs)
+            value, t = self.op_call(op, call, env)
         var = TensorVar(name, t)
         env[name] = var
         return Binding(var, value)
@@ -331,25 +405,72 @@ class _GraphParser:
         except IRError as e:
             raise self.fail(call, str(e)) from None
 
+    def op_call(
+        self, op: str, call: ast.Call, env: dict[str, TensorVar]
+    ) -> tuple[OpCall, TensorType]:
+        if any(k.arg is None for k in call.keywords):
+            raise self.fail(call, "operator attributes are keyword=literal")
+        raw = {k.arg: self.literal(k.value) for k in call.keywords if k.arg}
+        attrs = self.checked(call, lambda: Attrs(raw))
+        args = tuple(self.lookup(a, env) for a in call.args)
+        value = OpCall(op, args, attrs)
+        try:
+            return value, infer_type(op, [a.type for a in args], attrs)
+        except TilecraftError:
+            raise
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError, OverflowError,
+                ZeroDivisionError, RecursionError) as e:  # fmt: skip
+            # an attribute of the wrong kind tripped the operator's shape rule
+            raise self.fail(call, f"R.{op}: invalid attributes {dict(attrs)!r} ({e})") from None
+
     def call_tir(self, call: ast.Call, env: dict[str, TensorVar], svars: dict[str, Var]) -> CallTIR:
         kw = {k.arg: k.value for k in call.keywords}
-        if len(call.args) != 2 or not isinstance(call.args[1], ast.Tuple) or "out_sinfo" not in kw:
+        if (
+            len(call.args) != 2
+            or not isinstance(call.args[1], ast.Tuple)
+            or set(kw) != {"out_sinfo"}
+        ):
             raise self.fail(call, "expected R.call_tir(func, (args,), out_sinfo=R.Tensor(...))")
         t = self.tensor_type(kw["out_sinfo"], svars)
         args = tuple(self.lookup(a, env) for a in call.args[1].elts)
-        return CallTIR(self.callee(call.args[0]), args, t)
+        name = self.callee(call.args[0])
+        return self.checked(call, lambda: CallTIR(name, args, t))
 
 
 def parse(text: str) -> Function | IRModule:
-    """Parse a graph function or a module (graph functions and PrimFuncs) from script text."""
-    import textwrap
+    """Parse a graph function or a module (graph functions and PrimFuncs) from script text.
 
+    Raises
+    ------
+    ScriptParseError
+        When the text is not valid graph script (or is longer than :data:`MAX_SOURCE_CHARS`);
+        errors of the operators' type rules surface as :class:`GraphError`.
+    """
+    if not isinstance(text, str):
+        raise ScriptParseError(f"expected script text (str), got {type(text).__name__}")
+    if len(text) > MAX_SOURCE_CHARS:
+        raise ScriptParseError(
+            f"script text of {len(text)} characters exceeds the limit of {MAX_SOURCE_CHARS}"
+        )
     text = textwrap.dedent(text)
     lines = text.splitlines()
     try:
-        tree = ast.parse(text)
+        with warnings.catch_warnings():  # e.g. "invalid escape sequence": report errors only
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(text)
     except SyntaxError as e:
         raise ScriptParseError(f"invalid Python syntax: {e.msg}", e.lineno or 0) from None
+    except (RecursionError, MemoryError):
+        raise ScriptParseError("the text nests too deeply for Python's parser") from None
+    except ValueError as e:  # e.g. a NUL character
+        raise ScriptParseError(f"unreadable script text: {e}") from None
+    try:
+        return _translate(tree, lines)
+    except RecursionError:
+        raise ScriptParseError("the script nests too deeply to translate") from None
+
+
+def _translate(tree: ast.Module, lines: list[str]) -> Function | IRModule:
     defs = [s for s in tree.body if not isinstance(s, (ast.Import, ast.ImportFrom))]
     if len(defs) != 1:
         raise ScriptParseError("expected one @R.function or one @T.ir_module class")
@@ -364,6 +485,8 @@ def parse(text: str) -> Function | IRModule:
     funcs: dict[str, Any] = {}
     attrs: Attrs = Attrs()
     for s in top.body:
+        if isinstance(s, ast.FunctionDef) and s.name in funcs:
+            raise gp.fail(s, f"duplicate function name {s.name!r} in the module")
         if (
             isinstance(s, ast.FunctionDef)
             and s.decorator_list
@@ -382,7 +505,7 @@ def parse(text: str) -> Function | IRModule:
             and isinstance(s.value, ast.Call)
             and ast.unparse(s.value.func) == "T.module_attr"
         ):
-            attrs = Attrs(gp.literal(s.value.args[0]))
+            attrs = gp.attrs(s.value, "T.module_attr")
         elif not isinstance(s, ast.Pass):
             raise gp.fail(s, "a module holds @T.prim_func and @R.function definitions")
-    return IRModule(funcs, attrs)
+    return gp.checked(top, lambda: IRModule(funcs, attrs))

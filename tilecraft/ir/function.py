@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,6 +12,19 @@ from .buffer import Buffer
 from .expr import Var
 from .node import Attrs, Node, as_attrs
 from .stmt import Stmt
+
+
+def is_symbol(name: object) -> bool:
+    """True for an identifier that Python source reads back unchanged (NFKC-normal).
+
+    Function names are printed as ``def name`` and Python folds identifiers to NFKC, so
+    ``f𝑥`` would come back as ``fx``.
+    """
+    return (
+        isinstance(name, str)
+        and name.isidentifier()
+        and unicodedata.normalize("NFKC", name) == name
+    )
 
 
 class BaseFunc(Node):
@@ -43,8 +57,10 @@ class PrimFunc(BaseFunc):
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", tuple(self.params))
         object.__setattr__(self, "attrs", as_attrs(self.attrs))
-        if not isinstance(self.name, str) or not self.name.isidentifier():
-            raise IRError(f"PrimFunc: name must be an identifier, got {self.name!r}")
+        if not is_symbol(self.name):
+            raise IRError(
+                f"PrimFunc: name must be an identifier in NFKC normal form, got {self.name!r}"
+            )
         for p in self.params:
             if not isinstance(p, (Buffer, Var)):
                 raise IRError(

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..errors import IRError
-from .function import BaseFunc, PrimFunc
+from .function import BaseFunc, PrimFunc, is_symbol
 from .node import Attrs, Node, as_attrs
 
 
@@ -26,8 +26,11 @@ class IRModule(Node):
     ) -> None:
         funcs: dict[str, BaseFunc] = {}
         for name, func in (functions or {}).items():
-            if not isinstance(name, str) or not name.isidentifier():
-                raise IRError(f"IRModule: function names must be identifiers, got {name!r}")
+            if not is_symbol(name):
+                raise IRError(
+                    "IRModule: function names must be identifiers in NFKC normal form, got "
+                    f"{name!r}"
+                )
             if not isinstance(func, BaseFunc):
                 raise IRError(f"IRModule: {name!r} is not a function: {type(func).__name__}")
             funcs[name] = func if func.name == name else func.update(name=name)

@@ -17,11 +17,25 @@ and infinities included); bool, int, str and None as themselves.
 
 Decoding looks node classes up in the registry of :mod:`tilecraft.ir.structural` (so classes
 registered there by later layers round-trip too), never imports or evaluates anything, and
-turns every problem into a :class:`SerializeError` naming the table entry and field.
+turns every problem into a :class:`SerializeError` naming the table entry and field. A field
+declared as a tuple must be given as a list (a node where a list belongs is rejected: a
+Buffer, which is subscriptable, would otherwise be iterated without end).
+
+Limits, checked by both :func:`to_json` and :func:`from_json` so that every document one
+writes the other reads, and everything read prints:
+
+- :data:`MAX_DOCUMENT_CHARS` characters of JSON text;
+- :data:`MAX_DEPTH` nodes on the longest path from the root (expressions included);
+- :data:`MAX_STMT_DEPTH` statements on the longest path (nested loops, blocks, lets, ...);
+- :data:`MAX_TREE_NODES` nodes in the tree the table describes once shared entries are
+  expanded (a table of 100 entries each referring twice to the one before describes 2^100
+  nodes; printing, hashing and comparing walk that tree);
+- field values (lists, attribute maps) nested at most 64 deep.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 from collections.abc import Mapping
@@ -30,15 +44,78 @@ from typing import Any
 from ..errors import IRError
 from .dtype import DataType, dtype
 from .node import Attrs, Node
+from .stmt import Stmt
 from .structural import NodeSpec, enum_by_name, node_spec, spec_by_tag
 
 FORMAT = "tilecraft.ir"
 VERSION = 1
 _MAX_VALUE_DEPTH = 64
+MAX_DOCUMENT_CHARS = 256 * 1024 * 1024
+"""The longest JSON text :func:`from_json` reads."""
+MAX_DEPTH = 10_000
+"""The most nodes on one path from the root of a document's tree."""
+MAX_STMT_DEPTH = 1_000
+"""The most statements on one path from the root of a document's tree."""
+MAX_TREE_NODES = 4_000_000
+"""The most nodes a document's tree may hold with shared entries expanded."""
 
 
 class SerializeError(IRError):
     """A JSON document does not describe valid IR."""
+
+
+class _Extent:
+    """Depth, statement depth and expanded size of table entries, filled children first."""
+
+    def __init__(self) -> None:
+        self.depth: list[int] = []
+        self.stmts: list[int] = []
+        self.size: list[int] = []
+
+    def add(self, node: Node, kids: list[int], where: str) -> None:
+        """Measure ``node`` whose children are the entries ``kids`` (repeats counted)."""
+        depth = 1 + max((self.depth[k] for k in kids), default=0)
+        stmts = int(isinstance(node, Stmt)) + max((self.stmts[k] for k in kids), default=0)
+        size = 1 + sum(self.size[k] for k in kids)
+        _check_extent(depth, stmts, size, where)
+        self.depth.append(depth)
+        self.stmts.append(stmts)
+        self.size.append(size)
+
+    def check_root(self, kids: list[int], where: str) -> None:
+        """The value at the root holds the entries ``kids``."""
+        depth = max((self.depth[k] for k in kids), default=0)
+        stmts = max((self.stmts[k] for k in kids), default=0)
+        _check_extent(depth, stmts, sum(self.size[k] for k in kids), where)
+
+
+def _check_extent(depth: int, stmts: int, size: int, where: str) -> None:
+    if depth > MAX_DEPTH:
+        raise SerializeError(f"{where}: the tree is more than {MAX_DEPTH} nodes deep")
+    if stmts > MAX_STMT_DEPTH:
+        raise SerializeError(f"{where}: statements nest more than {MAX_STMT_DEPTH} deep")
+    if size > MAX_TREE_NODES:
+        raise SerializeError(
+            f"{where}: the tree holds more than {MAX_TREE_NODES} nodes once shared entries "
+            "are expanded"
+        )
+
+
+_TUPLE_FIELDS: dict[type, frozenset[str]] = {}
+
+
+def _tuple_fields(cls: type) -> frozenset[str]:
+    """Fields of ``cls`` declared as tuples (they must be given as JSON lists)."""
+    found = _TUPLE_FIELDS.get(cls)
+    if found is None:
+        names = set()
+        if dataclasses.is_dataclass(cls):
+            for f in dataclasses.fields(cls):
+                text = f.type if isinstance(f.type, str) else repr(f.type)
+                if text.removeprefix("typing.").lower().startswith("tuple["):
+                    names.add(f.name)
+        found = _TUPLE_FIELDS[cls] = frozenset(names)
+    return found
 
 
 # encoding -----------------------------------------------------------------------------------
@@ -119,14 +196,28 @@ def to_json(node: object, indent: int | None = None) -> str:
     str
         A document that :func:`from_json` turns back into an identical structure, sharing
         preserved.
+
+    Raises
+    ------
+    IRError
+        For unregistered node classes or values, and (as :class:`SerializeError`) for IR
+        beyond the documented limits, which :func:`from_json` would refuse.
     """
     nodes = _post_order(node)
     index = {id(n): i for i, n in enumerate(nodes)}
     table = []
+    extent = _Extent()
     for n in nodes:
         spec = node_spec(type(n))
         fields = {name: _encode_value(getattr(n, name), index) for name in spec.fields}
         table.append([spec.tag, fields])
+        kids: list[Node] = []
+        for name in spec.fields:
+            _children(getattr(n, name), kids)
+        extent.add(n, [index[id(k)] for k in kids], f"to_json: {spec.tag}")
+    root_kids: list[Node] = []
+    _children(node, root_kids)
+    extent.check_root([index[id(k)] for k in root_kids], "to_json")
     doc = {"format": FORMAT, "version": VERSION, "nodes": table,
            "root": _encode_value(node, index)}  # fmt: skip
     return json.dumps(doc, indent=indent, ensure_ascii=True, allow_nan=False)
@@ -143,6 +234,8 @@ _TAGGED = ("ref", "float", "dtype", "enum", "attrs", "map")
 class _Decoder:
     def __init__(self) -> None:
         self.nodes: list[Node] = []
+        self.refs: list[int] = []  # entries referred to by the value being decoded
+        self.extent = _Extent()
 
     def value(self, raw: Any, where: str, depth: int = 0) -> Any:
         if depth > _MAX_VALUE_DEPTH:
@@ -195,6 +288,7 @@ class _Decoder:
                 f"{where}: ref {body} does not name an earlier node (only 0..{len(self.nodes) - 1} "
                 "are defined here; forward references and cycles are not allowed)"
             )
+        self.refs.append(body)
         return self.nodes[body]
 
     @staticmethod
@@ -203,7 +297,7 @@ class _Decoder:
             raise SerializeError(f"{where}: a float must be a float.hex string, got {body!r}")
         try:
             return float.fromhex(body)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise SerializeError(f"{where}: {body!r} is not a float.hex string") from None
 
     @staticmethod
@@ -236,8 +330,16 @@ class _Decoder:
             raise SerializeError(
                 f"{where}: unknown fields {unknown}; {tag} has {list(spec.fields)}"
             )
+        self.refs = []
         fields = {n: self.value(v, f"{where}.{n}") for n, v in raw_fields.items()}
-        return _build(spec, fields, where)
+        for name in sorted(_tuple_fields(spec.cls) & set(fields)):
+            if not isinstance(fields[name], tuple):
+                raise SerializeError(
+                    f"{where}.{name}: expected a list, got {_brief(raw_fields[name])}"
+                )
+        node = _build(spec, fields, where)
+        self.extent.add(node, self.refs, where)
+        return node
 
 
 def _brief(value: Any) -> str:
@@ -250,7 +352,7 @@ def _build(spec: NodeSpec, fields: dict[str, Any], where: str) -> Node:
         node = spec.build(**fields)
     except IRError as e:
         raise SerializeError(f"{where}: {e}") from None
-    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as e:
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError) as e:
         # constructors validate meaning; ill-typed fields can trip them before that
         raise SerializeError(f"{where}: invalid field values ({type(e).__name__}: {e})") from None
     if not isinstance(node, Node):
@@ -258,28 +360,8 @@ def _build(spec: NodeSpec, fields: dict[str, Any], where: str) -> Node:
     return node
 
 
-def from_json(text: str | bytes) -> Any:
-    """Rebuild the value serialised by :func:`to_json`.
-
-    Parameters
-    ----------
-    text
-        A document produced by :func:`to_json` (or written by hand in the same format).
-
-    Returns
-    -------
-    Any
-        The node (or ``Attrs``/tuple) that was serialised; its type depends on the document.
-
-    Raises
-    ------
-    SerializeError
-        (an :class:`~tilecraft.errors.IRError`) for malformed JSON, a wrong format tag or
-        version, unknown node types or enums, wrong field names or types, dangling or forward
-        references, and any node that fails its own validation.
-    """
-    if not isinstance(text, (str, bytes, bytearray)):
-        raise SerializeError(f"from_json: expected a JSON string, got {type(text).__name__}")
+def _document(text: str | bytes) -> dict[str, Any]:
+    """The parsed JSON object, checked to have the document layout."""
     try:
         doc = json.loads(text, parse_constant=_reject_constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -300,7 +382,42 @@ def from_json(text: str | bytes) -> Any:
             "from_json: a document has exactly the keys format, version, nodes (a list) and "
             f"root; got {sorted(doc)}"
         )
+    return doc
+
+
+def from_json(text: str | bytes) -> Any:
+    """Rebuild the value serialised by :func:`to_json`.
+
+    Parameters
+    ----------
+    text
+        A document produced by :func:`to_json` (or written by hand in the same format).
+
+    Returns
+    -------
+    Any
+        The node (or ``Attrs``/tuple) that was serialised; its type depends on the document.
+
+    Raises
+    ------
+    SerializeError
+        (an :class:`~tilecraft.errors.IRError`) for malformed JSON, a wrong format tag or
+        version, unknown node types or enums, wrong field names or types, dangling or forward
+        references, any node that fails its own validation, and documents beyond the limits
+        of the module docstring.
+    """
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise SerializeError(f"from_json: expected a JSON string, got {type(text).__name__}")
+    if len(text) > MAX_DOCUMENT_CHARS:
+        raise SerializeError(
+            f"from_json: a document of {len(text)} characters exceeds the limit of "
+            f"{MAX_DOCUMENT_CHARS}"
+        )
+    doc = _document(text)
     dec = _Decoder()
     for k, entry in enumerate(doc["nodes"]):
         dec.nodes.append(dec.node(k, entry))
-    return dec.value(doc["root"], "from_json: root")
+    dec.refs = []
+    root = dec.value(doc["root"], "from_json: root")
+    dec.extent.check_root(dec.refs, "from_json: root")
+    return root

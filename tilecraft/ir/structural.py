@@ -8,8 +8,11 @@ variables and buffers correspond one to one. Names of variables and buffers (and
 Variables and buffers ("bindable" nodes) are matched where they are *defined*: PrimFunc
 params, ``For.loop_var``, ``LetStmt.var``, ``IterVar.var``, ``Block.alloc_buffers`` and
 ``Allocate.buffer``; a Var standing directly as an extent of a defined buffer's shape is
-defined there at its first appearance (so the symbolic shapes of PrimFunc params are bound in
-param order). A definition of a node already matched must agree with that match. A bindable
+defined there at its first appearance. A function's signature (``PrimFunc.params``) defines
+*every* variable in it at its first appearance, however deep: a scalar parameter that a
+buffer's shape uses before the parameter itself (``A: T.Buffer((n * 2,)), n: T.int32``) is
+matched there, so equality does not depend on parameter order. A definition of a node
+already matched must agree with that match. A bindable
 first met in a use position is *free*: it must be the same object on both sides, unless
 ``map_free_vars=True`` (then free nodes are matched by order of first appearance). A Buffer
 passed directly to :func:`structural_equal` is compared as a definition; a Var is a use.
@@ -28,6 +31,7 @@ dataclass fields, driven by a small registry. A later layer adds a node class wi
 
     register_node(MyBinding, defines=("var",))   # fields defined before the others
     register_node(MyVar, binds=True, ignore=("name",))  # matched by definition, name ignored
+    register_node(MyFunc, defines=("params",), closes=("params",))  # a signature
 
 Non-dataclass nodes pass ``fields=`` (attribute names) and ``build=`` (a callable taking the
 fields as keyword arguments). Enum types used in fields are registered with
@@ -119,6 +123,9 @@ class NodeSpec:
         before the other fields.
     ignore
         Fields ignored by equality and hash (names).
+    closes
+        Fields forming a signature: every bindable node inside them, at any depth, is a
+        definition.
     binds
         Instances are variables or buffers, matched by definition rather than by name.
     build
@@ -135,6 +142,7 @@ class NodeSpec:
     binds: bool
     build: Callable[..., Any]
     order: tuple[tuple[str, bool], ...]
+    closes: tuple[str, ...] = ()
 
 
 _SPECS: dict[type, NodeSpec] = {}
@@ -151,6 +159,7 @@ def register_node(
     tag: str | None = None,
     fields: tuple[str, ...] | None = None,
     build: Callable[..., Any] | None = None,
+    closes: tuple[str, ...] = (),
 ) -> type:
     """Register ``cls`` with structural equality, hashing and JSON serialisation.
 
@@ -170,6 +179,9 @@ def register_node(
         Field names; defaults to the dataclass's init fields.
     build
         Constructor from keyword fields; defaults to ``cls``.
+    closes
+        Signature fields (a subset of ``defines``): every bindable node inside them, at any
+        depth, is a definition.
 
     Returns
     -------
@@ -177,23 +189,29 @@ def register_node(
         ``cls`` itself, so the call may be used where a class is expected.
     """
     name = tag or cls.__name__
+    names = fields if fields is not None else node_fields(cls)
+    _check_registration(cls, name, names, (*defines, *ignore, *closes))
+    order = tuple((f, True) for f in defines) + tuple(
+        (f, False) for f in names if f not in defines and f not in ignore
+    )
+    spec = NodeSpec(cls, name, tuple(names), tuple(defines), tuple(ignore), binds,
+                    build or cls, order, tuple(closes))  # fmt: skip
+    _SPECS[cls] = spec
+    _TAGS[name] = spec
+    return cls
+
+
+def _check_registration(
+    cls: type, name: str, names: tuple[str, ...], mentioned: tuple[str, ...]
+) -> None:
     if not name or any(c.isspace() for c in name):
         raise IRError(f"register_node: tag must be non-empty without whitespace, got {name!r}")
-    names = fields if fields is not None else node_fields(cls)
-    unknown = sorted((set(defines) | set(ignore)) - set(names))
+    unknown = sorted(set(mentioned) - set(names))
     if unknown:
         raise IRError(f"register_node {name}: unknown fields {unknown}; fields are {list(names)}")
     other = _TAGS.get(name)
     if other is not None and other.cls is not cls:
         raise IRError(f"register_node: tag {name!r} is already used by {other.cls.__qualname__}")
-    order = tuple((f, True) for f in defines) + tuple(
-        (f, False) for f in names if f not in defines and f not in ignore
-    )
-    spec = NodeSpec(cls, name, tuple(names), tuple(defines), tuple(ignore), binds,
-                    build or cls, order)  # fmt: skip
-    _SPECS[cls] = spec
-    _TAGS[name] = spec
-    return cls
 
 
 def register_enum(cls: type[enum.Enum]) -> type[enum.Enum]:
@@ -242,7 +260,7 @@ register_node(LetStmt, defines=("var",))
 register_node(Allocate, defines=("buffer",))
 register_node(IterVar, defines=("var",))
 register_node(Block, defines=("alloc_buffers",))
-register_node(PrimFunc, defines=("params",), ignore=("name",))
+register_node(PrimFunc, defines=("params",), ignore=("name",), closes=("params",))
 register_node(IRModule, fields=("functions", "attrs"), build=IRModule)
 register_enum(ForKind)
 register_enum(IterKind)
@@ -302,32 +320,34 @@ class _Equal:
 
     def run(self, a: Any, b: Any) -> _Mismatch | None:
         root_def = isinstance(a, Node) and not isinstance(a, Expr)
-        stack: list[tuple[Any, Any, bool, _Path]] = [(a, b, root_def, None)]
+        # (lhs, rhs, is a definition, inside a signature, path)
+        stack: list[tuple[Any, Any, bool, bool, _Path]] = [(a, b, root_def, False, None)]
         while stack:
-            x, y, is_def, path = stack.pop()
+            x, y, is_def, sig, path = stack.pop()
             if type(x) is not type(y):
                 return _Mismatch(path, f"{_show(x)} != {_show(y)}", x, y)
             if isinstance(x, Node):
                 spec = node_spec(type(x))
                 if spec.binds:
-                    fresh, bad = self._bind(x, y, is_def)
+                    fresh, bad = self._bind(x, y, is_def or sig)
                     if bad:
                         return _Mismatch(path, bad, x, y)
                     if not fresh:  # matched before; its fields were compared then
                         continue
                 for name, fdef in reversed(spec.order):
-                    stack.append((getattr(x, name), getattr(y, name), fdef, (path, name)))
+                    inner = sig or name in spec.closes
+                    stack.append((getattr(x, name), getattr(y, name), fdef, inner, (path, name)))
             elif isinstance(x, tuple):
                 if len(x) != len(y):
                     return _Mismatch(path, f"length {len(x)} != {len(y)}", x, y)
                 for i in range(len(x) - 1, -1, -1):
-                    stack.append((x[i], y[i], is_def, (path, i)))
+                    stack.append((x[i], y[i], is_def, sig, (path, i)))
             elif isinstance(x, Mapping):
                 kx, ky = sorted(x), sorted(y)
                 if kx != ky:
                     return _Mismatch(path, f"keys {kx} != {ky}", x, y)
                 for k in reversed(kx):
-                    stack.append((x[k], y[k], False, (path, f"[{k!r}]")))
+                    stack.append((x[k], y[k], False, sig, (path, f"[{k!r}]")))
             elif isinstance(x, float):
                 if x.hex() != y.hex():
                     return _Mismatch(path, f"{x!r} != {y!r}", x, y)

@@ -123,19 +123,23 @@ class Mutator:
 
 
 def post_order_visit(node: Node, fn: Callable[[Node], None]) -> None:
-    """Call ``fn`` on every node under ``node`` (children first), each buffer once."""
-    seen: set[int] = set()
+    """Call ``fn`` on every node under ``node`` (children first), each buffer once.
 
-    def walk(n: Node) -> None:
+    The walk keeps its own stack, so trees of any depth are visited (no recursion limit).
+    """
+    seen: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(node, False)]
+    while stack:
+        n, expanded = stack.pop()
+        if expanded:
+            fn(n)
+            continue
         if isinstance(n, Buffer):
             if id(n) in seen:
-                return
+                continue
             seen.add(id(n))
-        for c in iter_children(n):
-            walk(c)
-        fn(n)
-
-    walk(node)
+        stack.append((n, True))
+        stack.extend((c, False) for c in reversed(list(iter_children(n))))
 
 
 class _Substitute(Mutator):

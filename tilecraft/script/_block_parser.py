@@ -1,4 +1,10 @@
-"""Parse ``with T.block("name"):`` statements: iterators, regions, init, allocations, body."""
+"""Parse ``with T.block("name"):`` statements: iterators, regions, init, allocations, body.
+
+Iterators are declared one per line (``vi = T.axis.spatial(dom, value)``) or several at once
+with ``vi, vj, vk = T.axis.remap("SSR", [i, j, k])``: each binds a variable of an enclosing
+loop, with that loop's range as its domain (``S`` spatial, ``R`` reduce). ``T.reads`` or
+``T.writes`` left out is inferred from the body (:mod:`tilecraft.script._regions`).
+"""
 
 from __future__ import annotations
 
@@ -19,9 +25,10 @@ from ..ir import (
     as_expr,
     dtype,
 )
+from ._regions import infer_regions
 
 if TYPE_CHECKING:
-    from .parser import _Parser
+    from ._stmt_parser import StmtParser as _Parser
 
 AXES = {
     "axis.spatial": IterKind.SPATIAL,
@@ -87,10 +94,22 @@ def parse_block(p: _Parser, s: ast.With, ctx: ast.Call) -> Stmt:
     body = p.body(rest, s)
     p.pop()
     block = Block(name, tuple(iter_vars), reads, writes, body, init, tuple(allocs), ann or {})  # type: ignore[arg-type]
+    block = _complete_regions(block, head)
     if not realize:
         return block
     values = tuple(v for *_, v in head.axes if v is not None)
     return BlockRealize(values, where if where is not None else as_expr(True), block)
+
+
+def _complete_regions(block: Block, head: _Header) -> Block:
+    """``block`` with an omitted ``T.reads``/``T.writes`` inferred from its body."""
+    if "reads" in head.calls and "writes" in head.calls:
+        return block
+    reads, writes = infer_regions(block)
+    return block.update(
+        reads=block.reads if "reads" in head.calls else reads,
+        writes=block.writes if "writes" in head.calls else writes,
+    )
 
 
 def _header_stmt(p: _Parser, st: ast.stmt, head: _Header, realize: bool) -> bool:
@@ -120,6 +139,9 @@ def _header_stmt(p: _Parser, st: ast.stmt, head: _Header, realize: bool) -> bool
     if not isinstance(st, ast.Assign) or not isinstance(st.value, ast.Call):
         return False
     name = p.call_name(st.value)
+    if name == "axis.remap":
+        _remap(p, st, st.value, head, realize)
+        return True
     if name in AXES:
         assert name is not None
         target = p.target_name(st)
@@ -134,6 +156,45 @@ def _header_stmt(p: _Parser, st: ast.stmt, head: _Header, realize: bool) -> bool
         head.allocs.append((st, p.target_name(st), st.value))
         return True
     return False
+
+
+_REMAP_KINDS = {"S": IterKind.SPATIAL, "R": IterKind.REDUCE}
+
+
+def _remap(p: _Parser, st: ast.Assign, call: ast.Call, head: _Header, realize: bool) -> None:
+    """``vi, vj = T.axis.remap("SR", [i, j])``: iterators bound to enclosing loop variables."""
+    p.check_args(call, "axis.remap", 2, 2)
+    if not realize:
+        p.fail(st, "T.axis.remap binds loop variables; it needs a realized block")
+    kinds = p.string(call.args[0], "T.axis.remap's iterator kinds")
+    loops = call.args[1]
+    if not isinstance(loops, (ast.List, ast.Tuple)):
+        p.fail(loops, "T.axis.remap expects a list of loop variables, such as [i, j]")
+    if len(st.targets) != 1:
+        p.fail(st, "expected the iterator names on the left of '='")
+    target = st.targets[0]
+    names = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+    if not len(kinds) == len(loops.elts) == len(names):
+        p.fail(
+            call,
+            f"T.axis.remap: {len(kinds)} kinds, {len(loops.elts)} loop variables and "
+            f"{len(names)} names must agree",
+        )
+    for kind, loop, name in zip(kinds, loops.elts, names, strict=True):
+        if kind not in _REMAP_KINDS:
+            p.fail(
+                call.args[0], f"T.axis.remap: kind {kind!r} is not 'S' (spatial) or 'R' (reduce)"
+            )
+        if not isinstance(name, ast.Name):
+            p.fail(name, "expected an iterator name")
+        var = p.lookup(loop.id) if isinstance(loop, ast.Name) else None
+        dom = p.loop_doms.get(id(var)) if isinstance(var, Var) else None
+        if not isinstance(var, Var) or dom is None:
+            p.fail(
+                loop,
+                f"T.axis.remap: {ast.unparse(loop)!r} is not the variable of an enclosing loop",
+            )
+        head.axes.append((st, name.id, _REMAP_KINDS[kind], dom, var))
 
 
 def _regions(p: _Parser, call: ast.Call | None) -> tuple[BufferRegion, ...]:

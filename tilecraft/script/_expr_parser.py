@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ast
 import math
-from collections.abc import Callable
-from typing import NoReturn
+from collections.abc import Callable, Generator
+from typing import Any, NoReturn
 
 from ..errors import IRError, ScriptParseError
 from ..ir import (
@@ -45,6 +45,8 @@ from ._names import EXPR_NAMES, dtype_of_name, is_known
 
 Raw = int | float | bool
 Value = Expr | Raw
+_Step = Generator[ast.expr, Value, Value]  # yields sub-expressions, receives their values
+_BOOL = dtype("bool")
 
 _BINOPS: dict[type, Callable[[Expr, Expr], Expr]] = {
     ast.Add: Add, ast.Sub: Sub, ast.Mult: Mul, ast.Div: Div, ast.FloorDiv: FloorDiv,
@@ -179,11 +181,7 @@ class ExprParser:
     # expressions ----------------------------------------------------------------------------
     def expr(self, node: ast.expr, like: DataType | None = None) -> Expr:
         """Translate ``node``; Python literals take dtype ``like`` (default int32/float32)."""
-        value = self.value(node)
-        try:
-            return as_expr(value, like)
-        except IRError as e:
-            self.fail(node, str(e))
+        return self.coerce(node, self.value(node), like)
 
     def pair(self, node: ast.AST, a: Value, b: Value) -> tuple[Expr, Expr]:
         """Give a literal operand the dtype of the other operand."""
@@ -193,44 +191,78 @@ class ExprParser:
             if isinstance(b, Expr):
                 return as_expr(a, b.dtype), b
             return as_expr(a), as_expr(b)
-        except IRError as e:
+        except (IRError, OverflowError) as e:
             self.fail(node, str(e))
 
-    def value(self, node: ast.expr) -> Value:
-        """Translate ``node`` to an Expr, or a Python scalar when it is a plain literal."""
+    def value(self, root: ast.expr) -> Value:
+        """Translate ``root`` to an Expr, or a Python scalar when it is a plain literal.
+
+        Each node is translated by a generator that yields its sub-expressions and receives
+        their values; this loop runs them from its own stack, so any depth Python's own parser
+        accepts is translated without recursion.
+        """
+        stack: list[tuple[ast.expr, _Step]] = [(root, self._value(root))]
+        result: Any = None  # what the top generator receives next (None to start it)
+        while stack:
+            node, step = stack[-1]
+            try:
+                child = step.send(result)
+            except StopIteration as stop:
+                stack.pop()
+                result = stop.value
+                continue
+            except (IRError, OverflowError) as e:
+                self.fail(node, str(e))
+            stack.append((child, self._value(child)))
+            result = None
+        return result  # type: ignore[no-any-return]
+
+    def coerce(self, node: ast.expr, value: Value, like: DataType | None = None) -> Expr:
+        """``value`` (translated from ``node``) as an Expr; literals take dtype ``like``."""
         try:
-            return self._value(node)
-        except IRError as e:
+            return as_expr(value, like)
+        except (IRError, OverflowError) as e:
             self.fail(node, str(e))
-        except RecursionError:
-            self.fail(node, "expression nested too deeply")
 
-    def _value(self, node: ast.expr) -> Value:
+    def _value(self, node: ast.expr) -> _Step:
         if isinstance(node, ast.Constant):
             if isinstance(node.value, (bool, int, float)):
                 return node.value
             self.fail(node, f"unexpected constant {node.value!r} in an expression")
         if isinstance(node, ast.Name):
-            obj = self.lookup(node.id)
-            if obj is None:
-                self.fail(node, f"undefined variable {node.id!r} (used before its definition)")
-            if isinstance(obj, Buffer):
-                self.fail(node, f"buffer {node.id!r} used as a value; index it: {node.id}[...]")
-            return obj
+            return self.name_value(node)
+        if isinstance(node, (ast.UnaryOp, ast.BinOp, ast.BoolOp, ast.Compare)):
+            return (yield from self.operator(node))
+        if isinstance(node, ast.Call):
+            return (yield from self.call(node))
+        if isinstance(node, ast.Subscript):
+            buf = self.buffer(node.value)
+            indices: list[Expr] = []
+            for index in self.index_items(node):
+                indices.append(self.coerce(index, (yield index)))
+            return BufferLoad(buf, tuple(indices))
+        if isinstance(node, ast.IfExp):
+            t = yield node.body
+            f = yield node.orelse
+            cond = self.coerce(node.test, (yield node.test), _BOOL)
+            return Select(cond, *self.pair(node, t, f))
+        self.fail(node, f"unsupported expression {ast.unparse(node)!r}")
+
+    def operator(self, node: ast.UnaryOp | ast.BinOp | ast.BoolOp | ast.Compare) -> _Step:
+        """Unary, binary, boolean and comparison operators."""
         if isinstance(node, ast.UnaryOp):
-            return self.unary(node)
-        if isinstance(node, ast.BinOp):
-            a, b = self.value(node.left), self.value(node.right)
-            if isinstance(node.op, (ast.BitAnd, ast.BitOr)):
-                x, y = self.expr(node.left, dtype("bool")), self.expr(node.right, dtype("bool"))
-                return And(x, y) if isinstance(node.op, ast.BitAnd) else Or(x, y)
-            op = _BINOPS.get(type(node.op))
-            if op is None:
-                sym = type(node.op).__name__
-                self.fail(node, f"unsupported operator {sym}; expected + - * / // %")
-            return op(*self.pair(node, a, b))
+            operand = yield node.operand
+            if isinstance(node.op, (ast.Not, ast.Invert)):
+                return Not(self.coerce(node.operand, operand, _BOOL))
+            if isinstance(node.op, ast.UAdd):
+                return operand
+            if isinstance(operand, Expr):
+                return Sub(as_expr(0, operand.dtype), operand)
+            return -operand
         if isinstance(node, ast.BoolOp):
-            items = [self.expr(v, dtype("bool")) for v in node.values]
+            items = []
+            for v in node.values:
+                items.append(self.coerce(v, (yield v), _BOOL))
             ctor = And if isinstance(node.op, ast.And) else Or
             out = items[0]
             for item in items[1:]:
@@ -242,63 +274,72 @@ class ExprParser:
             cmp = _CMPOPS.get(type(node.ops[0]))
             if cmp is None:
                 self.fail(node, f"unsupported comparison {type(node.ops[0]).__name__}")
-            return cmp(*self.pair(node, self.value(node.left), self.value(node.comparators[0])))
-        if isinstance(node, ast.Call):
-            return self.call(node)
-        if isinstance(node, ast.Subscript):
-            buf = self.buffer(node.value)
-            return BufferLoad(buf, tuple(self.indices(node)))
-        if isinstance(node, ast.IfExp):
-            t, f = self.pair(node, self.value(node.body), self.value(node.orelse))
-            return Select(self.expr(node.test, dtype("bool")), t, f)
-        self.fail(node, f"unsupported expression {ast.unparse(node)!r}")
+            a = yield node.left
+            return cmp(*self.pair(node, a, (yield node.comparators[0])))
+        a = yield node.left
+        b = yield node.right
+        if isinstance(node.op, (ast.BitAnd, ast.BitOr)):
+            x, y = self.coerce(node.left, a, _BOOL), self.coerce(node.right, b, _BOOL)
+            return And(x, y) if isinstance(node.op, ast.BitAnd) else Or(x, y)
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            sym = type(node.op).__name__
+            self.fail(node, f"unsupported operator {sym}; expected + - * / // %")
+        return op(*self.pair(node, a, b))
 
-    def unary(self, node: ast.UnaryOp) -> Value:
-        """``-x``, ``+x``, ``not x``, ``~x``."""
-        if isinstance(node.op, (ast.Not, ast.Invert)):
-            return Not(self.expr(node.operand, dtype("bool")))
-        v = self.value(node.operand)
-        if isinstance(node.op, ast.UAdd):
-            return v
-        if isinstance(v, Expr):
-            return Sub(as_expr(0, v.dtype), v)
-        return -v
+    def name_value(self, node: ast.Name) -> Value:
+        """The variable ``node`` names."""
+        obj = self.lookup(node.id)
+        if obj is None:
+            self.fail(node, f"undefined variable {node.id!r} (used before its definition)")
+        if isinstance(obj, Buffer):
+            self.fail(node, f"buffer {node.id!r} used as a value; index it: {node.id}[...]")
+        return obj
 
-    def indices(self, node: ast.Subscript) -> list[Expr]:
-        """The index expressions of ``A[i, j]`` (``A[()]`` has none)."""
+    def index_items(self, node: ast.Subscript) -> list[ast.expr]:
+        """The index nodes of ``A[i, j]`` (``A[()]`` has none); slices are rejected."""
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        out = []
         for item in items:
             if isinstance(item, ast.Slice):
                 self.fail(item, "slices are only allowed in T.reads/T.writes regions")
-            out.append(self.expr(item))
-        return out
+        return items
 
-    def call(self, node: ast.Call) -> Expr:
+    def indices(self, node: ast.Subscript) -> list[Expr]:
+        """The index expressions of ``A[i, j]`` (``A[()]`` has none)."""
+        return [self.expr(item) for item in self.index_items(node)]
+
+    def call(self, node: ast.Call) -> _Step:
         """``T.int64(5)``, ``T.exp(x)``, ``T.max(a, b)``, ``T.Select(c, a, b)``, ``T.Cast(...)``."""
         name = self.callee(node)
         dt = dtype_of_name(name)
         if dt is not None:
-            return self.constant(node, name, dt)
+            return (yield from self.constant(node, name, dt))
         if name not in EXPR_NAMES:
             self.fail(node, f"T.{name} is not an expression (it cannot be used as a value)")
         if name in ("min", "max"):
             self.check_args(node, name, 2, 2)
-            a, b = self.pair(node, self.value(node.args[0]), self.value(node.args[1]))
-            return Min(a, b) if name == "min" else Max(a, b)
+            a = yield node.args[0]
+            b = yield node.args[1]
+            x, y = self.pair(node, a, b)
+            return Min(x, y) if name == "min" else Max(x, y)
         if name in ("Select", "if_then_else"):
             self.check_args(node, name, 3, 3)
-            cond = self.expr(node.args[0], dtype("bool"))
-            t, f = self.pair(node, self.value(node.args[1]), self.value(node.args[2]))
-            return Select(cond, t, f)
+            cond = self.coerce(node.args[0], (yield node.args[0]), _BOOL)
+            t = yield node.args[1]
+            f = yield node.args[2]
+            return Select(cond, *self.pair(node, t, f))
         if name == "Cast":
             self.check_args(node, name, 2, 2)
-            return Cast(self.dtype_arg(node.args[0]), self.expr(node.args[1]))
+            target = self.dtype_arg(node.args[0])
+            return Cast(target, self.coerce(node.args[1], (yield node.args[1])))
         arity = INTRINSICS[name].arity
         self.check_args(node, name, arity, arity)
-        return call_intrin(name, *(self.value(a) for a in node.args))
+        args: list[Value] = []
+        for arg in node.args:
+            args.append((yield arg))
+        return call_intrin(name, *args)
 
-    def constant(self, node: ast.Call, name: str, dt: DataType) -> Expr:
+    def constant(self, node: ast.Call, name: str, dt: DataType) -> _Step:
         """``T.int64(5)``, ``T.float32(0.5)``, ``T.float32("nan")``, ``T.bool(True)``."""
         self.check_args(node, name, 1, 1)
         arg = node.args[0]
@@ -309,7 +350,7 @@ class ExprParser:
                     arg, f'T.{name}: expected a number or "nan"/"inf"/"-inf", got {arg.value!r}'
                 )
             return FloatImm(dt, special)
-        raw = self.value(arg)
+        raw = yield arg
         if isinstance(raw, Expr):
             self.fail(
                 arg, f"T.{name}(...) takes a literal number; convert an expression with T.Cast"

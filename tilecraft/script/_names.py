@@ -13,8 +13,8 @@ LOOP_KINDS = ("serial", "parallel", "vectorized", "unroll", "thread_binding")
 STMT_NAMES = frozenset(
     {
         "prim_func", "ir_module", "Buffer", "func_attr", "module_attr", "grid", *LOOP_KINDS,
-        "block", "init", "axis.spatial", "axis.reduce", "axis.opaque", "reads", "writes",
-        "where", "block_attr", "alloc_buffer", "allocate", "let", "seq", "evaluate",
+        "block", "init", "axis.spatial", "axis.reduce", "axis.opaque", "axis.remap", "reads",
+        "writes", "where", "block_attr", "alloc_buffer", "allocate", "let", "seq", "evaluate",
     }
 )  # fmt: skip
 """Functions of ``T`` that build statements, declarations or functions."""

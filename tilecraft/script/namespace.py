@@ -33,11 +33,12 @@ class _Stub:
 
 
 class _Axis:
-    """``T.axis.spatial`` / ``reduce`` / ``opaque`` stand-ins."""
+    """``T.axis.spatial`` / ``reduce`` / ``opaque`` / ``remap`` stand-ins."""
 
     spatial = _Stub("axis.spatial")
     reduce = _Stub("axis.reduce")
     opaque = _Stub("axis.opaque")
+    remap = _Stub("axis.remap")
 
 
 def prim_func(func: Callable[..., Any]) -> PrimFunc:

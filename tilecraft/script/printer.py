@@ -12,10 +12,13 @@ The printed form (every rule below is what makes the round trip exact):
   annotations={...})`` otherwise. A non-zero symbolic ``min`` prints as ``(lo, lo + ext)``
   and the parser reads ``ext`` back from the right operand, so ``(min, extent)`` is exact; the
   same holds for slices ``A[lo:lo + ext]`` in ``T.reads``/``T.writes`` and axis domains.
-- Blocks: ``with T.block("C"):`` then ``vi = T.axis.spatial(dom, value)``, ``T.where``,
-  ``T.reads``/``T.writes`` (omitted when both are empty; absent means empty, nothing is
-  inferred), ``T.block_attr``, ``X = T.alloc_buffer(...)``, ``with T.init():``, body. The
-  root block is printed like any other block.
+- Blocks: ``with T.block("C"):`` then ``vi = T.axis.spatial(dom, value)`` (one line per
+  iterator, so each domain is stated; the parser also reads ``T.axis.remap``), ``T.where``,
+  ``T.reads``/``T.writes``, ``T.block_attr``, ``X = T.alloc_buffer(...)``, ``with T.init():``,
+  body. ``T.reads``/``T.writes`` are printed unless both are empty and the body implies no
+  access either (an omitted pair is inferred by the parser; see
+  :mod:`tilecraft.script._regions`), so a root block prints without them. The root block is
+  printed like any other block.
 - A ``LetStmt`` or ``Allocate`` that ends its statement list prints flat
   (``x: T.int32 = v`` / ``X = T.allocate(...)``; the rest of the list is its body); elsewhere
   it prints scoped (``with T.let(v) as x:`` / ``with T.allocate(...) as X:``). A ``SeqStmt``
@@ -23,34 +26,33 @@ The printed form (every rule below is what makes the round trip exact):
 - Constants: int32 as plain ints, other integer types as ``T.int64(5)``, bool as
   ``True``/``False``, floats as ``T.float32(0.5)`` (``repr``, shortest exact form;
   ``T.float32("nan")``, ``T.float32("inf")``). ``//`` and ``%`` are floordiv/floormod.
-- Names are hints: a variable or buffer whose name is not an identifier, is reserved, or
-  collides with a different visible variable/buffer gets a suffix (``i_1``).
+- ``Select`` prints as Python's conditional expression ``t if c else f`` (lazy, like Select;
+  the parser also reads ``T.Select(c, t, f)``); ``0 - x`` with a non-constant ``x`` prints as
+  ``-x``. Both keep the brackets of the printed text no deeper than those of parsed text.
+- Strings (block names, attributes) are ASCII-only Python literals (``"\\U0001d465"``).
+- Names are hints: a variable or buffer gets its name folded to what Python reads back (NFKC:
+  ``𝑥`` prints as ``x``); one that is not an identifier, is reserved (``T``, ``range``,
+  keywords), or collides with a different visible variable/buffer gets a suffix (``i_1``).
+
+Printing keeps its own stacks instead of recursing, so IR of any depth prints (deeply nested
+statements print with deep indentation, which Python itself reads back only up to 100 levels).
 """
 
 from __future__ import annotations
 
-import json
-import math
-import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..errors import IRError
 from ..ir import (
     Allocate,
-    And,
-    Attrs,
     Block,
     BlockRealize,
     Buffer,
-    BufferLoad,
     BufferRegion,
     BufferStore,
-    Call,
-    Cast,
-    CmpOp,
     Evaluate,
     Expr,
-    FloatImm,
     For,
     ForKind,
     IfThenElse,
@@ -58,25 +60,17 @@ from ..ir import (
     IRModule,
     IterVar,
     LetStmt,
-    Max,
-    Min,
     Node,
-    Not,
-    Or,
     PrimFunc,
     Range,
-    Select,
     SeqStmt,
     Stmt,
     Var,
 )
-from ..ir import BinaryOp as _BinaryOp
 from ..ir.visitor import iter_children
-from ._names import RESERVED
+from ._expr_printer import ADD, ExprPrinter, Namer, attrs_text, quote
+from ._regions import infer_regions
 
-# Python operator precedence, loosest first
-_OR, _AND, _NOT, _CMP, _ADD, _MUL, _UNARY, _ATOM = range(1, 9)
-_BIN_PREC = {"+": _ADD, "-": _ADD, "*": _MUL, "/": _MUL, "//": _MUL, "%": _MUL}
 _LOOP_FUNC = {
     ForKind.SERIAL: "serial",
     ForKind.PARALLEL: "parallel",
@@ -107,48 +101,6 @@ def to_script(node: Any) -> str:
     Other nodes print as the fragment they would be inside a function, for reading only.
     """
     return _Printer().render(node)
-
-
-def _quote(text: str) -> str:
-    return json.dumps(text)
-
-
-def _sanitize(hint: str) -> str:
-    name = re.sub(r"\W", "_", hint, flags=re.ASCII) or "v"
-    return "v" + name if name[0].isdigit() else name
-
-
-class _Namer:
-    """Scoped names: a new binding avoids every name visible at that point."""
-
-    def __init__(self) -> None:
-        self._scopes: list[dict[str, int]] = [{}]
-        self._names: dict[int, str] = {}
-
-    def push(self) -> None:
-        self._scopes.append({})
-
-    def pop(self) -> None:
-        for key in self._scopes.pop().values():
-            self._names.pop(key, None)
-
-    def define(self, obj: Var | Buffer) -> str:
-        base = _sanitize(obj.name)
-        name, k = base, 0
-        while name in RESERVED or any(name in s for s in self._scopes):
-            k += 1
-            name = f"{base}_{k}"
-        self._scopes[-1][name] = id(obj)
-        self._names[id(obj)] = name
-        return name
-
-    def get(self, obj: Var | Buffer) -> str:
-        name = self._names.get(id(obj))
-        if name is None:  # unbound (a fragment, or malformed IR): name it at the outermost scope
-            saved, self._scopes = self._scopes, self._scopes[:1]
-            name = self.define(obj)
-            self._scopes = [self._scopes[0], *saved[1:]]
-        return name
 
 
 def _walk(node: Node) -> Iterator[Node]:
@@ -189,22 +141,40 @@ def free_symbols(func: PrimFunc) -> tuple[list[Var], list[Buffer]]:
     return free_vars, free_bufs
 
 
+# An action prints something and returns the actions that follow it, in order; the printer
+# runs them depth first from its own stack.
+_Action = Callable[[], "list[_Action]"]
+
+
 class _Printer:
     def __init__(self) -> None:
-        self.names = _Namer()
+        self.names = Namer()
+        self.ex = ExprPrinter(self.names)
         self.lines: list[str] = []
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append(_INDENT * depth + text)
+
+    def expr(self, e: Expr, minimum: int = 0) -> str:
+        return self.ex.expr(e, minimum)
+
+    def run(self, actions: list[_Action]) -> None:
+        stack = list(reversed(actions))
+        while stack:
+            stack.extend(reversed(stack.pop()()))
+
+    def pop_scope(self) -> list[_Action]:
+        self.names.pop()
+        return []
 
     # entry ----------------------------------------------------------------------------------
     def render(self, node: Any) -> str:
         if isinstance(node, IRModule):
             self.module(node)
         elif isinstance(node, PrimFunc):
-            self.func(node, 0)
+            self.run(self.func(node, 0))
         elif isinstance(node, Stmt):
-            self.body(node, 0)
+            self.run(self.body(node, 0))
         elif isinstance(node, Expr):
             return self.expr(node)
         elif isinstance(node, Buffer):
@@ -223,13 +193,13 @@ class _Printer:
         self.emit(0, "@T.ir_module")
         self.emit(0, "class Module:")
         if mod.attrs:
-            self.emit(1, f"T.module_attr({self.attrs(mod.attrs)})")
+            self.emit(1, f"T.module_attr({attrs_text(mod.attrs)})")
         for name, f in mod.items():
             if self.lines[-1] != "class Module:":
                 self.emit(0, "")
             printer = _FUNCTION_PRINTERS.get(type(f))
             if isinstance(f, PrimFunc):
-                self.func(f.update(name=name), 1)
+                self.run(self.func(f.update(name=name), 1))
             elif printer is not None:
                 for line in printer(f, name):
                     self.emit(1, line) if line else self.lines.append("")
@@ -238,7 +208,7 @@ class _Printer:
         if len(self.lines) == 2:
             self.emit(1, "pass")
 
-    def func(self, f: PrimFunc, depth: int) -> None:
+    def func(self, f: PrimFunc, depth: int) -> list[_Action]:
         free_vars, free_bufs = free_symbols(f)
         self.names.push()
         for p in f.params:
@@ -260,85 +230,82 @@ class _Printer:
         for b in free_bufs:
             self.emit(depth + 1, f"{self.names.get(b)} = {self.buffer_decl('T.Buffer', b)}")
         if f.attrs:
-            self.emit(depth + 1, f"T.func_attr({self.attrs(f.attrs)})")
-        self.body(f.body, depth + 1)
-        self.names.pop()
+            self.emit(depth + 1, f"T.func_attr({attrs_text(f.attrs)})")
+        return [*self.body(f.body, depth + 1), self.pop_scope]
 
     # statements -----------------------------------------------------------------------------
-    def body(self, s: Stmt, depth: int) -> None:
-        if isinstance(s, SeqStmt):
-            if len(s.stmts) == 1:
-                self.emit(depth, "with T.seq():")
-                self.seq_items(s.stmts, depth + 1)
-            else:
-                self.seq_items(s.stmts, depth)
-        else:
-            self.stmt(s, depth, tail=True)
+    def body(self, s: Stmt, depth: int) -> list[_Action]:
+        if not isinstance(s, SeqStmt):
+            return [lambda: self.stmt(s, depth, True)]
+        if len(s.stmts) == 1:
+            self.emit(depth, "with T.seq():")
+            return self.seq_items(s.stmts, depth + 1)
+        return self.seq_items(s.stmts, depth)
 
-    def seq_items(self, stmts: tuple[Stmt, ...], depth: int) -> None:
-        for k, s in enumerate(stmts):
-            if isinstance(s, SeqStmt):
-                self.emit(depth, "with T.seq():")
-                self.seq_items(s.stmts, depth + 1)
-            else:
-                self.stmt(s, depth, tail=k == len(stmts) - 1)
+    def seq_items(self, stmts: tuple[Stmt, ...], depth: int) -> list[_Action]:
+        last = len(stmts) - 1
+        return [self.seq_item(s, depth, k == last) for k, s in enumerate(stmts)]
 
-    def stmt(self, s: Stmt, depth: int, tail: bool) -> None:
+    def seq_item(self, s: Stmt, depth: int, tail: bool) -> _Action:
+        if not isinstance(s, SeqStmt):
+            return lambda: self.stmt(s, depth, tail)
+
+        def nested() -> list[_Action]:
+            self.emit(depth, "with T.seq():")
+            return self.seq_items(s.stmts, depth + 1)
+
+        return nested
+
+    def stmt(self, s: Stmt, depth: int, tail: bool) -> list[_Action]:
         if isinstance(s, BufferStore):
             self.emit(depth, f"{self.indexed(s.buffer, s.indices)} = {self.expr(s.value)}")
         elif isinstance(s, Evaluate):
             self.emit(depth, f"T.evaluate({self.expr(s.value)})")
         elif isinstance(s, IfThenElse):
             self.emit(depth, f"if {self.expr(s.condition)}:")
-            self.scoped_body(s.then_case, depth + 1)
+            out = [lambda: self.scoped_body(s.then_case, depth + 1)]
             if s.else_case is not None:
-                self.emit(depth, "else:")
-                self.scoped_body(s.else_case, depth + 1)
+                other = s.else_case
+
+                def orelse() -> list[_Action]:
+                    self.emit(depth, "else:")
+                    return self.scoped_body(other, depth + 1)
+
+                out.append(orelse)
+            return out
         elif isinstance(s, For):
-            self.loop(s, depth)
-        elif isinstance(s, LetStmt):
-            self.let(s, depth, tail)
-        elif isinstance(s, Allocate):
-            self.allocate(s, depth, tail)
+            return self.loop(s, depth)
+        elif isinstance(s, (LetStmt, Allocate)):
+            return self.binding(s, depth, tail)
         elif isinstance(s, BlockRealize):
-            self.block(s.block, s, depth)
+            return self.block(s.block, s, depth)
         elif isinstance(s, Block):
-            self.block(s, None, depth)
+            return self.block(s, None, depth)
         elif isinstance(s, SeqStmt):
-            self.body(s, depth)
+            return self.body(s, depth)
         else:
             self.emit(depth, f"# {type(s).__name__} has no script form")
+        return []
 
-    def scoped_body(self, s: Stmt, depth: int) -> None:
+    def scoped_body(self, s: Stmt, depth: int) -> list[_Action]:
         self.names.push()
-        self.body(s, depth)
-        self.names.pop()
+        return [*self.body(s, depth), self.pop_scope]
 
-    def let(self, s: LetStmt, depth: int, tail: bool) -> None:
-        value = self.expr(s.value)
-        self.names.push()
-        name = self.names.define(s.var)
-        if tail:
-            self.emit(depth, f"{name}: T.{s.var.dtype} = {value}")
-            self.body(s.body, depth)
+    def binding(self, s: LetStmt | Allocate, depth: int, tail: bool) -> list[_Action]:
+        if isinstance(s, LetStmt):
+            value = self.expr(s.value)
+            self.names.push()
+            name = self.names.define(s.var)
+            flat, scoped = f"{name}: T.{s.var.dtype} = {value}", f"with T.let({value}) as {name}:"
         else:
-            self.emit(depth, f"with T.let({value}) as {name}:")
-            self.body(s.body, depth + 1)
-        self.names.pop()
+            decl = self.buffer_decl("T.allocate", s.buffer)
+            self.names.push()
+            name = self.names.define(s.buffer)
+            flat, scoped = f"{name} = {decl}", f"with {decl} as {name}:"
+        self.emit(depth, flat if tail else scoped)
+        return [*self.body(s.body, depth if tail else depth + 1), self.pop_scope]
 
-    def allocate(self, s: Allocate, depth: int, tail: bool) -> None:
-        decl = self.buffer_decl("T.allocate", s.buffer)
-        self.names.push()
-        name = self.names.define(s.buffer)
-        if tail:
-            self.emit(depth, f"{name} = {decl}")
-            self.body(s.body, depth)
-        else:
-            self.emit(depth, f"with {decl} as {name}:")
-            self.body(s.body, depth + 1)
-        self.names.pop()
-
-    def loop(self, s: For, depth: int) -> None:
+    def loop(self, s: For, depth: int) -> list[_Action]:
         nest = [s]
         if _is_grid_loop(s):
             while isinstance(nest[-1].body, For) and _is_grid_loop(nest[-1].body):
@@ -357,16 +324,15 @@ class _Printer:
             if s.kind is ForKind.SERIAL and not s.annotations:
                 head = f"range({args})"
             else:
-                extra = f', thread="{s.thread}"' if s.thread is not None else ""
+                extra = f", thread={quote(s.thread)}" if s.thread is not None else ""
                 if s.annotations:
-                    extra += f", annotations={self.attrs(s.annotations)}"
+                    extra += f", annotations={attrs_text(s.annotations)}"
                 head = f"T.{_LOOP_FUNC[s.kind]}({args}{extra})"
             self.names.push()
             self.emit(depth, f"for {self.names.define(s.loop_var)} in {head}:")
-        self.body(nest[-1].body, depth + 1)
-        self.names.pop()
+        return [*self.body(nest[-1].body, depth + 1), self.pop_scope]
 
-    def block(self, blk: Block, realize: BlockRealize | None, depth: int) -> None:
+    def block(self, blk: Block, realize: BlockRealize | None, depth: int) -> list[_Action]:
         axes = []
         for k, iv in enumerate(blk.iter_vars):
             args = self.dom(iv.dom)
@@ -377,7 +343,7 @@ class _Printer:
         if realize is not None and not _is_true(realize.predicate):
             pred = self.expr(realize.predicate)
         bare = ", realize=False" if realize is None else ""
-        self.emit(depth, f"with T.block({_quote(blk.name)}{bare}):")
+        self.emit(depth, f"with T.block({quote(blk.name)}{bare}):")
         self.names.push()
         inner = depth + 1
         for iv, args in axes:
@@ -386,25 +352,30 @@ class _Printer:
             self.names.define(b)
         if pred is not None:
             self.emit(inner, f"T.where({pred})")
-        if blk.reads or blk.writes:
+        if blk.reads or blk.writes or infer_regions(blk) != ((), ()):
             self.emit(inner, f"T.reads({', '.join(self.region(r) for r in blk.reads)})")
             self.emit(inner, f"T.writes({', '.join(self.region(r) for r in blk.writes)})")
         if blk.annotations:
-            self.emit(inner, f"T.block_attr({self.attrs(blk.annotations)})")
+            self.emit(inner, f"T.block_attr({attrs_text(blk.annotations)})")
         for b in blk.alloc_buffers:
             self.emit(inner, f"{self.names.get(b)} = {self.buffer_decl('T.alloc_buffer', b)}")
+        out: list[_Action] = []
         if blk.init is not None:
-            self.emit(inner, "with T.init():")
-            self.scoped_body(blk.init, inner + 1)
-        self.body(blk.body, inner)
-        self.names.pop()
+            init = blk.init
+
+            def print_init() -> list[_Action]:
+                self.emit(inner, "with T.init():")
+                return self.scoped_body(init, inner + 1)
+
+            out.append(print_init)
+        return [*out, *self.body(blk.body, inner), self.pop_scope]
 
     # pieces ---------------------------------------------------------------------------------
     def buffer_decl(self, func: str, b: Buffer) -> str:
         shape = ", ".join(self.expr(s) for s in b.shape)
         if len(b.shape) == 1:
             shape += ","
-        scope = "" if b.scope == "global" else f", scope={_quote(b.scope)}"
+        scope = "" if b.scope == "global" else f", scope={quote(b.scope)}"
         return f'{func}(({shape}), "{b.dtype}"{scope})'
 
     def indexed(self, b: Buffer, items: tuple[Expr, ...] | list[str]) -> str:
@@ -418,8 +389,11 @@ class _Printer:
             return None, self.expr(extent)
         lo = self.expr(r_min)
         if isinstance(r_min, IntImm) and isinstance(extent, IntImm):
-            return lo, self.expr(IntImm(r_min.dtype, r_min.value + extent.value))
-        return lo, f"{self.prec(r_min, _ADD)} + {self.prec(extent, _ADD + 1)}"
+            try:
+                return lo, self.expr(IntImm(r_min.dtype, r_min.value + extent.value))
+            except IRError:  # the end is past the dtype's range: keep "lo + ext"
+                pass
+        return lo, f"{self.expr(r_min, ADD)} + {self.expr(extent, ADD + 1)}"
 
     def range_args(self, r_min: Expr, extent: Expr) -> str:
         lo, hi = self.range_bounds(r_min, extent)
@@ -439,49 +413,6 @@ class _Printer:
                 parts.append(f"{self.expr(rng.min) if lo is None else lo}:{hi}")
         return self.indexed(r.buffer, parts)
 
-    def attrs(self, attrs: Attrs) -> str:
-        return "{" + ", ".join(f"{_quote(k)}: {_attr_value(v)}" for k, v in attrs.items()) + "}"
-
-    # expressions ----------------------------------------------------------------------------
-    def expr(self, e: Expr) -> str:
-        return self.expr_prec(e)[0]
-
-    def prec(self, e: Expr, minimum: int) -> str:
-        """``e`` as text, parenthesized when it binds looser than ``minimum``."""
-        text, p = self.expr_prec(e)
-        return f"({text})" if p < minimum else text
-
-    def expr_prec(self, e: Expr) -> tuple[str, int]:
-        if isinstance(e, Var):
-            return self.names.get(e), _ATOM
-        if isinstance(e, IntImm):
-            return _int_text(e)
-        if isinstance(e, FloatImm):
-            return _float_text(e), _ATOM
-        if isinstance(e, (Min, Max)):
-            return f"T.{e.symbol}({self.expr(e.a)}, {self.expr(e.b)})", _ATOM
-        if isinstance(e, _BinaryOp):
-            p = _BIN_PREC[e.symbol]
-            return f"{self.prec(e.a, p)} {e.symbol} {self.prec(e.b, p + 1)}", p
-        if isinstance(e, CmpOp):
-            return f"{self.prec(e.a, _CMP + 1)} {e.symbol} {self.prec(e.b, _CMP + 1)}", _CMP
-        if isinstance(e, And):
-            return f"{self.prec(e.a, _AND)} and {self.prec(e.b, _AND + 1)}", _AND
-        if isinstance(e, Or):
-            return f"{self.prec(e.a, _OR)} or {self.prec(e.b, _OR + 1)}", _OR
-        if isinstance(e, Not):
-            return f"not {self.prec(e.a, _NOT)}", _NOT
-        if isinstance(e, Select):
-            args = (e.condition, e.true_value, e.false_value)
-            return f"T.Select({', '.join(self.expr(a) for a in args)})", _ATOM
-        if isinstance(e, Cast):
-            return f'T.Cast("{e.dtype}", {self.expr(e.value)})', _ATOM
-        if isinstance(e, Call):
-            return f"T.{e.op}({', '.join(self.expr(a) for a in e.args)})", _ATOM
-        if isinstance(e, BufferLoad):
-            return self.indexed(e.buffer, e.indices), _ATOM
-        return f"<{type(e).__name__}>", _ATOM
-
 
 def _is_grid_loop(s: For) -> bool:
     return (
@@ -494,34 +425,3 @@ def _is_grid_loop(s: For) -> bool:
 
 def _is_true(e: Expr) -> bool:
     return isinstance(e, IntImm) and e.dtype.is_bool and e.value == 1
-
-
-def _int_text(e: IntImm) -> tuple[str, int]:
-    if e.dtype.is_bool:
-        return ("True" if e.value else "False"), _ATOM
-    if str(e.dtype) == "int32":
-        return str(e.value), (_UNARY if e.value < 0 else _ATOM)
-    return f"T.{e.dtype}({e.value})", _ATOM
-
-
-def _float_text(e: FloatImm) -> str:
-    v = e.value
-    if math.isnan(v):
-        text = '"nan"'
-    elif math.isinf(v):
-        text = '"inf"' if v > 0 else '"-inf"'
-    else:
-        text = repr(v)
-    return f"T.{e.dtype}({text})"
-
-
-def _attr_value(v: Any) -> str:
-    if isinstance(v, Attrs):
-        return "{" + ", ".join(f"{_quote(k)}: {_attr_value(x)}" for k, x in v.items()) + "}"
-    if isinstance(v, tuple):
-        return "[" + ", ".join(_attr_value(x) for x in v) + "]"
-    if isinstance(v, str):
-        return _quote(v)
-    if isinstance(v, float) and math.isinf(v):
-        return 'float("inf")' if v > 0 else 'float("-inf")'
-    return repr(v)

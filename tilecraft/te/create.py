@@ -21,9 +21,11 @@ parameter, in order of first appearance.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import TilecraftError
 from ..ir import (
+    Attrs,
     Block,
     BlockRealize,
     Buffer,
@@ -36,7 +38,7 @@ from ..ir import (
     IterKind,
     IterVar,
     LetStmt,
-    Mutator,
+    Node,
     PrimFunc,
     Range,
     Stmt,
@@ -47,6 +49,7 @@ from ..ir import (
     seq,
 )
 from ..ir import op as irop
+from ..ir.visitor import node_fields
 from ._region import access_regions
 from .reduce import Reduce, ReduceAxis
 from .tensor import ComputeOp, PlaceholderOp, Tensor
@@ -86,19 +89,69 @@ def _unique(name: str, taken: set[str]) -> str:
     return out
 
 
-class _Rename(Mutator):
-    """Replace buffers by renamed copies and, per stage, axis variables by block iterators."""
+class _Rename:
+    """Replace buffers by renamed copies and, per stage, axis variables by block iterators.
+
+    The rewrite keeps its own stack instead of recursing, so compute bodies of any depth (a
+    sum of hundreds of terms) are renamed without hitting Python's recursion limit.
+    """
 
     def __init__(self, buffers: dict[int, Buffer]) -> None:
-        super().__init__()
-        self.buffer_map.update(buffers)
+        self.buffer_map: dict[int, Buffer] = dict(buffers)
         self.vmap: dict[int, Expr] = {}
 
-    def visit_Var(self, var: Var) -> Expr:  # noqa: N802
-        return self.vmap.get(id(var), var)
+    def visit(self, root: Any) -> Any:
+        """``root`` with buffers and variables replaced; unchanged subtrees are kept."""
+        done: dict[int, Any] = {}
+        stack: list[tuple[Any, bool]] = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if id(node) in done:
+                continue
+            if isinstance(node, Var):  # reduce axes are Vars of a te subclass
+                done[id(node)] = self.vmap.get(id(node), node)
+                continue
+            if isinstance(node, Buffer) and id(node) in self.buffer_map:
+                done[id(node)] = self.buffer_map[id(node)]
+                continue
+            kids = [k for k in _child_nodes(node) if id(k) not in done]
+            if not expanded and kids:
+                stack.append((node, True))
+                stack.extend((k, False) for k in kids)
+                continue
+            done[id(node)] = new = _rebuilt(node, done)
+            if isinstance(node, Buffer):
+                assert isinstance(new, Buffer)
+                self.buffer_map[id(node)] = new
+        return done[id(root)]
 
-    # reduce axes are Vars of a te subclass; the generic substitute would not see them
-    visit_ReduceAxis = visit_Var  # noqa: N815
+
+def _child_nodes(node: Node) -> list[Node]:
+    """Nodes held by ``node``'s fields (directly or in tuples)."""
+    out: list[Node] = []
+    for name in node_fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, Node):
+            out.append(value)
+        elif isinstance(value, tuple) and not isinstance(value, Attrs):
+            out.extend(v for v in value if isinstance(v, Node))
+    return out
+
+
+def _rebuilt(node: Node, done: dict[int, Any]) -> Node:
+    """``node`` with every child replaced by its entry in ``done``."""
+    changes: dict[str, Any] = {}
+    for name in node_fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, Node):
+            new = done[id(value)]
+            if new is not value:
+                changes[name] = new
+        elif isinstance(value, tuple) and value and not isinstance(value, Attrs):
+            items = tuple(done[id(v)] if isinstance(v, Node) else v for v in value)
+            if any(a is not b for a, b in zip(items, value, strict=True)):
+                changes[name] = items
+    return node.update(**changes) if changes else node
 
 
 def _rename_buffers(
