@@ -1,0 +1,27 @@
+"""Tuning tests: helpers on the import path, and ``gpu`` tests skipped without a GPU."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # tests/tune has no __init__.py
+
+
+def _gpu_available() -> bool:
+    from tilecraft.runtime.cuda_driver import device_available
+
+    return device_available()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    del config
+    have_gpu: bool | None = None
+    for item in items:
+        if item.get_closest_marker("gpu") and "tests/tune" in str(item.path).replace("\\", "/"):
+            if have_gpu is None:
+                have_gpu = _gpu_available()
+            if not have_gpu:
+                item.add_marker(pytest.mark.skip(reason="no CUDA GPU available"))
