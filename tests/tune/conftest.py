@@ -1,7 +1,9 @@
-"""Tuning tests: helpers on the import path, and ``gpu`` tests skipped without a GPU."""
+"""Tuning tests: helpers on the import path; ``gpu`` tests skipped without a GPU and ``nvcc``
+tests without nvcc/ptxas."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -19,8 +21,13 @@ def _gpu_available() -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     del config
     have_gpu: bool | None = None
+    have_nvcc = shutil.which("nvcc") is not None and shutil.which("ptxas") is not None
     for item in items:
-        if item.get_closest_marker("gpu") and "tests/tune" in str(item.path).replace("\\", "/"):
+        if "tests/tune" not in str(item.path).replace("\\", "/"):
+            continue
+        if item.get_closest_marker("nvcc") and not have_nvcc:
+            item.add_marker(pytest.mark.skip(reason="nvcc/ptxas not on PATH"))
+        if item.get_closest_marker("gpu"):
             if have_gpu is None:
                 have_gpu = _gpu_available()
             if not have_gpu:

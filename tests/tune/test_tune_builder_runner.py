@@ -14,7 +14,9 @@ import tilecraft as tc
 from tilecraft import tune as ms
 from tilecraft.errors import TuneError
 from tilecraft.runtime import compile_shared
-from tilecraft.tune.runner._measure import compare, make_args, time_calls
+from tilecraft.tune.builder import build_flags
+from tilecraft.tune.builder._compile import build_group
+from tilecraft.tune.runner._measure import compare, load, make_args, time_calls
 
 CPU = tc.Target("cpu")
 
@@ -27,7 +29,7 @@ def _split(func: tc.PrimFunc, block: str, factor: int) -> tc.IRModule:
 
 @pytest.fixture(scope="module")
 def builder() -> ms.LocalBuilder:
-    b = ms.LocalBuilder(max_workers=2, timeout_s=60, recycle=False)
+    b = ms.LocalBuilder(max_workers=2, timeout_s=60, recycle_after=None)
     yield b
     b.close()
 
@@ -59,8 +61,9 @@ def test_build_error_is_a_result(builder: ms.LocalBuilder) -> None:
     sch = tc.Schedule(func)
     _, inner = sch.split(sch.get_loops(sch.get_block("B"))[0], [None, 32])
     sch.bind(inner, "threadIdx.x")  # a CPU build cannot run thread-bound loops
-    good, bad = builder.build([ms.BuilderInput(_split(func, "B", 4), CPU),
-                               ms.BuilderInput(sch.mod, CPU)])  # fmt: skip
+    good, bad = builder.build(
+        [ms.BuilderInput(_split(func, "B", 4), CPU), ms.BuilderInput(sch.mod, CPU)]
+    )
     assert good.error is None
     assert bad.artifact is None
     assert bad.error is not None
@@ -68,11 +71,31 @@ def test_build_error_is_a_result(builder: ms.LocalBuilder) -> None:
     assert "threadIdx.x" in bad.error
 
 
+def test_a_group_shares_one_library_and_isolates_a_bad_candidate() -> None:
+    func = add_one()
+    sch = tc.Schedule(func)
+    _, inner = sch.split(sch.get_loops(sch.get_block("B"))[0], [None, 32])
+    sch.bind(inner, "threadIdx.x")
+    mods = [_split(func, "B", 4), sch.mod, _split(func, "B", 16)]
+    first, bad, last = build_group(mods, CPU, build_flags(None))
+    assert isinstance(bad, str)
+    assert bad.startswith("LowerError")
+    assert isinstance(first, ms.BuildArtifact)
+    assert isinstance(last, ms.BuildArtifact)
+    assert first.lib_path == last.lib_path
+    assert first.symbol != last.symbol
+    for art in (first, last):
+        b = np.zeros(1024, "float32")
+        a = np.arange(1024, dtype="float32")
+        load(art)(a, b)
+        np.testing.assert_array_equal(b, a + 1)
+
+
 def test_builder_timeout_kills_and_replaces_the_worker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TILECRAFT_CACHE_DIR", str(tmp_path))  # the compiler must really run
-    b = ms.LocalBuilder(max_workers=1, timeout_s=0.01, recycle=False)
+    b = ms.LocalBuilder(max_workers=1, timeout_s=0.01, recycle_after=None)
     try:
         sch = tc.Schedule(matmul(8, 8, 8))
         sch.unroll(sch.get_loops(sch.get_block("C"))[2])
@@ -86,12 +109,14 @@ def test_builder_timeout_kills_and_replaces_the_worker(
 
 
 def test_builder_recycles_workers_between_batches_and_caps_memory() -> None:
-    b = ms.LocalBuilder(max_workers=1, memory_cap_mb=1024)
+    b = ms.LocalBuilder(max_workers=1, memory_cap_mb=1024, recycle_after=2)
     try:
-        b.build([ms.BuilderInput(_split(add_one(), "B", 4), CPU)])
+        b.pool.start()
         first = b.pool.pids()
+        b.build([ms.BuilderInput(_split(add_one(), "B", 4), CPU)])
+        assert b.pool.pids() == first  # one build so far: kept
         b.build([ms.BuilderInput(_split(add_one(), "B", 8), CPU)])
-        assert b.pool.pids() != first  # fresh workers for every batch
+        assert b.pool.pids() != first  # two builds: replaced after the batch
         assert b.pool.wait_ready()
         info = b.pool.workers[0].info
         assert info is not None
@@ -154,8 +179,9 @@ def test_evaluator_settings_are_validated_and_used() -> None:
     assert len(secs) == 3
     assert len(calls) == 2 + 3 * 2
     calls.clear()
-    secs = time_calls(lambda: calls.append(1), ms.EvaluatorConfig(number=1, repeat=1, warmup=0,
-                                                                  min_repeat_ms=5.0))  # fmt: skip
+    secs = time_calls(
+        lambda: calls.append(1), ms.EvaluatorConfig(number=1, repeat=1, warmup=0, min_repeat_ms=5.0)
+    )
     assert len(calls) > 1  # number raised until a repeat lasts 5 ms
 
 
@@ -178,8 +204,10 @@ def test_inputs_are_seeded_and_outputs_blank() -> None:
     assert a1 is not a2
     assert np.isnan(b1).all()
     assert compare(args[1], a1 + 1, a1 + 1, None, None) is None
-    assert "1 of 16 elements" in (compare(args[1], a1 + 1, np.where(a1 > 2, 0, a1 + 1) + (
-        np.arange(16) == 3), None, None) or "")  # fmt: skip
+    assert "1 of 16 elements" in (
+        compare(args[1], a1 + 1, np.where(a1 > 2, 0, a1 + 1) + (np.arange(16) == 3), None, None)
+        or ""
+    )
 
 
 def test_args_info_needs_constant_shapes() -> None:
@@ -203,9 +231,17 @@ def test_tuning_with_poisoned_candidates_records_each_failure(tmp_path: Path) ->
     plan = {1: "segfault", 3: "hang", 5: "exit", 7: "wrong"}
     builder = PoisonBuilder(ms.LocalBuilder(max_workers=2), plan.get)
     runner = ms.LocalRunner(timeout_s=1.0, num_threads=1, number=1, repeat=1)
-    db = ms.tune_tir(add_one(), CPU, work_dir=str(tmp_path), max_trials_global=10,
-                     num_trials_per_iter=10, space=tile_1d, seed=0, builder=builder,
-                     runner=runner)  # fmt: skip
+    db = ms.tune_tir(
+        add_one(),
+        CPU,
+        work_dir=str(tmp_path),
+        max_trials_global=10,
+        num_trials_per_iter=10,
+        space=tile_1d,
+        seed=0,
+        builder=builder,
+        runner=runner,
+    )
     builder.close()
     runner.close()
     records = db.get_all_tuning_records()

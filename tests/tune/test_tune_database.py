@@ -26,14 +26,26 @@ GPU = tc.Target("cuda -arch=sm_80")
 HERE = Path(__file__).parent
 
 
-def _record(db: ms.Database, func: tc.PrimFunc, fn: object, secs: float | None, seed: int = 0,
-            target: tc.Target = CPU) -> ms.TuningRecord:  # fmt: skip
+def _record(
+    db: ms.Database,
+    func: tc.PrimFunc,
+    fn: object,
+    secs: float | None,
+    seed: int = 0,
+    target: tc.Target = CPU,
+) -> ms.TuningRecord:
     wl = db.commit_workload(func, target)
     sch = tc.Schedule(func, seed=seed)
     fn(sch)  # type: ignore[operator]
-    rec = ms.TuningRecord(wl, sch.trace, None if secs is None else (secs, secs), str(target),
-                          ms.args_info(func), error=None if secs is not None else "boom",
-                          func_hash=tc.ir.structural_hash(sch.func))  # fmt: skip
+    rec = ms.TuningRecord(
+        wl,
+        sch.trace,
+        None if secs is None else (secs, secs),
+        str(target),
+        ms.args_info(func),
+        error=None if secs is not None else "boom",
+        func_hash=tc.ir.structural_hash(sch.func),
+    )
     db.commit_tuning_record(rec)
     return rec
 
@@ -161,8 +173,13 @@ def test_malformed_record_fields_raise_database_error(tmp_path: Path) -> None:
     db = ms.JSONDatabase(tmp_path)
     _record(db, add_2d(), tile_2d, 1e-3)
     good = json.loads((tmp_path / RECORD_FILE).read_text().splitlines()[0])
-    for key, value in [("run_secs", [-1.0]), ("trace", {"format": "x"}), ("target", 3),
-                       ("args_info", [{"name": "A"}]), ("extra", [])]:  # fmt: skip
+    for key, value in [
+        ("run_secs", [-1.0]),
+        ("trace", {"format": "x"}),
+        ("target", 3),
+        ("args_info", [{"name": "A"}]),
+        ("extra", []),
+    ]:
         bad = tmp_path / key
         bad.mkdir()
         (bad / WORKLOAD_FILE).write_text((tmp_path / WORKLOAD_FILE).read_text())
@@ -285,8 +302,12 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path, count: int) -> None:
     script = tmp_path / "writer.py"
     script.write_text(_WRITER.format(here=str(HERE)))
     json_dir, sqlite_path = tmp_path / "db", tmp_path / "db.sqlite"
-    procs = [subprocess.Popen([sys.executable, str(script), str(json_dir), str(sqlite_path),
-                               str(w), str(count)]) for w in range(4)]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(json_dir), str(sqlite_path), str(w), str(count)]
+        )
+        for w in range(4)
+    ]
     deadline = time.monotonic() + 120
     while len(list(tmp_path.glob("ready-*"))) < 4 and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -337,8 +358,14 @@ def test_database_written_by_one_process_applies_in_another(tmp_path: Path) -> N
     outs = []
     for mode, seed in (("write", "1"), ("read", "4242")):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        proc = subprocess.run([sys.executable, str(script), str(tmp_path / "db"), mode], env=env,
-                              capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, str(script), str(tmp_path / "db"), mode],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stderr
         outs.append(proc.stdout.strip())
     assert outs[0] == outs[1]  # the same scheduled function in both processes

@@ -121,10 +121,17 @@ class PoisonBuilder(ms.Builder):
 
 
 def _tune_cli(work_dir: str, trials: int, per_iter: int) -> None:
-    ms.tune_tir(add_2d(), "cpu", work_dir=work_dir, max_trials_global=trials,
-                num_trials_per_iter=per_iter, space=tile_2d, seed=0,
-                builder=ms.LocalBuilder(max_workers=1),
-                runner=ms.LocalRunner(num_threads=1, number=1, repeat=1))  # fmt: skip
+    ms.tune_tir(
+        add_2d(),
+        "cpu",
+        work_dir=work_dir,
+        max_trials_global=trials,
+        num_trials_per_iter=per_iter,
+        space=tile_2d,
+        seed=0,
+        builder=ms.LocalBuilder(max_workers=1),
+        runner=ms.LocalRunner(num_threads=1, number=1, repeat=1),
+    )
 
 
 if __name__ == "__main__":

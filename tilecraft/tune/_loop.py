@@ -95,8 +95,9 @@ def run_round(
         state.done = True
         if not candidates:
             why = state.strategy.last_error or "every draw repeated a measured candidate"
-            logger.info("task %s: the design space gives no new candidate (%s)",
-                        state.task.task_name, why)  # fmt: skip
+            logger.info(
+                "task %s: the design space gives no new candidate (%s)", state.task.task_name, why
+            )
     if not candidates:
         return 0
     target = state.task.target
@@ -127,8 +128,14 @@ def _check_count(what: str, got: int, want: int) -> None:
         raise TuneError(f"the {what} returned {got} results for {want} candidates")
 
 
-def _record(state: TaskState, sch: Schedule, target: Target, secs: tuple[float, ...] | None,
-            error: str | None, build_secs: float) -> TuningRecord:  # fmt: skip
+def _record(
+    state: TaskState,
+    sch: Schedule,
+    target: Target,
+    secs: tuple[float, ...] | None,
+    error: str | None,
+    build_secs: float,
+) -> TuningRecord:
     if secs is None and error is None:
         error = "no run times"
     return TuningRecord(

@@ -72,8 +72,15 @@ class Worker:
         self.label = label
         # the log lives as long as the worker; stop() closes it
         self.log: IO[bytes] = tempfile.TemporaryFile(prefix="tilecraft-worker-")  # noqa: SIM115
-        cmd = [sys.executable, "-m", "tilecraft.tune._worker", "--parent-pid", str(os.getpid()),
-               "--preload", preload]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "tilecraft.tune._worker",
+            "--parent-pid",
+            str(os.getpid()),
+            "--preload",
+            preload,
+        ]
         if memory_cap_mb:
             cmd += ["--memory-cap-mb", str(int(memory_cap_mb))]
         full_env = dict(os.environ)
@@ -82,9 +89,14 @@ class Worker:
         full_env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         try:
             self.proc = subprocess.Popen(
-                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-                env=full_env, start_new_session=True, close_fds=True,
-            )  # fmt: skip
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.log,
+                env=full_env,
+                start_new_session=True,
+                close_fds=True,
+            )
         except OSError as e:
             self.log.close()
             raise TuneError(f"cannot start a {label} worker: {e}") from None
@@ -97,6 +109,7 @@ class Worker:
         self.info: Message | None = None  # the worker's ready message
         self.job: tuple[int, float] | None = None  # (request index, deadline)
         self.warm: set[str] = set()  # "warm" keys of requests it answered
+        self.served = 0  # requests answered, weighted by their "weight" (candidates)
 
     @property
     def ready(self) -> bool:
@@ -241,10 +254,12 @@ class WorkerPool:
         self.workers.remove(worker)
         self._spawn()
 
-    def recycle(self) -> None:
-        """Replace every worker by a fresh one (call between batches: no request in flight)."""
+    def recycle(self, min_served: int = 0) -> None:
+        """Replace every worker that answered at least ``min_served`` requests by a fresh one
+        (call between batches, with no request in flight)."""
         for worker in list(self.workers):
-            self._replace(worker)
+            if worker.served >= min_served:
+                self._replace(worker)
 
     def close(self) -> None:
         """Stop every worker."""
@@ -303,8 +318,9 @@ class WorkerPool:
                     pending.appendleft(index)
                     self._replace(worker, graceful=False)
 
-    def _wait(self, sel: selectors.BaseSelector, results: list[Message | None],
-              pending: deque[int]) -> None:  # fmt: skip
+    def _wait(
+        self, sel: selectors.BaseSelector, results: list[Message | None], pending: deque[int]
+    ) -> None:
         now = time.monotonic()
         watched = [w for w in self.workers if w.job is not None or not w.ready]
         deadlines = [w.job[1] if w.job else w.started + STARTUP_TIMEOUT_S for w in watched]
@@ -327,6 +343,7 @@ class WorkerPool:
             elif worker.job is not None:
                 results[worker.job[0]] = msg
                 worker.warm.add(str(self._requests[worker.job[0]].get("warm")))
+                worker.served += int(self._requests[worker.job[0]].get("weight", 1))
                 worker.job = None
         now = time.monotonic()
         if worker.job is not None and (ended or now > worker.job[1]):

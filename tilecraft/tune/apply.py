@@ -71,7 +71,7 @@ class ApplyDatabase(TunePass):
         if self.database is not None:
             return self.database
         if self.work_dir is not None:
-            return JSONDatabase(self.work_dir)
+            return JSONDatabase(self.work_dir, create=False)
         current = Database.current()
         if current is None:
             raise TuneError("ApplyDatabase: no database; pass work_dir= or use `with db:`")

@@ -67,8 +67,9 @@ def _is_scheduled(func: PrimFunc) -> bool:
 def _call_counts(mod: IRModule) -> Counter[str]:
     """Calls of each PrimFunc name from the graph functions no other graph function calls."""
     graphs = {n: f for n, f in mod.items() if isinstance(f, Function)}
-    called = {b.value.func for f in graphs.values() for b in f.bindings
-              if isinstance(b.value, CallFunc)}  # fmt: skip
+    called = {
+        b.value.func for f in graphs.values() for b in f.bindings if isinstance(b.value, CallFunc)
+    }
     memo: dict[str, Counter[str]] = {}
 
     def counts(name: str, path: tuple[str, ...]) -> Counter[str]:

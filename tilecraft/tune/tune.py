@@ -86,69 +86,91 @@ def tune_tasks(
     check_correctness: bool = True,
     seed: int = 0,
 ) -> Database:
-    """Tune ``tasks`` and return the database holding their records.
+    """Tune ``tasks`` and return the database holding their records (TuneError on bad
+    settings, or a task that cannot be tuned: symbolic shapes, scalar parameters).
 
     Parameters
     ----------
-    tasks
-        From :func:`extract_tasks`.
-    target
-        The target (default: the tasks' target, else the current target, else the CPU).
-    max_trials_global
-        Trials of all tasks together, counting those already in the database.
-    max_trials_per_task
-        Trials of one task (default: ``max_trials_global``).
-    num_trials_per_iter
-        Candidates measured per turn of a task.
+    tasks, target
+        From :func:`extract_tasks`; target default: the tasks', else current, else the CPU.
+    max_trials_global, max_trials_per_task, num_trials_per_iter
+        Trials of all tasks and of one (default: all), counting those already recorded;
+        candidates measured per turn of a task.
     work_dir, database
-        Where records go: a :class:`JSONDatabase` in ``work_dir``, a given database, else the
-        current one (``with db:``), else a new :class:`MemoryDatabase`.
-    space
-        A :class:`SpaceGenerator`, a schedule function, or a rule (``apply(func, target,
-        tunable)``); default :func:`~tilecraft.tune.space.default_space`.
-    strategy
-        ``"replay-trace"`` (default), ``"replay-func"``, or a factory of SearchStrategy.
+        A :class:`JSONDatabase` in ``work_dir``, or ``database``, else the current one, else
+        a new :class:`MemoryDatabase`.
+    space, strategy
+        A :class:`SpaceGenerator`, schedule function or tunable rule (default: the default
+        space); ``"replay-trace"`` (default), ``"replay-func"`` or a strategy factory.
     builder, runner
-        Default: :class:`LocalBuilder` and :class:`LocalRunner` (:class:`CUDARunner` for a
-        CUDA target), closed at the end; given ones are left open.
-    check_correctness
-        Compare each candidate with the unscheduled function on random inputs.
-    seed
-        Seed of the search (per task, mixed with the task's position).
-
-    Raises
-    ------
-    TuneError
-        On bad settings, or a task that cannot be tuned (symbolic shapes, scalar params).
+        Default :class:`LocalBuilder` and :class:`LocalRunner` (:class:`CUDARunner` for
+        CUDA), closed at the end; given ones are left open.
+    check_correctness, seed
+        Compare candidates with the unscheduled function; seed of the search.
     """
+    _check_budget(max_trials_global, num_trials_per_iter)
+    tgt = as_target(target if target is not None else (tasks[0].target if tasks else None))
+    db = _database(work_dir, database)
+    per_task = max_trials_global if max_trials_per_task is None else max_trials_per_task
+    with _Workers(builder, runner, tgt) as (build, run):
+        states = _start(tasks, db, tgt, space, strategy, per_task, seed)
+        budget = (max_trials_global, num_trials_per_iter)
+        _round_robin(states, budget, db, build, run, check_correctness)
+    return db
+
+
+class _Workers:
+    """The builder and runner of a tuning run; those made here are closed at the end."""
+
+    def __init__(self, builder: Builder | None, runner: Runner | None, target: Target) -> None:
+        self.given = (builder, runner)
+        self.builder = builder or LocalBuilder()
+        self.runner = runner or (CUDARunner() if target.is_gpu else LocalRunner())
+
+    def __enter__(self) -> tuple[Builder, Runner]:
+        return self.builder, self.runner
+
+    def __exit__(self, *exc: object) -> None:
+        if self.given[0] is None:
+            self.builder.close()
+        if self.given[1] is None:
+            self.runner.close()
+
+
+def _start(
+    tasks: Sequence[ExtractedTask],
+    db: Database,
+    target: Target,
+    space: SpaceLike | None,
+    strategy: StrategyLike,
+    per_task: int,
+    seed: int,
+) -> list[TaskState]:
+    gen = as_space(space) if space is not None else default_space(target)
+    factory = _strategy_factory(strategy)
+    return [
+        start_task(t, db, target, gen, factory(), per_task, seed * 1_000_003 + i)
+        for i, t in enumerate(tasks)
+    ]
+
+
+def _check_budget(max_trials_global: int, num_trials_per_iter: int) -> None:
     if max_trials_global < 0 or num_trials_per_iter < 1:
         raise TuneError(
             f"tune: max_trials_global must be >= 0 and num_trials_per_iter >= 1, got "
             f"{max_trials_global}, {num_trials_per_iter}"
         )
-    per_task = max_trials_global if max_trials_per_task is None else max_trials_per_task
-    tgt = as_target(target if target is not None else (tasks[0].target if tasks else None))
-    db = _database(work_dir, database)
-    gen = as_space(space) if space is not None else default_space(tgt)
-    factory = _strategy_factory(strategy)
-    own_builder, own_runner = builder is None, runner is None
-    build = builder or LocalBuilder()
-    run = runner or (CUDARunner() if tgt.is_gpu else LocalRunner())
-    try:
-        states = [start_task(t, db, tgt, gen, factory(), per_task, seed * 1_000_003 + i)
-                  for i, t in enumerate(tasks)]  # fmt: skip
-        _round_robin(states, max_trials_global, num_trials_per_iter, db, build, run,
-                     check_correctness)  # fmt: skip
-    finally:
-        if own_builder:
-            build.close()
-        if own_runner:
-            run.close()
-    return db
 
 
-def _round_robin(states: list[TaskState], budget: int, per_iter: int, db: Database,
-                 builder: Builder, runner: Runner, check: bool) -> None:  # fmt: skip
+def _round_robin(
+    states: list[TaskState],
+    budgets: tuple[int, int],
+    db: Database,
+    builder: Builder,
+    runner: Runner,
+    check: bool,
+) -> None:
+    budget, per_iter = budgets
     spent = sum(s.trials for s in states)
     while spent < budget:
         active = [s for s in states if not s.done]
@@ -161,9 +183,16 @@ def _round_robin(states: list[TaskState], budget: int, per_iter: int, db: Databa
                 continue
             spent += run_round(state, count, db, builder, runner, check)
             best = f"{state.best_secs * 1e3:.4g} ms" if state.failed < state.trials else "-"
-            logger.info("task %s: %d/%d trials, %d failed, best %s (all tasks: %d/%d)",
-                        state.task.task_name, state.trials, state.budget, state.failed, best,
-                        spent, budget)  # fmt: skip
+            logger.info(
+                "task %s: %d/%d trials, %d failed, best %s (all tasks: %d/%d)",
+                state.task.task_name,
+                state.trials,
+                state.budget,
+                state.failed,
+                best,
+                spent,
+                budget,
+            )
             if spent >= budget:
                 break
 
@@ -189,8 +218,7 @@ def tune_tir(
     """
     tgt = as_target(target)
     tasks = extract_tasks(_as_module(mod), tgt)
-    return tune_tasks(tasks, tgt, work_dir=work_dir, max_trials_global=max_trials_global,
-                      **kwargs)  # fmt: skip
+    return tune_tasks(tasks, tgt, work_dir=work_dir, max_trials_global=max_trials_global, **kwargs)
 
 
 def compile_tir(
@@ -245,9 +273,13 @@ class TuneIRMod(TunePass):
         tasks = extract_tasks(mod, tgt)
         if self.op_names is not None:
             tasks = [t for t in tasks if any(n in t.task_name for n in self.op_names)]
-        self.database = tune_tasks(tasks, tgt, work_dir=self.work_dir,
-                                   max_trials_global=self.max_trials_global,
-                                   **self.kwargs)  # fmt: skip
+        self.database = tune_tasks(
+            tasks,
+            tgt,
+            work_dir=self.work_dir,
+            max_trials_global=self.max_trials_global,
+            **self.kwargs,
+        )
         return mod
 
 

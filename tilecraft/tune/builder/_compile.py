@@ -89,8 +89,9 @@ def compile_with_flags(source: str, flags: tuple[str, ...]) -> Path:
     try:
         proc = run_compiler(command)
         if proc.returncode != 0:
-            raise BuildError(f"C compilation failed (exit status {proc.returncode})", command,
-                             proc.stderr)  # fmt: skip
+            raise BuildError(
+                f"C compilation failed (exit status {proc.returncode})", command, proc.stderr
+            )
         os.replace(tmp, lib)
     finally:
         for leftover in (src, tmp):
@@ -116,10 +117,7 @@ def build_artifact(
     TilecraftError
         Whatever lowering, code generation or compilation raises (BuildError, LowerError...).
     """
-    funcs = mod.prim_funcs()
-    if len(funcs) != 1:
-        raise TuneError(f"a candidate module holds one PrimFunc, got {len(funcs)}")
-    name, func = funcs[0]
+    name, func = _single(mod)
     if target.is_gpu:
         return _build_cuda(mod, name, target)
     from ...codegen import build_c_source
@@ -152,18 +150,89 @@ def _build_cuda(mod: IRModule, name: str, target: Target) -> BuildArtifact:
     )
 
 
+def _single(mod: IRModule) -> tuple[str, PrimFunc]:
+    funcs = mod.prim_funcs()
+    if len(funcs) != 1:
+        raise TuneError(f"a candidate module holds one PrimFunc, got {len(funcs)}")
+    return funcs[0]
+
+
+def _failure(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
+
+
+def build_group(
+    mods: list[IRModule], target: Target, flags: tuple[str, ...], embed_lib: bool = False
+) -> list[BuildArtifact | str]:
+    """Build CPU candidates into one shared library (one compiler run), each with its symbol.
+
+    Starting the compiler costs more than compiling a small kernel, so candidates share a
+    translation unit. A candidate that fails to lower fails alone; when the shared unit does
+    not compile, every candidate is built on its own to find the one at fault. Returns an
+    artifact, or the error text, per candidate.
+    """
+    from ...codegen import build_c_source
+    from ...lower import lower
+
+    results: list[BuildArtifact | str] = ["not built"] * len(mods)
+    lowered: dict[int, tuple[str, PrimFunc, PrimFunc]] = {}
+    for i, mod in enumerate(mods):
+        try:  # the worker boundary: any failure here is this candidate's, not the group's
+            name, func = _single(mod)
+            lowered[i] = (name, func, lower(func.update(name=f"cand{i}"), target))
+        except Exception as e:  # noqa: BLE001
+            results[i] = _failure(e)
+    if len(lowered) > 1:
+        try:
+            unit = IRModule({f"cand{i}": low for i, (_, _, low) in lowered.items()})
+            csrc = build_c_source(unit, target)
+            path = compile_with_flags(csrc.text, flags)
+        except Exception:  # noqa: BLE001  some candidate breaks the unit: build each alone
+            pass
+        else:
+            blob = path.read_bytes() if embed_lib else None
+            for i, (name, func, low) in lowered.items():
+                results[i] = BuildArtifact(
+                    ArtifactKind.C,
+                    str(target),
+                    name,
+                    csrc.text,
+                    to_json((func, low)),
+                    csrc.symbols[f"cand{i}"],
+                    str(path),
+                    blob,
+                )
+            return results
+    for i in lowered:
+        try:
+            results[i] = build_artifact(mods[i], target, embed_lib=embed_lib, flags=flags)
+        except Exception as e:  # noqa: BLE001
+            results[i] = _failure(e)
+    return results
+
+
 def handle_build(msg: dict[str, Any]) -> dict[str, Any]:
-    """Worker side of a build request: ``{"mod", "target", "march", "embed_lib", "flags"}``."""
+    """Worker side of a build request: ``{"mods", "target", "march", "embed_lib", "flags"}``.
+
+    Replies ``{"ok": True, "results": [{"artifact": ...} or {"error": ...}], "secs": ...}``.
+    """
     start = time.perf_counter()
-    mod = from_json(msg["mod"])
-    if isinstance(mod, PrimFunc):
-        mod = IRModule({mod.name: mod})
+    mods = []
+    for text in msg["mods"]:
+        mod = from_json(text)
+        mods.append(IRModule({mod.name: mod}) if isinstance(mod, PrimFunc) else mod)
+    target = Target(msg["target"])
+    embed = bool(msg.get("embed_lib"))
     flags = msg.get("flags")
-    artifact = build_artifact(
-        mod,
-        Target(msg["target"]),
-        msg.get("march"),
-        bool(msg.get("embed_lib")),
-        None if flags is None else tuple(str(f) for f in flags),
-    )
-    return {"ok": True, "artifact": artifact.as_message(), "secs": time.perf_counter() - start}
+    cflags = build_flags(msg.get("march")) if flags is None else tuple(str(f) for f in flags)
+    if target.is_gpu:
+        built: list[BuildArtifact | str] = []
+        for mod in mods:
+            try:
+                built.append(build_artifact(mod, target, embed_lib=embed))
+            except Exception as e:  # noqa: BLE001  the worker boundary, per candidate
+                built.append(_failure(e))
+    else:
+        built = build_group(mods, target, cflags, embed)
+    items = [{"error": b} if isinstance(b, str) else {"artifact": b.as_message()} for b in built]
+    return {"ok": True, "results": items, "secs": time.perf_counter() - start}

@@ -10,7 +10,7 @@ from ...ir import to_json
 from .._ray import handle_request, require_ray, run_windowed
 from ._compile import build_flags
 from .base import Builder, BuilderInput, BuilderResult
-from .local import _result
+from .local import _items
 
 
 class RayBuilder(Builder):
@@ -60,10 +60,16 @@ class RayBuilder(Builder):
             runtime_env={"env_vars": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}},
         )
         requests = [
-            {"op": "build", "mod": to_json(i.mod), "target": str(i.target), "march": self.march,
-             "embed_lib": True}
+            {
+                "op": "build",
+                "mods": [to_json(i.mod)],
+                "target": str(i.target),
+                "march": self.march,
+                "embed_lib": True,
+                "flags": None,
+            }
             for i in inputs
-        ]  # fmt: skip
+        ]
         cpus = float(ray.cluster_resources().get("CPU", 1.0))
         window = self.max_in_flight or max(1, int(cpus // self.num_cpus))
 
@@ -71,4 +77,4 @@ class RayBuilder(Builder):
             return task.remote(requests[index])
 
         replies = run_windowed(ray, submit, len(requests), self.timeout_s, window, "build")
-        return [_result(r, 0.0) for r in replies]
+        return [_items(r, 1)[0] for r in replies]

@@ -150,8 +150,18 @@ def _decode_ir(value: Any, where: str) -> IRModule:
 
 
 # -- records --------------------------------------------------------------------------------
-_RECORD_KEYS = {"format", "version", "workload", "trace", "run_secs", "error", "target",
-                "args_info", "func_hash", "extra"}  # fmt: skip
+_RECORD_KEYS = {
+    "format",
+    "version",
+    "workload",
+    "trace",
+    "run_secs",
+    "error",
+    "target",
+    "args_info",
+    "func_hash",
+    "extra",
+}
 
 
 def encode_record(rec: TuningRecord) -> str:

@@ -148,12 +148,15 @@ class JSONDatabase(MemoryDatabase):
         How functions are matched to workloads (see :class:`~.base.Database`).
     fsync
         Flush every appended line to disk (survives power loss; slower).
+    create
+        Create ``work_dir`` when missing (False: a missing folder is an error, which catches
+        a mistyped path when only reading).
 
     Raises
     ------
     DatabaseError
-        When the folder cannot be created or a file holds a malformed line (a torn line, cut
-        short by a crash, is skipped with a warning instead).
+        When the folder is missing (``create=False``) or cannot be created, or a file holds
+        a malformed line (a torn line, cut short by a crash, is skipped with a warning).
     """
 
     def __init__(
@@ -162,9 +165,12 @@ class JSONDatabase(MemoryDatabase):
         module_equality: ModuleEquality | str = ModuleEquality.STRUCTURAL,
         *,
         fsync: bool = False,
+        create: bool = True,
     ) -> None:
         super().__init__(module_equality)
         self.work_dir = Path(work_dir)
+        if not create and not self.work_dir.is_dir():
+            raise DatabaseError(f"no tuning database at {self.work_dir}: the folder is missing")
         try:
             self.work_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:

@@ -75,8 +75,10 @@ class SQLiteDatabase(MemoryDatabase):
         with self._lock:
             if self._conn is None:
                 return
-            for table, ingest in (("workloads", self._ingest_workload),
-                                  ("records", self._ingest_record)):  # fmt: skip
+            for table, ingest in (
+                ("workloads", self._ingest_workload),
+                ("records", self._ingest_record),
+            ):
                 try:
                     rows = (
                         self._db()

@@ -82,8 +82,9 @@ def _values(info: ArgInfo, arr: np.ndarray) -> np.ndarray:
     return arr.astype(np.float64) if info.dtype.startswith("float") else arr
 
 
-def compare(info: ArgInfo, got: np.ndarray, want: np.ndarray, rtol: float | None,
-            atol: float | None) -> str | None:  # fmt: skip
+def compare(
+    info: ArgInfo, got: np.ndarray, want: np.ndarray, rtol: float | None, atol: float | None
+) -> str | None:
     """Why ``got`` does not match ``want`` (None when it does)."""
     g, w = _values(info, got), _values(info, want)
     if not info.dtype.startswith(("float", "bfloat")):
@@ -140,8 +141,7 @@ def load(art: BuildArtifact) -> Any:
     from ...runtime import Module
 
     func, lowered = from_json(art.functions_json)
-    module = Module(_lib_file(art), art.source, {art.name: (func, lowered)},
-                    {art.name: art.symbol})  # fmt: skip
+    module = Module(_lib_file(art), art.source, {art.name: (func, lowered)}, {art.name: art.symbol})
     return module[art.name]
 
 

@@ -132,9 +132,11 @@ def result_of_reply(reply: Mapping[str, Any]) -> RunnerResult:
 
 
 def run_request(
-    inp: RunnerInput, config: EvaluatorConfig, reference: Mapping[str, str] | None,
+    inp: RunnerInput,
+    config: EvaluatorConfig,
+    reference: Mapping[str, str] | None,
     check: Mapping[str, Any],
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """The message a worker (or a Ray task) measures ``inp`` from."""
     return {
         "op": "run",

@@ -91,11 +91,16 @@ class LocalRunner(Runner):
         if threads < 1:
             raise TuneError(f"{type(self).__name__}: num_threads must be >= 1, got {threads}")
         self.num_threads = threads
-        self.check: dict[str, Any] = {"enabled": check_correctness, "seed": seed, "rtol": rtol,
-                                      "atol": atol}  # fmt: skip
+        self.check: dict[str, Any] = {
+            "enabled": check_correctness,
+            "seed": seed,
+            "rtol": rtol,
+            "atol": atol,
+        }
         worker_env = {"OMP_NUM_THREADS": str(threads), **self._extra_env(), **dict(env or {})}
-        self.pool = WorkerPool(1, env=worker_env, label="runner", preload="run",
-                               warmup_s=reference_timeout_s)  # fmt: skip
+        self.pool = WorkerPool(
+            1, env=worker_env, label="runner", preload="run", warmup_s=reference_timeout_s
+        )
         self._references = ReferenceCache()
         self._flags: list[str] | None = None
 
@@ -109,10 +114,12 @@ class LocalRunner(Runner):
         if self._flags is None:
             self._flags = list(build_flags(None))  # the reference's; probed once, not per worker
         requests = [
-            {**run_request(i, self.evaluator, self._references.get(i.reference), self.check),
-             "flags": self._flags}
+            {
+                **run_request(i, self.evaluator, self._references.get(i.reference), self.check),
+                "flags": self._flags,
+            }
             for i in inputs
-        ]  # fmt: skip
+        ]
         return [result_of_reply(r) for r in self.pool.map(requests, self.timeout_s)]
 
     def close(self) -> None:

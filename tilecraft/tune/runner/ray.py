@@ -62,8 +62,12 @@ class RayRunner(Runner):
         self.num_cpus = num_cpus
         self.num_threads = num_threads
         self.evaluator = evaluator or EvaluatorConfig()
-        self.check: dict[str, Any] = {"enabled": check_correctness, "seed": seed, "rtol": rtol,
-                                      "atol": atol}  # fmt: skip
+        self.check: dict[str, Any] = {
+            "enabled": check_correctness,
+            "seed": seed,
+            "rtol": rtol,
+            "atol": atol,
+        }
         self.max_in_flight = max_in_flight
         self._references = ReferenceCache()
 
