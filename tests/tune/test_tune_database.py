@@ -188,6 +188,29 @@ def test_malformed_record_fields_raise_database_error(tmp_path: Path) -> None:
             ms.JSONDatabase(bad)
 
 
+def test_malformed_workload_line_raises_database_error(tmp_path: Path) -> None:
+    db = ms.JSONDatabase(tmp_path)
+    _record(db, add_2d(), tile_2d, 1e-3)
+    line = json.loads((tmp_path / WORKLOAD_FILE).read_text())
+    (tmp_path / WORKLOAD_FILE).write_text(json.dumps({**line, "mod": {"format": "x"}}) + "\n")
+    with pytest.raises(DatabaseError, match="unreadable function"):
+        ms.JSONDatabase(tmp_path)
+
+
+def test_ill_typed_trace_arguments_fail_the_lookup_not_the_caller(tmp_path: Path) -> None:
+    # Trace.from_json checks a trace's shape, not each argument's type: a record whose split
+    # factors are an int loads, and replaying it must be reported, not raise a TypeError
+    db = ms.JSONDatabase(tmp_path)
+    _record(db, add_2d(), tile_2d, 1e-3)
+    line = json.loads((tmp_path / RECORD_FILE).read_text())
+    split = next(i for i in line["trace"]["insts"] if i["kind"] == "split")
+    split["inputs"][1] = 7
+    (tmp_path / RECORD_FILE).write_text(json.dumps(line) + "\n")
+    found = ms.JSONDatabase(tmp_path).lookup(add_2d(), CPU)
+    assert found.schedule is None
+    assert "malformed trace (TypeError" in found.reason
+
+
 def test_foreign_versions_are_skipped(tmp_path: Path) -> None:
     db = ms.JSONDatabase(tmp_path)
     _record(db, add_2d(), tile_2d, 1e-3)

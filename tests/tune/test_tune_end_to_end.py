@@ -170,6 +170,24 @@ def test_tune_passes_and_op_names(
     tc.testing.check_numeric(sch.func, lambda a, b: a + b)
 
 
+def test_untunable_tasks_are_skipped_with_a_warning(
+    workers: tuple[ms.LocalBuilder, ms.LocalRunner],
+) -> None:
+    builder, runner = workers
+    n = tc.ir.Var("n", "int32")
+    A = tc.te.placeholder((n,), "float32", name="A")
+    dynamic = tc.te.create_prim_func([A, tc.te.compute((n,), lambda i: A[i] * 2.0, name="B")])
+    mod = tc.IRModule({"dyn": dynamic, "add": add_2d()})
+    with pytest.warns(UserWarning, match="task dyn is not tuned: .*symbolic shape"):
+        db = ms.tune_tir(
+            mod, CPU, max_trials_global=2, space=tile_2d, builder=builder, runner=runner
+        )
+    assert len(db) == 2
+    assert {r.workload.key for r in db.get_all_tuning_records()} == {
+        ms.Workload.create(add_2d(), CPU).key
+    }
+
+
 def _workers_of(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():

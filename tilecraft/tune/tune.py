@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 import logging
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -87,7 +88,7 @@ def tune_tasks(
     seed: int = 0,
 ) -> Database:
     """Tune ``tasks`` and return the database holding their records (TuneError on bad
-    settings, or a task that cannot be tuned: symbolic shapes, scalar parameters).
+    settings; a task that cannot be tuned, with symbolic shapes say, is skipped with a warning).
 
     Parameters
     ----------
@@ -148,10 +149,15 @@ def _start(
 ) -> list[TaskState]:
     gen = as_space(space) if space is not None else default_space(target)
     factory = _strategy_factory(strategy)
-    return [
-        start_task(t, db, target, gen, factory(), per_task, seed * 1_000_003 + i)
-        for i, t in enumerate(tasks)
-    ]
+    states = []
+    for i, task in enumerate(tasks):
+        try:
+            states.append(
+                start_task(task, db, target, gen, factory(), per_task, seed * 1_000_003 + i)
+            )
+        except TuneError as e:  # e.g. symbolic shapes: the other tasks are still tuned
+            warnings.warn(f"task {task.task_name} is not tuned: {e}", stacklevel=3)
+    return states
 
 
 def _check_budget(max_trials_global: int, num_trials_per_iter: int) -> None:

@@ -179,7 +179,7 @@ def build_group(
     for i, mod in enumerate(mods):
         try:  # the worker boundary: any failure here is this candidate's, not the group's
             name, func = _single(mod)
-            lowered[i] = (name, func, lower(func.update(name=f"cand{i}"), target))
+            lowered[i] = (name, func, lower(func, target).update(name=f"cand{i}"))
         except Exception as e:  # noqa: BLE001
             results[i] = _failure(e)
     if len(lowered) > 1:

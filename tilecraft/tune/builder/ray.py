@@ -54,11 +54,9 @@ class RayBuilder(Builder):
         if not inputs:
             return []
         ray = require_ray()
-        task = ray.remote(handle_request).options(
-            num_cpus=self.num_cpus,
-            max_retries=0,
-            runtime_env={"env_vars": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}},
-        )
+        # no runtime_env: Ray's idle workers take builds at once (and Ray sets a task's
+        # OMP_NUM_THREADS to its CPUs)
+        task = ray.remote(handle_request).options(num_cpus=self.num_cpus, max_retries=0)
         requests = [
             {
                 "op": "build",

@@ -260,6 +260,12 @@ class Database(ABC):
         return stack[-1] if stack else None
 
 
+_MALFORMED = (TypeError, ValueError, IndexError, KeyError, AttributeError, RecursionError)
+"""What replaying a trace with ill-typed arguments raises today: ``Trace.from_json`` checks the
+shape of a trace, not the types of each instruction's arguments, and the primitives assume
+well-typed ones. A database is input, so such a record is reported, never raised."""
+
+
 def replay(func: PrimFunc, record: TuningRecord) -> Schedule | str:
     """``record``'s trace replayed on a fresh schedule of ``func``, or why it failed."""
     sch = Schedule(func)
@@ -269,4 +275,6 @@ def replay(func: PrimFunc, record: TuningRecord) -> Schedule | str:
         return f"{e.primitive}: {e.short}"
     except TilecraftError as e:
         return str(e).splitlines()[0]
+    except _MALFORMED as e:
+        return f"malformed trace ({type(e).__name__}: {e})"
     return sch
