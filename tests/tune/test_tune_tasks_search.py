@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tune_workloads import add_2d, matmul, tile_2d, tile_matmul
+from tune_workloads import add_2d, add_one, matmul, tile_2d, tile_matmul
 
 import tilecraft as tc
 from tilecraft import tune as ms
@@ -161,6 +161,13 @@ def test_default_space_schedules_every_kernel_of_a_model() -> None:
     assert kinds.count("sample_perfect_tile") == 3
     assert "parallel" in kinds
     assert "vectorize" in kinds
+
+
+def test_a_space_that_never_applies_warns() -> None:
+    # tile_2d asks for block "C"; add_one has only "B": every draw is a ScheduleError
+    with pytest.warns(UserWarning, match="design space gives no new candidate .*get_block"):
+        db = ms.tune_tir(add_one(), CPU, max_trials_global=4, space=tile_2d)
+    assert len(db) == 0
 
 
 def test_tile_matmul_keeps_the_epilogue() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 
 from ..errors import TuneError
@@ -95,9 +96,12 @@ def run_round(
         state.done = True
         if not candidates:
             why = state.strategy.last_error or "every draw repeated a measured candidate"
-            logger.info(
-                "task %s: the design space gives no new candidate (%s)", state.task.task_name, why
+            message = (
+                f"task {state.task.task_name}: the design space gives no new candidate ({why})"
             )
+            if state.trials == 0:  # nothing was ever measured: most likely a space that fails
+                warnings.warn(message, stacklevel=4)
+            logger.info("%s", message)
     if not candidates:
         return 0
     target = state.task.target

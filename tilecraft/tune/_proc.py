@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -190,6 +191,13 @@ class Worker:
         return f"{note}; its stderr ends with:\n{tail}" if tail else note
 
 
+def _kill_all(workers: list[Worker]) -> None:
+    for worker in workers:
+        worker.kill()
+        worker.log.close()
+    workers.clear()
+
+
 class WorkerPool:
     """Up to ``size`` workers answering requests in parallel.
 
@@ -233,6 +241,8 @@ class WorkerPool:
         self._start_failures = 0
         self._timeout_s = 0.0
         self._requests: Sequence[Message] = ()
+        # a pool never closed (or collected) still stops its workers, at the latest at exit
+        weakref.finalize(self, _kill_all, self.workers)
 
     def _spawn(self) -> Worker:
         worker = Worker(self.env, self.memory_cap_mb, self.label, self.preload)
