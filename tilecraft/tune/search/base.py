@@ -1,0 +1,87 @@
+"""The search strategy interface: propose candidates, learn from their measurements."""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from ...errors import ScheduleError
+from ...ir import PrimFunc, structural_hash
+from ...schedule import Schedule
+from ...target import Target
+from ..database.workload import TuningRecord
+from ..space.base import SpaceGenerator
+
+DRAWS_PER_CANDIDATE = 8
+"""How many draws a strategy makes per requested candidate before calling the space spent."""
+
+
+class SearchStrategy(ABC):
+    """Proposes new candidates of one task.
+
+    A candidate already measured (the same scheduled function, by structural hash; records
+    of earlier runs included) is never proposed again. A draw that breaks a schedule rule
+    (ScheduleError) is counted in :attr:`invalid` and drawn again.
+    """
+
+    def __init__(self) -> None:
+        self.func: PrimFunc | None = None
+        self.target: Target | None = None
+        self.space: SpaceGenerator | None = None
+        self.rng = random.Random(0)
+        self.measured: set[str] = set()
+        self.invalid = 0
+        self.duplicates = 0
+        self.last_error: str | None = None
+        self.exhausted = False
+
+    def initialize(
+        self,
+        func: PrimFunc,
+        target: Target,
+        space: SpaceGenerator,
+        seed: int,
+        records: Sequence[TuningRecord] = (),
+    ) -> None:
+        """Start searching ``func``'s ``space``; ``records`` are the task's earlier trials."""
+        self.func, self.target, self.space = func, target, space
+        self.rng = random.Random(seed)
+        self.measured = {r.func_hash for r in records if r.func_hash}
+        self.invalid = self.duplicates = 0
+        self.exhausted = False
+
+    @abstractmethod
+    def _draw(self) -> Schedule | None:
+        """One sampled candidate (None: the space has nothing for this function)."""
+
+    def generate(self, count: int) -> list[Schedule]:
+        """Up to ``count`` new candidates; fewer (and :attr:`exhausted`) when draws run dry."""
+        out: list[Schedule] = []
+        for _ in range(count * DRAWS_PER_CANDIDATE):
+            if len(out) == count:
+                break
+            try:
+                sch = self._draw()
+            except ScheduleError as e:
+                self.invalid += 1
+                self.last_error = f"{e.primitive}: {e.short}"
+                continue
+            if sch is None:
+                break
+            key = structural_hash(sch.func)
+            if key in self.measured:
+                self.duplicates += 1
+                continue
+            self.measured.add(key)
+            out.append(sch)
+        if len(out) < count:
+            self.exhausted = True
+        return out
+
+    def notify(self, candidates: Sequence[Schedule], records: Sequence[TuningRecord]) -> None:
+        """Learn from measured candidates (the replay strategies ignore it)."""
+        del candidates, records
+
+    def _seed(self) -> int:
+        return self.rng.getrandbits(63)

@@ -1,0 +1,303 @@
+"""The tuning entry points: ``tune_tasks``, ``tune_tir``, ``compile_tir``, ``TuneIRMod``,
+``TuneTIR``.
+
+Tasks take turns (round robin), each turn measuring up to ``num_trials_per_iter`` new
+candidates of one task, until the global budget is spent or every task is done. Budgets
+count the trials already in the database: rerunning with the same ``work_dir`` skips tasks
+that reached their budget and resumes the others, whose strategies start from their records
+(never re-measuring a candidate already measured). Tuning only writes records; applying them
+is :class:`~tilecraft.tune.ApplyDatabase`'s job.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import TuneError
+from ..ir import IRModule, PrimFunc
+from ..schedule import Schedule
+from ..target import Target, as_target
+from ._loop import TaskState, run_round, start_task
+from ._pass import TunePass
+from .builder.base import Builder
+from .builder.local import LocalBuilder
+from .database.base import Database
+from .database.json_db import JSONDatabase
+from .database.memory import MemoryDatabase
+from .runner.base import Runner
+from .runner.local import CUDARunner, LocalRunner
+from .search.base import SearchStrategy
+from .search.replay import ReplayFunc, ReplayTrace
+from .space import SpaceLike, as_space, default_space
+from .task import ExtractedTask, extract_tasks
+
+logger = logging.getLogger("tilecraft.tune")
+
+
+class Strategy(enum.Enum):
+    """The built-in search strategies."""
+
+    REPLAY_TRACE = "replay-trace"
+    REPLAY_FUNC = "replay-func"
+
+
+StrategyLike = Strategy | str | Callable[[], SearchStrategy]
+
+
+def _strategy_factory(strategy: StrategyLike) -> Callable[[], SearchStrategy]:
+    if callable(strategy) and not isinstance(strategy, str | Strategy):
+        return strategy
+    names = {s.value: s for s in Strategy}
+    kind = strategy if isinstance(strategy, Strategy) else names.get(str(strategy))
+    if kind is Strategy.REPLAY_TRACE:
+        return ReplayTrace
+    if kind is Strategy.REPLAY_FUNC:
+        return ReplayFunc
+    raise TuneError(f"strategy: expected one of {sorted(names)} or a factory, got {strategy!r}")
+
+
+def _database(work_dir: str | os.PathLike[str] | None, database: Database | None) -> Database:
+    if database is not None and work_dir is not None:
+        raise TuneError("pass work_dir= or database=, not both")
+    if database is not None:
+        return database
+    if work_dir is not None:
+        return JSONDatabase(work_dir)
+    return Database.current() or MemoryDatabase()
+
+
+def tune_tasks(
+    tasks: Sequence[ExtractedTask],
+    target: Target | str | None = None,
+    *,
+    max_trials_global: int,
+    max_trials_per_task: int | None = None,
+    num_trials_per_iter: int = 64,
+    work_dir: str | os.PathLike[str] | None = None,
+    database: Database | None = None,
+    space: SpaceLike | None = None,
+    strategy: StrategyLike = Strategy.REPLAY_TRACE,
+    builder: Builder | None = None,
+    runner: Runner | None = None,
+    check_correctness: bool = True,
+    seed: int = 0,
+) -> Database:
+    """Tune ``tasks`` and return the database holding their records (TuneError on bad
+    settings; a task that cannot be tuned, with symbolic shapes say, is skipped with a warning).
+
+    Parameters
+    ----------
+    tasks, target
+        From :func:`extract_tasks`; target default: the tasks', else current, else the CPU.
+    max_trials_global, max_trials_per_task, num_trials_per_iter
+        Trials of all tasks and of one (default: all), counting those already recorded;
+        candidates measured per turn of a task.
+    work_dir, database
+        A :class:`JSONDatabase` in ``work_dir``, or ``database``, else the current one, else
+        a new :class:`MemoryDatabase`.
+    space, strategy
+        A :class:`SpaceGenerator`, schedule function or tunable rule (default: the default
+        space); ``"replay-trace"`` (default), ``"replay-func"`` or a strategy factory.
+    builder, runner
+        Default :class:`LocalBuilder` and :class:`LocalRunner` (:class:`CUDARunner` for
+        CUDA), closed at the end; given ones are left open.
+    check_correctness, seed
+        Compare candidates with the unscheduled function; seed of the search.
+    """
+    _check_budget(max_trials_global, num_trials_per_iter)
+    tgt = as_target(target if target is not None else (tasks[0].target if tasks else None))
+    db = _database(work_dir, database)
+    per_task = max_trials_global if max_trials_per_task is None else max_trials_per_task
+    with _Workers(builder, runner, tgt) as (build, run):
+        states = _start(tasks, db, tgt, space, strategy, per_task, seed)
+        budget = (max_trials_global, num_trials_per_iter)
+        _round_robin(states, budget, db, build, run, check_correctness)
+    return db
+
+
+class _Workers:
+    """The builder and runner of a tuning run; those made here are closed at the end."""
+
+    def __init__(self, builder: Builder | None, runner: Runner | None, target: Target) -> None:
+        self.given = (builder, runner)
+        self.builder = builder or LocalBuilder()
+        self.runner = runner or (CUDARunner() if target.is_gpu else LocalRunner())
+
+    def __enter__(self) -> tuple[Builder, Runner]:
+        return self.builder, self.runner
+
+    def __exit__(self, *exc: object) -> None:
+        if self.given[0] is None:
+            self.builder.close()
+        if self.given[1] is None:
+            self.runner.close()
+
+
+def _start(
+    tasks: Sequence[ExtractedTask],
+    db: Database,
+    target: Target,
+    space: SpaceLike | None,
+    strategy: StrategyLike,
+    per_task: int,
+    seed: int,
+) -> list[TaskState]:
+    gen = as_space(space) if space is not None else default_space(target)
+    factory = _strategy_factory(strategy)
+    states = []
+    for i, task in enumerate(tasks):
+        try:
+            states.append(
+                start_task(task, db, target, gen, factory(), per_task, seed * 1_000_003 + i)
+            )
+        except TuneError as e:  # e.g. symbolic shapes: the other tasks are still tuned
+            warnings.warn(f"task {task.task_name} is not tuned: {e}", stacklevel=3)
+    return states
+
+
+def _check_budget(max_trials_global: int, num_trials_per_iter: int) -> None:
+    if max_trials_global < 0 or num_trials_per_iter < 1:
+        raise TuneError(
+            f"tune: max_trials_global must be >= 0 and num_trials_per_iter >= 1, got "
+            f"{max_trials_global}, {num_trials_per_iter}"
+        )
+
+
+def _round_robin(
+    states: list[TaskState],
+    budgets: tuple[int, int],
+    db: Database,
+    builder: Builder,
+    runner: Runner,
+    check: bool,
+) -> None:
+    budget, per_iter = budgets
+    spent = sum(s.trials for s in states)
+    while spent < budget:
+        active = [s for s in states if not s.done]
+        if not active:
+            break
+        for state in active:
+            count = min(per_iter, state.remaining, budget - spent)
+            if count <= 0:
+                state.done = state.remaining == 0
+                continue
+            spent += run_round(state, count, db, builder, runner, check)
+            best = f"{state.best_secs * 1e3:.4g} ms" if state.failed < state.trials else "-"
+            logger.info(
+                "task %s: %d/%d trials, %d failed, best %s (all tasks: %d/%d)",
+                state.task.task_name,
+                state.trials,
+                state.budget,
+                state.failed,
+                best,
+                spent,
+                budget,
+            )
+            if spent >= budget:
+                break
+
+
+def _as_module(mod: IRModule | PrimFunc) -> IRModule:
+    if isinstance(mod, PrimFunc):
+        return IRModule({mod.name: mod})
+    if isinstance(mod, IRModule):
+        return mod
+    raise TuneError(f"expected a PrimFunc or IRModule, got {type(mod).__name__}")
+
+
+def tune_tir(
+    mod: IRModule | PrimFunc,
+    target: Target | str | None = None,
+    work_dir: str | os.PathLike[str] | None = None,
+    max_trials_global: int = 64,
+    **kwargs: Any,
+) -> Database:
+    """Tune every distinct PrimFunc of ``mod`` (a model module's called kernels included).
+
+    Takes the keyword arguments of :func:`tune_tasks`; returns the database.
+    """
+    tgt = as_target(target)
+    tasks = extract_tasks(_as_module(mod), tgt)
+    return tune_tasks(tasks, tgt, work_dir=work_dir, max_trials_global=max_trials_global, **kwargs)
+
+
+def compile_tir(
+    database: Database, mod: IRModule | PrimFunc, target: Target | str | None = None
+) -> Schedule | None:
+    """The best recorded schedule of ``mod``'s function for ``target``, or None."""
+    func = mod if isinstance(mod, PrimFunc) else None
+    if func is None:
+        funcs = _as_module(mod).prim_funcs()
+        if len(funcs) != 1:
+            raise TuneError(f"compile_tir: expected one PrimFunc, the module has {len(funcs)}")
+        func = funcs[0][1]
+    return database.lookup(func, target).schedule
+
+
+class TuneIRMod(TunePass):
+    """Tune the kernels of a module; returns the module unchanged (records go to the database).
+
+    Parameters
+    ----------
+    work_dir
+        Where records go (a :class:`JSONDatabase`); None: the current database.
+    max_trials_global
+        Trials of all tasks together.
+    op_names
+        Tune only tasks whose name contains one of these strings.
+    target
+        Default: the current target, else the CPU.
+    **kwargs
+        Further arguments of :func:`tune_tasks`.
+    """
+
+    def __init__(
+        self,
+        work_dir: str | os.PathLike[str] | None = None,
+        max_trials_global: int = 64,
+        *,
+        op_names: Sequence[str] | None = None,
+        target: Target | str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.work_dir = work_dir
+        self.max_trials_global = max_trials_global
+        self.op_names = None if op_names is None else list(op_names)
+        self.target = target
+        self.kwargs = kwargs
+        self.database: Database | None = None
+
+    def transform_module(self, mod: IRModule) -> IRModule:
+        """Tune the selected tasks of ``mod``; ``mod`` is returned as is."""
+        tgt = as_target(self.target)
+        tasks = extract_tasks(mod, tgt)
+        if self.op_names is not None:
+            tasks = [t for t in tasks if any(n in t.task_name for n in self.op_names)]
+        self.database = tune_tasks(
+            tasks,
+            tgt,
+            work_dir=self.work_dir,
+            max_trials_global=self.max_trials_global,
+            **self.kwargs,
+        )
+        return mod
+
+
+class TuneTIR(TuneIRMod):
+    """Tune every PrimFunc of a module (no ``op_names`` filter); returns it unchanged."""
+
+    def __init__(
+        self,
+        work_dir: str | os.PathLike[str] | None = None,
+        max_trials_global: int = 64,
+        *,
+        target: Target | str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(work_dir, max_trials_global, target=target, **kwargs)
