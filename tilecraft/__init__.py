@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # what the lazy attributes are, for type checkers and IDEs
     from . import te as te
     from . import testing as testing
     from . import topi as topi
+    from . import tune as tune
     from .ir import IRModule as IRModule
     from .ir import PrimFunc as PrimFunc
     from .runtime.build import build as build

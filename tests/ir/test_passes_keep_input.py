@@ -13,9 +13,12 @@ could only write into a module through its private fields).
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import inspect
 import pkgutil
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from functools import cache
 
@@ -37,6 +40,7 @@ from tilecraft.lower import FlattenBuffer, get_gpu_pipeline, get_pipeline
 from tilecraft.lower.bounds_check import InsertBoundsChecks
 from tilecraft.rules import ApplyDefaultSchedule
 from tilecraft.rules.cpu import GEMV, Matmul
+from tilecraft.tune import ApplyDatabase, TuneIRMod, TuneTIR
 
 Case = tuple[str, Pass, IRModule]
 
@@ -169,7 +173,25 @@ def _for_cpu(mod: IRModule) -> IRModule:
     return mod
 
 
+def _small_static() -> IRModule:
+    a = tc.te.placeholder((16, 16), "float32", name="A")
+    b = tc.te.placeholder((16, 16), "float32", name="B")
+    return IRModule({"mm": tc.te.create_prim_func([a, b, tc.topi.matmul(a, b)])})
+
+
+def _tuning_cases() -> list[Case]:
+    work_dir = tempfile.mkdtemp(prefix="tc_pass_input_")
+    atexit.register(shutil.rmtree, work_dir, ignore_errors=True)
+    tune = TuneTIR(work_dir, max_trials_global=2, target="cpu")
+    return [
+        ("tune", tune, _small_static()),
+        ("tune", TuneIRMod(work_dir, max_trials_global=2, target="cpu"), _small_static()),
+        ("tune", ApplyDatabase(work_dir, target="cpu"), _small_static()),
+    ]
+
+
 EXTRA: dict[str, Callable[[], list[Case]]] = {
+    "TuneTIR": _tuning_cases,
     "ApplyDefaultSchedule": lambda: [
         ("graph", ApplyDefaultSchedule(Matmul(), GEMV()), _for_cpu(_zero_output(i)))
         for i in range(2)

@@ -197,18 +197,17 @@ def test_malformed_workload_line_raises_database_error(tmp_path: Path) -> None:
         ms.JSONDatabase(tmp_path)
 
 
-def test_ill_typed_trace_arguments_fail_the_lookup_not_the_caller(tmp_path: Path) -> None:
-    # Trace.from_json checks a trace's shape, not each argument's type: a record whose split
-    # factors are an int loads, and replaying it must be reported, not raise a TypeError
+def test_ill_typed_trace_arguments_are_a_database_error(tmp_path: Path) -> None:
+    # Trace.from_json checks every argument with its primitive's own check, so a record whose
+    # split factors are an int is refused when the database is read, naming line and argument
     db = ms.JSONDatabase(tmp_path)
     _record(db, add_2d(), tile_2d, 1e-3)
     line = json.loads((tmp_path / RECORD_FILE).read_text())
     split = next(i for i in line["trace"]["insts"] if i["kind"] == "split")
     split["inputs"][1] = 7
     (tmp_path / RECORD_FILE).write_text(json.dumps(line) + "\n")
-    found = ms.JSONDatabase(tmp_path).lookup(add_2d(), CPU)
-    assert found.schedule is None
-    assert "malformed trace (TypeError" in found.reason
+    with pytest.raises(DatabaseError, match=r"json:1: .*split.*argument 'factors'"):
+        ms.JSONDatabase(tmp_path).lookup(add_2d(), CPU)
 
 
 def test_foreign_versions_are_skipped(tmp_path: Path) -> None:

@@ -1,23 +1,19 @@
 """The base of tune's module passes (``ApplyDatabase``, ``TuneIRMod``, ``TuneTIR``).
 
-Kept in one place so it can become a subclass of ``tilecraft.ir.transform.ModulePass`` when
-that lands: the passes only implement :meth:`TunePass.transform_module`.
+They are :class:`~tilecraft.ir.transform.ModulePass` es (instruments and pass contexts see
+them like any other pass) that also accept a single PrimFunc, wrapped in a module under its
+own name.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-
 from ..errors import TuneError
 from ..ir import IRModule, PrimFunc
+from ..ir.transform import ModulePass
 
 
-class TunePass(ABC):
+class TunePass(ModulePass):
     """An IRModule => IRModule pass; never modifies its input."""
-
-    @abstractmethod
-    def transform_module(self, mod: IRModule) -> IRModule:
-        """The transformed module."""
 
     def __call__(self, mod: IRModule | PrimFunc) -> IRModule:
         """Run the pass (a PrimFunc is wrapped in a module under its own name)."""
@@ -27,4 +23,4 @@ class TunePass(ABC):
             raise TuneError(
                 f"{type(self).__name__}: expected an IRModule, got {type(mod).__name__}"
             )
-        return self.transform_module(mod)
+        return super().__call__(mod)
