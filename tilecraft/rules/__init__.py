@@ -4,6 +4,7 @@
 hold one rule per file.
 """
 
+from . import cpu as cpu
 from .base import CPURule as CPURule
 from .base import Decline as Decline
 from .base import GPURule as GPURule

@@ -1,0 +1,61 @@
+"""Each CPU rule alone on every kernel of four models (tutorial, BERT-like encoder layer,
+Llama-style decoder layer, ResNet-18-like basic block): no exception, and either a decline
+with a reason or a schedule numerically equal to the unscheduled kernel."""
+
+from __future__ import annotations
+
+import pytest
+from cpu_rule_models import model_kernels
+from cpu_rule_workloads import check_rule
+
+from tilecraft.rules import Decline
+from tilecraft.rules import cpu as rules_cpu
+
+RULES = {r.name: r for r in rules_cpu.default_rules()}
+KERNELS = sorted(model_kernels())
+
+# the rule of default_rules() (without Matmul/GEMV) that takes each kind of kernel
+EXPECTED = {
+    "layer_norm": "GeneralReduction",
+    "attention": "GeneralReduction",
+    "rms_norm": "Reduction",
+    "mean": "Reduction",
+    "max_pool2d": "Reduction",
+    "transpose": "Injective",
+    "reshape": "Injective",
+    "rotary": "Injective",
+    "matmul": "Fallback",  # Matmul's in the full list
+    "conv2d": "Fallback",  # Matmul's in the full list
+}
+
+
+def expected_rule(kernel: str) -> str:
+    name = kernel.split("/", 1)[1]
+    return next(rule for key, rule in EXPECTED.items() if key in name)
+
+
+def test_the_models_have_the_kernels_the_rules_are_for() -> None:
+    names = {k.split("/", 1)[1] for k in KERNELS}
+    assert {"layer_norm", "rms_norm", "attention", "max_pool2d", "mean", "transpose"} <= names
+    assert any("rotary" in n for n in names)
+    assert any(n.startswith("fused_conv2d") for n in names)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_every_rule_alone_on_the_kernel(kernel: str) -> None:
+    func = model_kernels()[kernel]
+    takers = []
+    for rule in rules_cpu.default_rules():
+        got = check_rule(rule, func, (3,))
+        if not isinstance(got, Decline):
+            takers.append(rule.name)
+    assert takers, f"{kernel}: no rule took it (Fallback must)"
+    assert takers[0] == expected_rule(kernel), takers
+    assert takers[-1] == "Fallback"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_the_default_rule_on_several_sequence_lengths(kernel: str) -> None:
+    func = model_kernels()[kernel]
+    check_rule(RULES[expected_rule(kernel)], func, (1, 2, 17, 64))
