@@ -24,15 +24,28 @@ def schedule(func: tc.ir.PrimFunc) -> tc.Schedule:
 def test_transpose_is_tiled_on_both_axes() -> None:
     func = unary(topi.transpose, (1000, 300))()
     sch = schedule(func)
-    # tiles of 16 x 16: rows of the tile inside, the output's contiguous axis vectorized
-    n_tiles = (300 // 16 + 1) * (1000 // 16 + 1)
+    # blocks of 128 x 128 (3 x 8, guarded), 8 x 8 tiles of 16 x 16 in a block, the output's
+    # contiguous axis vectorized inside a tile
     assert loop_kinds(sch, "T_transpose") == [
-        ("parallel", n_tiles),
+        ("parallel", 3 * 8),
+        ("serial", 8),
+        ("serial", 8),
         ("serial", 16),
         ("vectorized", 16),
     ]
     check_rule(AVX2, func)
     verify_trace_roundtrip(sch, func)
+
+
+def test_small_transpose_is_one_level_of_tiles() -> None:
+    func = unary(topi.transpose, (100, 37))()
+    sch = schedule(func)
+    assert loop_kinds(sch, "T_transpose") == [
+        ("serial", 3 * 7),  # 3,700 elements: one thread
+        ("serial", 16),
+        ("vectorized", 16),
+    ]
+    check_rule(AVX2, func)
 
 
 @pytest.mark.parametrize("name", ["transpose_sym", "permute_last_two"])

@@ -94,7 +94,7 @@ def is_reduction_block(info: BlockInfo) -> bool:
 
 
 def schedule_standalone(
-    sch: Schedule, cfg: VectorConfig, block: BlockRV, *, transpose_tile: int = 0
+    sch: Schedule, cfg: VectorConfig, block: BlockRV, *, transpose_tiles: tuple[int, int] = (0, 0)
 ) -> None:
     """Vectorize and parallelize a block left at the root on its own nest."""
     node = block_node(sch, block)
@@ -115,5 +115,5 @@ def schedule_standalone(
         loops,
         standalone=True,
         elementwise=pattern is OpPattern.ELEMWISE,
-        transpose_tile=transpose_tile,
+        transpose_tiles=transpose_tiles,
     )

@@ -133,32 +133,35 @@ def _tile_transpose(
     cfg: VectorConfig,
     loops: Sequence[LoopRV],
     pair: tuple[LoopRV, LoopRV],
-    tile: int,
+    tiles: tuple[int, int],
     work: int | None,
 ) -> list[LoopRV | None]:
-    """Tile the two axes of a transposed access by ``tile`` (one transaction)."""
+    """Tile the two axes of a transposed access (one transaction).
+
+    ``tiles`` is (tile, block): each axis is cut into blocks of ``block`` elements made of
+    tiles of ``tile``; blocks outermost (parallel), then the tiles of a block, then one tile
+    with the output's axis vectorized. A block's rows stay within the TLB's and L2's reach,
+    a tile's within L1.
+    """
     a, b = pair
     pos = [lp.var for lp in loops].index(a.var)
     head, mid = list(loops[:pos]), list(loops[pos + 1 : -1])
-    ao, ai = _tile_split(sch, a, tile)
-    bo, bi = _tile_split(sch, b, tile)
-    tiles = [lp for lp in (ao, bo) if lp is not None]
-    if ao is not None:
-        sch.reorder(ao, *mid, *([bo] if bo is not None else []), ai, bi)
-    elif bo is not None:
-        sch.reorder(*mid, bo, ai, bi)
-    sch.vectorize(bi)
-    outer = [*head, *tiles] if not mid else [*head, *tiles[:1]]
-    return [parallelize(sch, cfg, outer, work)]
+    a_parts, b_parts = _tile_axis(sch, a, *tiles), _tile_axis(sch, b, *tiles)
+    a_out, b_out = a_parts[:1] if len(a_parts) > 1 else [], b_parts[:1] if len(b_parts) > 1 else []
+    order = [*a_out, *mid, *b_out, *a_parts[1:-1], *b_parts[1:-1], a_parts[-1], b_parts[-1]]
+    sch.reorder(*order)
+    sch.vectorize(b_parts[-1])
+    return [parallelize(sch, cfg, [*head, *a_out, *mid, *b_out], work)]
 
 
-def _tile_split(sch: Schedule, loop: LoopRV, tile: int) -> tuple[LoopRV | None, LoopRV]:
-    """(tile loop, loop in the tile) of ``loop``; a loop no longer than a tile is not split."""
+def _tile_axis(sch: Schedule, loop: LoopRV, tile: int, block: int) -> list[LoopRV]:
+    """``loop`` cut into blocks of tiles, outermost first; the last is the loop in a tile."""
     ext = loop_extent(sch, loop)
     if ext is not None and ext <= tile:
-        return None, loop
-    outer, inner = sch.split(loop, [None, tile])
-    return outer, inner
+        return [loop]
+    if block <= tile or (ext is not None and ext <= block):
+        return sch.split(loop, [None, tile])
+    return sch.split(loop, [None, block // tile, tile])
 
 
 def schedule_spatial(
@@ -169,7 +172,7 @@ def schedule_spatial(
     *,
     standalone: bool,
     elementwise: bool = False,
-    transpose_tile: int = 0,
+    transpose_tiles: tuple[int, int] = (0, 0),
 ) -> LoopRV | None:
     """Vectorize a spatial block's innermost loop; at the root, parallel its outer loops.
 
@@ -184,8 +187,8 @@ def schedule_spatial(
         fused and made parallel, and the returned loop is that fused loop).
     elementwise
         Whether every access uses the output's indices: all loops fuse into one.
-    transpose_tile
-        Tile edge for transposed accesses (0: no tiling).
+    transpose_tiles
+        (tile, block) edges for transposed accesses (tile 0: no tiling).
 
     Returns
     -------
@@ -197,10 +200,10 @@ def schedule_spatial(
     if node is None or not loops:
         return None
     lanes, work = _lanes_of(cfg, node), _work(sch, loops)
-    if standalone and transpose_tile > 1 and len(loops) > 1:
+    if standalone and transpose_tiles[0] > 1 and len(loops) > 1:
         pair = transposed_pair(sch, block, node, loops)
         if pair is not None:
-            done = sch.try_(_tile_transpose, sch, cfg, loops, pair, transpose_tile, work)
+            done = sch.try_(_tile_transpose, sch, cfg, loops, pair, transpose_tiles, work)
             if done is not None:
                 return done[0]
     if elementwise and len(loops) > 1:
