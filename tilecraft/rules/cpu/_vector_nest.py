@@ -3,11 +3,12 @@
 Two entry points, each working on the loops of one block that it is given (all its loops for a
 block at the root, or the loops under a shared row loop after ``compute_at``):
 
-* :func:`schedule_spatial`: a block without reduction. The innermost loop is split by the
-  vector width and vectorized; at the root the outer loops are fused and run in parallel. A
-  transposed access (the input's contiguous axis is not the output's) is tiled on both axes
-  so each tile's reads and writes stay in the L1 cache; an elementwise block is first fused
-  into one loop so only the very last vector can be partial.
+* :func:`schedule_spatial`: a block without reduction. The innermost loop is vectorized
+  whole (the C compiler strip-mines it, so odd and symbolic extents need no guard); at the
+  root the outer loops are fused and run in parallel, and a block left with a single loop
+  (an elementwise block fuses all its loops into one) is cut into parallel chunks of a few
+  vectors. A transposed access (the input's contiguous axis is not the output's) is cut
+  into blocks of tiles on both axes so each tile's reads and writes stay in the L1 cache.
 * :func:`schedule_reduction`: a reduction block, in the first of three forms that applies:
 
   A. reduce axes innermost in the input and a reduction length with a divisor of vector
@@ -209,18 +210,28 @@ def schedule_spatial(
     if elementwise and len(loops) > 1:
         fused = sch.try_(sch.fuse, *loops)
         loops = [fused] if fused is not None else loops
-    if standalone and len(loops) == 1:  # one loop: cut it into parallel chunks of vectors
-        outer, inner = split_for_vector(sch, loops[0], lanes * cfg.chunk_vectors)
-    else:  # the compiler strip-mines the innermost loop itself: no guard, no split
+    outer = _vectorize_innermost(sch, loops, lanes * cfg.chunk_vectors if standalone else 0)
+    if not standalone:
+        return None
+    return parallelize(sch, cfg, loops[:-1] + ([outer] if outer is not None else []), work)
+
+
+def _vectorize_innermost(sch: Schedule, loops: Sequence[LoopRV], chunk: int) -> LoopRV | None:
+    """Vectorize the innermost of ``loops``; returns what is left of it outside the vector.
+
+    With ``chunk`` and a single loop, the loop is first cut into chunks of about ``chunk``
+    elements (the outer part, returned, can run in parallel). Otherwise the whole loop is
+    vectorized (the compiler strip-mines it: no guard, no split).
+    """
+    if chunk and len(loops) == 1:
+        outer, inner = split_for_vector(sch, loops[0], chunk)
+    else:
         outer, inner = None, loops[-1]
         if loop_extent(sch, inner) == 1:
             outer, inner = inner, None
     if inner is not None:
         sch.try_(sch.vectorize, inner)
-    if not standalone:
-        return None
-    heads = loops[:-1] + ([outer] if outer is not None else [])
-    return parallelize(sch, cfg, heads, work)
+    return outer
 
 
 # -- reduction blocks -------------------------------------------------------------------------
