@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ...errors import ScheduleError
 from ...ir import IterKind, PrimFunc, Var
 from ...schedule import BlockRV, Schedule
 from ...schedule.analysis import (
@@ -38,7 +39,10 @@ def start(func: PrimFunc, target: Target) -> tuple[Schedule, list[BlockInfo]] | 
     done = scheduled_loop(func)
     if done is not None:
         return Decline(f"already scheduled: loop {done} is not serial")
-    sch = Schedule(func)
+    try:
+        sch = Schedule(func)
+    except ScheduleError as e:  # a function the Schedule API refuses to hold
+        return Decline(f"cannot schedule it: {e.short}")
     infos = normalize_prim_func(sch)
     if infos is None:
         return Decline(f"not normalized: {why_not_normalized(sch)}")

@@ -171,6 +171,13 @@ def loop_kinds(sch: Schedule, block: BlockRV, loops: Sequence[LoopRV]) -> list[s
     return out
 
 
+def loops_below(sch: Schedule, block: BlockRV, loop: LoopRV) -> list[LoopRV]:
+    """The loops of ``block`` inside ``loop`` (empty when ``block`` is not under it)."""
+    loops = sch.get_loops(block)
+    at = next((n for n, lp in enumerate(loops) if lp.var is loop.var), None)
+    return loops[at + 1 :] if at is not None else []
+
+
 def bound_alone(sch: Schedule, block: BlockRV, loop: LoopRV) -> bool:
     """Whether some iterator of ``block`` is bound to exactly ``loop``'s variable."""
     realize = find_realize(sch.func, block.name)

@@ -18,7 +18,8 @@ leaves the function as it was and the next one runs):
 
 Parallel loops are used only when the kernel touches enough elements
 (:attr:`VectorConfig.min_parallel_work`). ``Fallback`` declines only a non-CPU target or an
-argument that is not a PrimFunc; a function it cannot normalize (hand-written or transformed
+argument that is not a PrimFunc (or one the Schedule API refuses to hold); a function it
+cannot normalize (hand-written or transformed
 with loops that do not match its blocks' iterators) or one already scheduled (a loop that is
 parallel, vectorized, unrolled or bound) is returned unchanged, as a Schedule with an empty
 trace.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...errors import ScheduleError
 from ...ir import PrimFunc
 from ...schedule import Schedule
 from ...schedule.analysis import normalize_prim_func
@@ -55,11 +57,14 @@ class Fallback(CPURule):
         if not isinstance(target, Target) or target.kind != "cpu":
             return Decline(f"a CPU rule; the target is {target}")
         cfg = self.config or self.Config.for_target(target)
-        sch = Schedule(func)
+        try:
+            sch = Schedule(func)
+        except ScheduleError as e:  # a function the Schedule API refuses to hold
+            return Decline(f"cannot schedule it: {e.short}")
         # Step 1. Blocks the analysis can describe, not scheduled yet; else left as it is.
         infos = normalize_prim_func(sch) if scheduled_loop(func) is None else None
         if infos is None:
-            return Schedule(func)
+            return Schedule(func)  # unchanged
         # Step 2. Inline the chains; vectorize and parallelize each block left.
         for b in inline_spatial(sch, infos):
             schedule_standalone(sch, cfg, b.block_rv)

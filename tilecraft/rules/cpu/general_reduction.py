@@ -31,7 +31,14 @@ from ...schedule.analysis import BlockInfo, OpPattern, detect_reduction, why_not
 from ...target import Target
 from ..base import CPURule, Decline
 from ._block_plan import inline_spatial, is_reduction_block, schedule_standalone, start
-from ._vector_config import VectorConfig, block_node, bound_alone, loop_extent, loop_kinds
+from ._vector_config import (
+    VectorConfig,
+    block_node,
+    bound_alone,
+    loop_extent,
+    loop_kinds,
+    loops_below,
+)
 from ._vector_config import product as _product
 from ._vector_nest import schedule_reduction, schedule_spatial
 
@@ -114,16 +121,10 @@ def _choose_rows(sch: Schedule, blocks: Sequence[BlockInfo]) -> _Rows | None:
     return fallback
 
 
-def _loops_below(sch: Schedule, block: BlockRV, row: LoopRV) -> list[LoopRV]:
-    loops = sch.get_loops(block)
-    at = next((n for n, lp in enumerate(loops) if lp.var is row.var), None)
-    return loops[at + 1 :] if at is not None else []
-
-
 def _schedule_inside(sch: Schedule, cfg: VectorConfig, block: BlockRV, row: LoopRV) -> None:
     """Vectorize one stage inside the row loop."""
     node = block_node(sch, block)
-    below = _loops_below(sch, block, row)
+    below = loops_below(sch, block, row)
     if node is None or not below:
         return
     if any(iv.kind is IterKind.REDUCE for iv in node.iter_vars):

@@ -29,7 +29,7 @@ from ...schedule.analysis import BlockInfo, OpPattern, consumers, why_not_reduct
 from ...target import Target
 from ..base import CPURule, Decline
 from ._block_plan import inline_spatial, is_reduction_block, schedule_standalone, start
-from ._vector_config import VectorConfig
+from ._vector_config import VectorConfig, loops_below
 from ._vector_nest import schedule_reduction, schedule_spatial
 
 
@@ -67,15 +67,10 @@ def attach_epilogue(sch: Schedule, cfg: VectorConfig, block: BlockInfo, row: Loo
     if row is not None:
         sch.try_(sch.reverse_compute_at, block.block_rv, row)
         if sch.last_error is None:
-            loops = sch.get_loops(block.block_rv)
-            below = list(loops[_index(loops, row) + 1 :])
+            below = loops_below(sch, block.block_rv, row)
             schedule_spatial(sch, cfg, block.block_rv, below, standalone=False)
             return
     schedule_standalone(sch, cfg, block.block_rv)
-
-
-def _index(loops: Sequence[LoopRV], loop: LoopRV) -> int:
-    return next(n for n, lp in enumerate(loops) if lp.var is loop.var)
 
 
 class Reduction(CPURule):
