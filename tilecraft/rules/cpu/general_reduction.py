@@ -8,8 +8,12 @@ the whole computation of one row can run while the row is in cache. The schedule
    ``exp`` normalisation feeding a weighted sum: it would be recomputed per output column);
 2. pick the *row loops*: the longest run of leading spatial loops of the last block under
    which every other block can be computed (``compute_at``) with no element computed twice
-   (each row loop variable binds one of the block's iterators alone); failing that, the
-   longest run under which every reduction can; blocks that cannot move stay at the root;
+   (each row loop variable binds one of the block's iterators alone) — or of the first
+   block, when it is written out before the reductions (the sum of a fused add + RMS norm:
+   the later stages then move with ``reverse_compute_at``); failing that, the longest run
+   under which every reduction can; blocks that cannot move stay at the root. (A row of
+   symbolic length cannot move today: ``compute_at`` needs constant extents; then every
+   stage gets its own nest);
 3. fuse the row loops into one loop, parallel when the kernel touches enough elements;
 4. vectorize every stage inside the row (see :mod:`._vector_nest`): reductions into a
    vector of partial results folded at the end (``rfactor``), or along the output's
