@@ -15,7 +15,9 @@ Measurement: as ``benchmarks/cpu_schedule_bench.py`` — ``OPENBLAS_CORETYPE`` a
 ``OPENBLAS_L2_SIZE`` are removed from this process's environment before numpy is imported,
 tilecraft's ``OMP_NUM_THREADS`` is the number of usable cores (``--threads=N`` to change it:
 on a machine shared with other work, a parallel loop waits for its slowest thread, so one
-thread gives steadier figures), calls are interleaved in rounds
+thread gives steadier figures, and so does ``OMP_WAIT_POLICY=passive`` in the environment:
+OpenMP's default spin-waiting workers compete with the other work), calls are interleaved in
+rounds
 with a pause before each timing block (so one library's spinning threads do not slow the
 other), and the table shows per-call medians; ``ratio`` is numpy's time over tilecraft's
 (>1: tilecraft faster). GB/s counts the minimum traffic: bytes of the inputs and the output.
