@@ -17,12 +17,11 @@ tilecraft's ``OMP_NUM_THREADS`` is the number of usable cores (``--threads=N`` t
 on a machine shared with other work, a parallel loop waits for its slowest thread, so one
 thread gives steadier figures, and so does ``OMP_WAIT_POLICY=passive`` in the environment:
 OpenMP's default spin-waiting workers compete with the other work), calls are interleaved in
-rounds
-with a pause before each timing block (so one library's spinning threads do not slow the
-other), and the table shows per-call medians; ``ratio`` is numpy's time over tilecraft's
+rounds with a pause before each timing block (so one library's spinning threads do not slow
+the other), and the table shows per-call medians; ``ratio`` is numpy's time over tilecraft's
 (>1: tilecraft faster). GB/s counts the minimum traffic: bytes of the inputs and the output.
 
-Run: ``python benchmarks/cpu_reduction_rules_bench.py [--rounds N] [--rows R]``.
+Run: ``python benchmarks/cpu_reduction_rules_bench.py [--rounds N] [--threads=N]``.
 """
 
 from __future__ import annotations
