@@ -1,10 +1,46 @@
-"""CPU schedule rules, one per file; each has a per-target ``Config`` dataclass.
+"""CPU schedule rules, one per file, and :func:`default_rules`.
 
-``Matmul`` (GEMM-like einsums, conv2d as an implicit GEMM) and ``GEMV`` (matrix-vector);
-the reduction, injective and fallback rules and ``default_rules()`` join them here.
+``Matmul`` (GEMM-like einsums, conv2d as an implicit GEMM) and ``GEMV`` (matrix-vector) tile
+for registers and caches; ``Reduction``, ``GeneralReduction``, ``Injective`` and ``Fallback``
+vectorize for the target's SIMD width and run outer loops on its cores. Their numbers are in
+each rule's ``Config`` (``Config.for_target(target)``).
 """
 
+from ..base import ScheduleRule
+from ._vector_config import VectorConfig as VectorConfig
+from .fallback import Fallback as Fallback
 from .gemv import GEMV as GEMV
 from .gemv import GEMVConfig as GEMVConfig
+from .general_reduction import GeneralReduction as GeneralReduction
+from .injective import Injective as Injective
 from .matmul import Matmul as Matmul
 from .matmul import MatmulConfig as MatmulConfig
+from .reduction import Reduction as Reduction
+
+
+def default_rules() -> list[ScheduleRule]:
+    """The CPU rules in the order ``ApplyDefaultSchedule`` should try them.
+
+    Most specific first, ``Fallback`` (which takes everything) last: Matmul, GEMV,
+    Reduction, GeneralReduction, Injective, Fallback.
+
+    Returns
+    -------
+    list of ScheduleRule
+        New rule instances with per-target configurations.
+    """
+    return [Matmul(), GEMV(), Reduction(), GeneralReduction(), Injective(), Fallback()]
+
+
+__all__ = [
+    "GEMV",
+    "Fallback",
+    "GEMVConfig",
+    "GeneralReduction",
+    "Injective",
+    "Matmul",
+    "MatmulConfig",
+    "Reduction",
+    "VectorConfig",
+    "default_rules",
+]

@@ -50,6 +50,7 @@ from ._common import (
     pick_tile,
     vectorize_innermost,
 )
+from ._vector_config import scheduled_loop
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,9 @@ class GEMV(CPURule):
 
     def apply(self, func: PrimFunc, target: Target, tunable: bool) -> Schedule | Decline:
         """Schedule ``func`` as a GEMV, or decline with the reason."""
+        done = scheduled_loop(func)
+        if done is not None:
+            return Decline(f"already scheduled: loop {done} is not serial")
         cfg = self.config or GEMVConfig.for_target(target)
         # Step 1. Find the one GEMV reduction block.
         sch = Schedule(func)

@@ -69,6 +69,7 @@ from ._common import (
     vectorize_innermost,
     writes_param,
 )
+from ._vector_config import scheduled_loop
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,9 @@ class Matmul(CPURule):
 
     def apply(self, func: PrimFunc, target: Target, tunable: bool) -> Schedule | Decline:
         """Schedule ``func`` as a GEMM, or decline with the reason."""
+        done = scheduled_loop(func)
+        if done is not None:
+            return Decline(f"already scheduled: loop {done} is not serial")
         cfg = self.config or MatmulConfig.for_target(target)
         # Step 1. Find the one einsum reduction block, staging conv-like reads (implicit GEMM).
         base = Schedule(func)

@@ -1,0 +1,117 @@
+"""The CPU ``GeneralReduction`` rule: one pass per row, vectorized stages, declines."""
+
+from __future__ import annotations
+
+from cpu_rule_workloads import CPU, OPS, N, block_names, check_rule, loop_kinds, ph, unary
+
+import tilecraft as tc
+from tilecraft import te, topi
+from tilecraft.rules import Decline
+from tilecraft.rules.cpu import GeneralReduction
+from tilecraft.schedule.testing_utils import verify_trace_roundtrip
+
+AVX2 = GeneralReduction(GeneralReduction.Config(vector_bits=256, num_cores=4))
+
+
+def schedule(func: tc.ir.PrimFunc) -> tc.Schedule:
+    sch = AVX2.apply(func, CPU, False)
+    assert isinstance(sch, tc.Schedule), sch
+    return sch
+
+
+def one_row_loop(sch: tc.Schedule) -> tuple[str, int | None]:
+    """Assert every block sits under one outer loop; return that loop's (kind, extent)."""
+    names = block_names(sch.func)
+    outer = {sch.get_loops(sch.get_block(n))[0].var for n in names}
+    assert len(outer) == 1, f"blocks under {len(outer)} different outer loops"
+    return loop_kinds(sch, names[0])[0]
+
+
+def test_softmax_is_one_parallel_pass_per_row() -> None:
+    func = unary(topi.softmax, (256, 1000))()
+    sch = schedule(func)
+    assert one_row_loop(sch) == ("parallel", 256)
+    # max and sum of exponentials: vectors of partial results (1000 = 125 x 8)
+    assert loop_kinds(sch, "T_softmax_maxelem_rf")[1:] == [("serial", 125), ("vectorized", 8)]
+    assert loop_kinds(sch, "T_softmax_expsum_rf")[1:] == [("serial", 125), ("vectorized", 8)]
+    assert loop_kinds(sch, "T_softmax_norm")[1:] == [("vectorized", 1000)]
+    check_rule(AVX2, func)
+    verify_trace_roundtrip(sch, func)
+
+
+def test_layer_norm_rows_of_a_3d_input_fuse_into_one_loop() -> None:
+    func = OPS["layer_norm"][0]()
+    sch = schedule(func)
+    assert one_row_loop(sch) == ("serial", 10)  # 1,000 elements: too little work to fork
+    assert loop_kinds(sch, "T_layer_norm_var_rf")[1:] == [("serial", 5), ("vectorized", 20)]
+    check_rule(AVX2, func)
+
+
+def test_symbolic_rows_run_in_parallel() -> None:
+    func = unary(topi.softmax, (N, 64))()
+    sch = schedule(func)
+    assert one_row_loop(sch) == ("parallel", None)
+    check_rule(AVX2, func, (1, 7, 33))
+
+
+def test_reduction_over_a_middle_axis_vectorizes_the_contiguous_axis() -> None:
+    func = unary(topi.softmax, (8, 64, 32), axis=1)()
+    sch = schedule(func)
+    assert one_row_loop(sch) == ("serial", 8)
+    # max over axis 1, 16 columns (2 x 8) at a time: the reduce loop outside the vector loop
+    kinds = [("serial", 2), ("serial", 64), ("vectorized", 16)]
+    assert loop_kinds(sch, "T_softmax_maxelem")[1:] == kinds
+    assert loop_kinds(sch, "T_softmax_norm")[1:] == [("serial", 64), ("vectorized", 32)]
+    check_rule(AVX2, func)
+
+
+def test_fused_add_rms_norm_writing_the_sum_is_one_pass() -> None:
+    build, _, sizes = OPS["add_rms_norm_two_outputs"]
+    func = build()
+    sch = schedule(func)
+    assert one_row_loop(sch) == ("parallel", None)
+    assert loop_kinds(sch, "T_add")[1:] == [("vectorized", 100)]
+    check_rule(AVX2, func, sizes)
+
+
+def test_attention_is_computed_row_by_row() -> None:
+    func = OPS["attention"][0]()
+    sch = schedule(func)
+    assert one_row_loop(sch) == ("serial", 2 * 13)  # rows: (batch, query)
+    assert loop_kinds(sch, "attention_scores_rf")[1:] == [("serial", 13), ("vectorized", 8)]
+    assert loop_kinds(sch, "attention")[1:] == [("serial", 13), ("vectorized", 8)]
+    # softmax normalisation (exp) is not inlined into the weighted sum: it would be
+    # recomputed for every one of the 8 output columns
+    assert "attention_softmax_norm" in block_names(sch.func)
+    check_rule(AVX2, func)
+
+
+def test_group_norm_statistics_are_computed_once_per_group() -> None:
+    func = OPS["group_norm"][0]()
+    sch = schedule(func)
+    # rows are the batch only: a row loop over channels would recompute each group's
+    # statistics once per channel of the group
+    assert one_row_loop(sch) == ("serial", 2)
+    check_rule(AVX2, func)
+
+
+def test_symbolic_row_length_falls_back_to_one_nest_per_stage() -> None:
+    func = unary(topi.softmax, (3, N))()
+    sch = schedule(func)
+    outer = {sch.get_loops(sch.get_block(n))[0].var for n in block_names(sch.func)}
+    assert len(outer) == 3  # compute_at cannot yet place a row of symbolic length
+    check_rule(AVX2, func, (1, 7, 100))
+
+
+def test_declines_say_why() -> None:
+    def reason(func: tc.ir.PrimFunc) -> str:
+        got = AVX2.apply(func, CPU, False)
+        assert isinstance(got, Decline)
+        return got.reason
+
+    assert "no reduction block" in reason(OPS["transpose"][0]())
+    assert "T_argmax" in reason(OPS["argmax"][0]())
+    assert "multiply-accumulate" in reason(OPS["dense_bias"][0]())
+    x, w = ph((4, 8), "x"), ph((8,), "w")
+    assert isinstance(AVX2.apply(te.create_prim_func([x, w, topi.rms_norm(x, w)]), CPU, False),
+                      tc.Schedule)  # fmt: skip

@@ -1,0 +1,71 @@
+"""``Fallback``: a schedule for any function, so every kernel gets one.
+
+What it does, step by step, each step only where the Schedule API accepts it (a refused step
+leaves the function as it was and the next one runs):
+
+1. inline the intermediate blocks without reduction into their consumers (not a costly one
+   read broadcast: see :func:`._block_plan.inline_spatial`);
+2. for each block left, on its own nest at the root:
+
+   * a reduction (including a matmul-like multiply-accumulate): vectorized as in
+     ``Reduction`` — partial vector results when the reduce axes are innermost in every
+     input, else along the output's contiguous axis, else serial — with its leading spatial
+     loops fused and parallel;
+   * a block without reduction: its innermost loop vectorized and its outer loops fused and
+     parallel (as in ``Injective``, without tiling transposed accesses);
+   * an opaque block (its body is not one store, such as ``argmax``): only its leading
+     spatial loops fused and parallel; nothing is vectorized.
+
+Parallel loops are used only when the kernel touches enough elements
+(:attr:`VectorConfig.min_parallel_work`). ``Fallback`` declines only a non-CPU target or an
+argument that is not a PrimFunc (or one the Schedule API refuses to hold); a function it
+cannot normalize (hand-written or transformed
+with loops that do not match its blocks' iterators) or one already scheduled (a loop that is
+parallel, vectorized, unrolled or bound) is returned unchanged, as a Schedule with an empty
+trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...errors import ScheduleError
+from ...ir import PrimFunc
+from ...schedule import Schedule
+from ...schedule.analysis import normalize_prim_func
+from ...target import Target
+from ..base import CPURule, Decline
+from ._block_plan import inline_spatial, schedule_standalone
+from ._vector_config import VectorConfig, scheduled_loop
+
+
+class Fallback(CPURule):
+    """Parallel and vectorized where safe; always returns a schedule (module docstring)."""
+
+    @dataclass(frozen=True)
+    class Config(VectorConfig):
+        """The numbers of :class:`Fallback` (all from :class:`VectorConfig`)."""
+
+    def __init__(self, config: Fallback.Config | None = None) -> None:
+        super().__init__()
+        self.config = config
+
+    def apply(self, func: PrimFunc, target: Target, tunable: bool = False) -> Schedule | Decline:
+        """Schedule ``func`` (see the module docstring)."""
+        if not isinstance(func, PrimFunc):
+            return Decline(f"not a PrimFunc: {type(func).__name__}")
+        if not isinstance(target, Target) or target.kind != "cpu":
+            return Decline(f"a CPU rule; the target is {target}")
+        cfg = self.config or self.Config.for_target(target)
+        try:
+            sch = Schedule(func)
+        except ScheduleError as e:  # a function the Schedule API refuses to hold
+            return Decline(f"cannot schedule it: {e.short}")
+        # Step 1. Blocks the analysis can describe, not scheduled yet; else left as it is.
+        infos = normalize_prim_func(sch) if scheduled_loop(func) is None else None
+        if infos is None:
+            return Schedule(func)  # unchanged
+        # Step 2. Inline the chains; vectorize and parallelize each block left.
+        for b in inline_spatial(sch, infos):
+            schedule_standalone(sch, cfg, b.block_rv)
+        return sch
