@@ -4,6 +4,9 @@
                          ``$XDG_CACHE_HOME/tilecraft`` or ``~/.cache/tilecraft``).
 ``CC``                   the C compiler to use (default: the first of cc, gcc, clang on PATH).
 ``TILECRAFT_NVCC``       the nvcc executable (default: ``nvcc`` on PATH).
+``TILECRAFT_VERIFY``     "1" runs :func:`tilecraft.ir.verify` after every schedule primitive
+                         (a debug switch: slower; ``Schedule(func, verify=True)`` does the
+                         same for one schedule).
 """
 
 from __future__ import annotations
@@ -37,3 +40,8 @@ def env_flag(name: str, default: bool = False) -> bool:
     if value is None:
         return default
     return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def verify_schedules() -> bool:
+    """Whether ``TILECRAFT_VERIFY`` asks to verify the IR after every schedule primitive."""
+    return env_flag("VERIFY")

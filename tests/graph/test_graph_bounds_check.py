@@ -9,7 +9,8 @@ import tilecraft as tc
 from tilecraft.frontend import nn
 from tilecraft.runtime import BoundsCheckError
 
-# A transpose that reads one column past the weight: the kind of kernel a bad schedule makes.
+# A transpose whose column index comes from the data (weights scaled by 1000): the verifier
+# cannot prove such an access out of range, only a bounds-checked run can catch it.
 BROKEN_TRANSPOSE = """
 @T.prim_func
 def transpose(fc_weight: T.Buffer((8, 16), "float32"), T_transpose: T.Buffer((16, 8), "float32")):
@@ -17,9 +18,11 @@ def transpose(fc_weight: T.Buffer((8, 16), "float32"), T_transpose: T.Buffer((16
         with T.block("T_transpose"):
             vi0 = T.axis.spatial(16, i0)
             vi1 = T.axis.spatial(8, i1)
-            T.reads(fc_weight[vi1, vi0 + 1])
+            T.reads(fc_weight[vi1, 0:16])
             T.writes(T_transpose[vi0, vi1])
-            T_transpose[vi0, vi1] = fc_weight[vi1, vi0 + 1]
+            T_transpose[vi0, vi1] = fc_weight[
+                vi1, T.Cast("int32", fc_weight[vi1, vi0] * T.float32(1000.0))
+            ]
 """
 
 
@@ -53,6 +56,7 @@ def test_checked_graph_build_reports_the_kernel_that_reads_out_of_range() -> Non
     mod = mod.with_function("transpose", tc.script.parse(BROKEN_TRANSPOSE))
     exe = tc.build(mod, "cpu", bounds_check=True)
     x = np.ones((2, 16), "float32")
+    assert np.abs(params["fc.weight"] * 1000).max() >= 16  # some column index is out of range
     with pytest.raises(BoundsCheckError, match=r"transpose.*fc_weight"):
         exe["forward"](x, *params.values())
     # the library stays usable: the same call fails the same way, cleanly, again

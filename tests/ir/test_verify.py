@@ -33,7 +33,7 @@ from tilecraft.script import parse
 
 
 def _f(text: str) -> PrimFunc:
-    func = parse(text)
+    func = parse(text, verify=False)  # these tests call verify themselves
     assert isinstance(func, PrimFunc)
     return func
 
@@ -470,3 +470,78 @@ def main(idx: T.Buffer((4,), "int32"), A: T.Buffer((10,), "float32"),
                 B[vi] = A[vj]
 """)
     )
+
+
+# where verify runs ----------------------------------------------------------------------------
+_UNLISTED_READ = _copy("A[vi]", reads="")
+
+
+def test_parse_verifies_unless_told_not_to() -> None:
+    with pytest.raises(IRError, match=r"block 'B': load A\[vi\] reads 'A'"):
+        parse(_UNLISTED_READ)
+    assert isinstance(parse(_UNLISTED_READ, verify=False), PrimFunc)
+
+
+def test_from_json_verifies_functions_and_modules_unless_told_not_to() -> None:
+    bad = parse(_UNLISTED_READ, verify=False)
+    for doc in (tc.ir.to_json(bad), tc.ir.to_json(IRModule({"f": bad}))):
+        with pytest.raises(IRError, match=r"block 'B': load A\[vi\] reads 'A'"):
+            tc.ir.from_json(doc)
+        assert tc.ir.from_json(doc, verify=False) is not None
+    expr = tc.ir.from_json(tc.ir.to_json(Var("x") + 1))  # not a function: nothing to verify
+    assert isinstance(expr, tc.ir.Add)
+
+
+def test_build_verifies_before_lowering() -> None:
+    bad = parse(_UNLISTED_READ, verify=False)
+    with pytest.raises(IRError, match=r"block 'B': load A\[vi\] reads 'A'"):
+        tc.build(bad, "cpu")
+    with pytest.raises(IRError, match=r"block 'B': load A\[vi\] reads 'A'"):
+        tc.build(IRModule({"f": bad}), "cpu")
+
+
+def test_schedule_debug_switch_verifies_after_every_primitive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tilecraft.schedule import Schedule
+
+    func = parse(_copy("A[vi]"))
+    calls: list[str] = []
+
+    def counting(f: PrimFunc | IRModule) -> None:
+        calls.append("verify")
+        verify(f)
+
+    monkeypatch.setattr("tilecraft.schedule.schedule.verify_ir", counting)
+    sch = Schedule(func, verify=True)
+    (i,) = sch.get_loops(sch.get_block("B"))
+    sch.split(i, [None, 8])
+    assert calls == ["verify"]  # the query changed nothing; the split was verified
+    monkeypatch.setenv("TILECRAFT_VERIFY", "1")
+    sch = Schedule(func)
+    (i,) = sch.get_loops(sch.get_block("B"))
+    sch.split(i, [None, 8])
+    assert calls == ["verify", "verify"]
+    monkeypatch.setenv("TILECRAFT_VERIFY", "0")
+    sch = Schedule(func)
+    sch.split(sch.get_loops(sch.get_block("B"))[0], [None, 8])
+    assert calls == ["verify", "verify"]
+
+
+def test_a_primitive_whose_result_fails_verification_fails_cleanly() -> None:
+    from tilecraft.errors import ScheduleError
+    from tilecraft.schedule import Schedule
+
+    func = parse(_copy("A[vi]"))
+    sch = Schedule(func, verify=True)
+
+    def broken(f: PrimFunc | IRModule) -> None:
+        raise IRError("verify: function 'main': a planted failure")
+
+    sch.state.post_commit_check = broken
+    (i,) = sch.get_loops(sch.get_block("B"))
+    before = sch.func
+    with pytest.raises(ScheduleError, match=r"split: .*planted failure"):
+        sch.split(i, [None, 8])
+    assert sch.func is before
+    assert len(sch.trace) == 2  # get_block, get_loops: the failed split left nothing

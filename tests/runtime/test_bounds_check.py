@@ -27,11 +27,17 @@ GPU = tc.Target("cuda -arch=sm_90")
 
 
 def shifted_copy(kind: ForKind = ForKind.SERIAL) -> PrimFunc:
-    """``B[i + 1, j] = A[i, j] + 1``: the last row writes one row past B."""
+    """``B[i + 1, j] = A[i, j] + 1`` for ``i < rows``: with 4 rows the last writes past B.
+
+    The row count is a scalar argument, so the kernel is correct for ``rows <= 3`` and
+    ``tc.ir.verify`` (which reports only accesses out of range at every size) lets it build:
+    this is the size-dependent bug only a bounds-checked run catches.
+    """
     A, B = Buffer("A", (4, 8), "float32"), Buffer("B", (4, 8), "float32")
-    i, j = Var("i"), Var("j")
+    i, j, rows = Var("i"), Var("j"), Var("rows")
     store = BufferStore(B, A[i, j] + 1.0, (i + 1, j))
-    return PrimFunc((A, B), For(i, 0, 4, kind, For(j, 0, 8, ForKind.SERIAL, store)), name="shift")
+    body = For(i, 0, rows, kind, For(j, 0, 8, ForKind.SERIAL, store))
+    return PrimFunc((A, B, rows), body, name="shift")
 
 
 def guarded_output() -> tuple[np.ndarray, np.ndarray]:
@@ -46,8 +52,11 @@ def test_out_of_range_write_raises_and_writes_nothing_outside(kind: ForKind) -> 
     assert lib.bounds_checked
     a = np.ones((4, 8), "float32")
     backing, b = guarded_output()
+    lib["shift"](a, b, 3)  # in range
+    np.testing.assert_array_equal(b[1:], 2.0)
+    b[:] = 0.0
     with pytest.raises(BoundsCheckError) as err:
-        lib["shift"](a, b)
+        lib["shift"](a, b, 4)
     msg = str(err.value)
     assert "shift" in msg
     assert "store B[4, " in msg
@@ -58,25 +67,25 @@ def test_out_of_range_write_raises_and_writes_nothing_outside(kind: ForKind) -> 
     np.testing.assert_array_equal(backing[32:], 7.0)  # nothing written past the array
     np.testing.assert_array_equal(b[1:], 2.0)  # the in-range part ran
     with pytest.raises(BoundsCheckError):  # the library stays usable; the record was cleared
-        lib["shift"](a, b)
+        lib["shift"](a, b, 4)
 
 
 def test_the_unchecked_build_does_write_past_the_array() -> None:
     """What bounds checking prevents (the guard zone makes the stray write observable)."""
     lib = tc.build(shifted_copy())
     backing, b = guarded_output()
-    lib["shift"](np.ones((4, 8), "float32"), b)
+    lib["shift"](np.ones((4, 8), "float32"), b, 4)
     assert (backing[32:40] == 2.0).all()
 
 
 def test_out_of_range_load_is_reported_and_reads_nothing() -> None:
     A, B = Buffer("A", (8,), "float32"), Buffer("B", (8,), "float32")
-    i = Var("i")
-    body = For(i, 0, 8, ForKind.SERIAL, BufferStore(B, A[i * 2], (i,)))  # A[8..14] is out
-    lib = tc.build(PrimFunc((A, B), body, name="stride2"), bounds_check=True)
+    i, step = Var("i"), Var("step")
+    body = For(i, 0, 8, ForKind.SERIAL, BufferStore(B, A[i * step], (i,)))  # step 2: A[8..14]
+    lib = tc.build(PrimFunc((A, B, step), body, name="stride2"), bounds_check=True)
     b = np.full(8, -1.0, "float32")
     with pytest.raises(BoundsCheckError, match=r"stride2: out-of-bounds load A\[8\]: index 8"):
-        lib["stride2"](np.arange(8, dtype="float32"), b)
+        lib["stride2"](np.arange(8, dtype="float32"), b, 2)
     np.testing.assert_array_equal(b, [0, 2, 4, 6, 0, 0, 0, 0])  # out-of-range loads yield 0
 
 
@@ -188,7 +197,12 @@ def test_the_pass_is_pure_and_provably_in_range_accesses_lose_their_check() -> N
     assert tc.ir.structural_equal(func, shifted_copy())  # the input is untouched
     assert checked.attrs[BOUNDS_SITES_ATTR] == ("load A", "store B")
     text = tc.codegen.c_source(func, bounds_check=True)
-    assert text.count('tc_bounds_fail("shift"') == 1  # B's row index only: A is in range
+    assert text.count('tc_bounds_fail("shift"') == 2  # any row count may be out of range
+    # with a constant row count A's access is provably in range: only B's row index keeps a
+    # check (codegen alone does not verify, so this provably wrong kernel still emits)
+    static = PrimFunc(func.params[:2], func.body.update(extent=tc.ir.const(4)), name="shift")
+    text = tc.codegen.c_source(static, bounds_check=True)
+    assert text.count('tc_bounds_fail("shift"') == 1
     a = te.placeholder((16,), "float32", name="A")
     copy = te.create_prim_func([a, te.compute((16,), lambda i: a[i], name="B")])
     assert "tc_bounds_fail(" not in tc.codegen.c_source(copy, bounds_check=True)

@@ -67,7 +67,7 @@ def matmul(n, m, k, outer=ForKind.PARALLEL):
     blk = Block(
         "C",
         (vi, vj, vk),
-        (),
+        (BufferRegion.point(A, [a, c]), BufferRegion.point(B, [c, b])),
         (BufferRegion.point(C, [a, b]),),
         BufferStore(C, C[a, b] + A[a, c] * B[c, b], (a, b)),
         init=BufferStore(C, FloatImm("float32", 0.0), (a, b)),

@@ -81,6 +81,6 @@ def test_random_expressions_roundtrip(seed: int) -> None:
     exprs += [g.float_expr(4) for _ in range(8)]
     func = _func(g, exprs)
     text = func.script()
-    back = tc.script.parse(text)
+    back = tc.script.parse(text, verify=False)  # random indices may be out of range
     assert tc.ir.structural_equal(func, back), text
     assert back.script() == text

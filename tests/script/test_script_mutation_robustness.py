@@ -1,4 +1,8 @@
-"""Corrupted script never leaks an internal Python error: it parses or raises ScriptParseError."""
+"""Corrupted script never leaks an internal Python error.
+
+It parses, raises ScriptParseError, or (valid script describing malformed IR) raises the
+verifier's IRError.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import pytest
 from reference_kernels import ALL
 
 import tilecraft as tc
-from tilecraft.errors import ScriptParseError
+from tilecraft.errors import IRError, ScriptParseError
 
 WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|\d+")
 SNIPPETS = ["T.int64(0)", "vi", "(", ")", ",", ":", "1.5", '"x"', "T.foo", "T.axis.spatial",
@@ -39,11 +43,16 @@ def _mutate(rng: random.Random, text: str) -> str:
 def test_mutations_raise_only_script_parse_error(seed: int) -> None:
     rng = random.Random(seed)
     messages = []
+    verified: list[str] = []  # valid script describing malformed IR: the verifier's errors
     for _ in range(150):
         text = _mutate(rng, rng.choice(list(ALL.values())))
         try:
             tc.script.parse(text)
         except ScriptParseError as e:
             messages.append(e.message)
+        except IRError as e:
+            messages.append(str(e))
+            verified.append(str(e))
     assert messages
     assert all(messages)
+    assert all(m.startswith("verify: ") for m in verified), verified

@@ -10,11 +10,13 @@ from tilecraft.ir import (
     Block,
     BlockRealize,
     Buffer,
+    BufferRegion,
     BufferStore,
     Evaluate,
     FloatImm,
     For,
     ForKind,
+    IntImm,
     IRModule,
     LetStmt,
     PrimFunc,
@@ -58,7 +60,8 @@ def test_names_print_as_python_reads_them() -> None:
 def test_block_names_and_attribute_strings_are_exact(name: str) -> None:
     """Regression: a JSON-style surrogate pair escape came back as two characters."""
     a = Buffer("A", (1,), "float32")
-    inner = Block(name, (), (), (), BufferStore(a, FloatImm("float32", 1.0), (0,)))
+    writes = (BufferRegion.point(a, [IntImm("int32", 0)]),)
+    inner = Block(name, (), (), writes, BufferStore(a, FloatImm("float32", 1.0), (0,)))
     blk = Block("root", (), (), (), BlockRealize((), True, inner), annotations={name: name})
     func = PrimFunc((a,), BlockRealize((), True, blk), attrs={"s": [name, "𝑥"]})
     text = _roundtrip(func)

@@ -38,7 +38,7 @@ def test_source_size_limit(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     "body",
     [
-        "".join(f"    x{k}: T.int32 = {k}\n" for k in range(600)) + "    A[x599] = A[0]\n",
+        "".join(f"    x{k}: T.int32 = {k}\n" for k in range(600)) + "    A[x599 - 596] = A[0]\n",
         "    A[0] = " + " + ".join(["A[n]"] * 1500) + "\n",
         '    A[0] = T.Cast("float32", ' + "-" * 300 + "n)\n",  # printed -x, not 0 - (...)
         "    A[0] = " + " if n < 0 else ".join(["A[1]"] * 300) + "\n",  # a conditional chain

@@ -43,9 +43,12 @@ from typing import Any
 
 from ..errors import IRError
 from .dtype import DataType, dtype
+from .function import PrimFunc
+from .module import IRModule
 from .node import Attrs, Node
 from .stmt import Stmt
 from .structural import NodeSpec, enum_by_name, node_spec, spec_by_tag
+from .verify import verify as verify_ir
 
 FORMAT = "tilecraft.ir"
 VERSION = 1
@@ -385,13 +388,17 @@ def _document(text: str | bytes) -> dict[str, Any]:
     return doc
 
 
-def from_json(text: str | bytes) -> Any:
+def from_json(text: str | bytes, *, verify: bool = True) -> Any:
     """Rebuild the value serialised by :func:`to_json`.
 
     Parameters
     ----------
     text
         A document produced by :func:`to_json` (or written by hand in the same format).
+    verify
+        When the document holds a PrimFunc or an IRModule, check its PrimFuncs with
+        :func:`tilecraft.ir.verify` (an :class:`~tilecraft.errors.IRError` when they are
+        malformed). Turn it off only to load deliberately malformed IR.
 
     Returns
     -------
@@ -420,4 +427,8 @@ def from_json(text: str | bytes) -> Any:
     dec.refs = []
     root = dec.value(doc["root"], "from_json: root")
     dec.extent.check_root(dec.refs, "from_json: root")
+    if not isinstance(verify, bool):
+        raise SerializeError(f"from_json: verify must be True or False, got {verify!r}")
+    if verify and isinstance(root, PrimFunc | IRModule):
+        verify_ir(root)
     return root

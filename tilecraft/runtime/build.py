@@ -7,7 +7,7 @@ from typing import Any, Literal, Protocol, overload
 
 from ..codegen import build_c_source
 from ..errors import BuildError
-from ..ir import IRModule, PrimFunc
+from ..ir import IRModule, PrimFunc, verify
 from ..target import Target, as_target
 from .arguments import ArgumentTypeError
 from .compiler import compile_shared
@@ -122,12 +122,16 @@ def build(
 
     Raises
     ------
+    IRError
+        When a PrimFunc fails :func:`tilecraft.ir.verify` (checked before anything is lowered).
     BuildError
         When the target is unsupported or the C compiler fails (command and stderr attached).
     """
     tgt = as_target(target)
     if not isinstance(emulate, bool) or not isinstance(bounds_check, bool):
         raise ArgumentTypeError("build: emulate and bounds_check must be True or False")
+    if isinstance(func_or_module, PrimFunc | IRModule):
+        verify(func_or_module)  # malformed IR stops here, not as a C error or a bad write
     for predicate, builder in _BUILDERS:
         if predicate(func_or_module, tgt, emulate):
             extra = {"bounds_check": True} if bounds_check else {}

@@ -19,8 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from ..config import verify_schedules
 from ..errors import ScheduleError
 from ..ir import Block, For, IRModule, PrimFunc
+from ..ir import verify as verify_ir
 from . import _tree
 from .arguments import show
 from .primitives import annotate as _annotate
@@ -46,6 +48,11 @@ class Schedule:
         Seed of the random state used by sampling instructions (None: nondeterministic).
     func_name
         The function to schedule when ``func`` is a module.
+    verify
+        Run :func:`tilecraft.ir.verify` on the function after every primitive that changes
+        it; a primitive whose result fails fails itself (ScheduleError, schedule unchanged).
+        A debug aid (each check costs about a millisecond). None: the ``TILECRAFT_VERIFY``
+        switch (:func:`tilecraft.config.verify_schedules`).
 
     Examples
     --------
@@ -55,7 +62,12 @@ class Schedule:
     """
 
     def __init__(
-        self, func: PrimFunc | IRModule, seed: int | None = None, func_name: str = "main"
+        self,
+        func: PrimFunc | IRModule,
+        seed: int | None = None,
+        func_name: str = "main",
+        *,
+        verify: bool | None = None,
     ) -> None:
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ScheduleError(
@@ -79,8 +91,14 @@ class Schedule:
             self._module = None
         if not isinstance(target, PrimFunc):
             raise ScheduleError("schedule", f"expected a PrimFunc, got {type(target).__name__}")
+        if verify is not None and not isinstance(verify, bool):
+            raise ScheduleError(
+                "schedule", f"argument 'verify': expected a bool or None, got {show(verify)}"
+            )
         self.func_name = func_name
         self.state = ScheduleState(_tree.ensure_root(target), seed)
+        if verify_schedules() if verify is None else verify:
+            self.state.post_commit_check = verify_ir
 
     # -- results ----------------------------------------------------------------------------
     @property

@@ -36,6 +36,7 @@ from ..ir import (
     Var,
     as_expr,
 )
+from ..ir import verify as verify_ir
 from ._names import dtype_of_name
 from ._regions import infer_regions
 from ._stmt_parser import StmtParser
@@ -72,13 +73,18 @@ def _foreign_decorator(top: ast.stmt) -> str | None:
     return None
 
 
-def parse(source: str) -> PrimFunc | IRModule:
+def parse(source: str, *, verify: bool = True) -> PrimFunc | IRModule:
     """Parse script text holding one ``@T.prim_func`` function or one ``@T.ir_module`` class.
 
     Parameters
     ----------
     source
         The script text (common indentation is ignored; ``import`` lines are skipped).
+    verify
+        Check every PrimFunc of the result with :func:`tilecraft.ir.verify` (regions agree
+        with the body, no provable out-of-bounds access, bindings inside their domains, unique
+        block names, variables defined before use). Turn it off only to build deliberately
+        malformed IR, for example to test the verifier.
 
     Returns
     -------
@@ -89,17 +95,30 @@ def parse(source: str) -> PrimFunc | IRModule:
     ------
     ScriptParseError
         With line, column and source line when the text is not valid script.
+    IRError
+        When the text is valid script but the IR it describes fails verification.
     """
-    return _parse_text(source, 0)
+    return _checked(_parse_text(source, 0), verify)
 
 
-def parse_object(obj: Callable[..., Any] | type) -> PrimFunc | IRModule:
-    """Parse the source of a decorated Python function or class (never running its body)."""
+def parse_object(obj: Callable[..., Any] | type, *, verify: bool = True) -> PrimFunc | IRModule:
+    """Parse the source of a decorated Python function or class (never running its body).
+
+    ``verify`` as for :func:`parse`.
+    """
     try:
         src_lines, start = inspect.getsourcelines(obj)
     except (OSError, TypeError) as e:
         raise ScriptParseError(f"cannot read the source of {obj!r}: {e}") from e
-    return _parse_text("".join(src_lines), max(start - 1, 0))
+    return _checked(_parse_text("".join(src_lines), max(start - 1, 0)), verify)
+
+
+def _checked(result: PrimFunc | IRModule, verify: bool) -> PrimFunc | IRModule:
+    if not isinstance(verify, bool):
+        raise ScriptParseError(f"parse: verify must be True or False, got {verify!r}")
+    if verify:
+        verify_ir(result)
+    return result
 
 
 def _parse_text(source: str, line_offset: int) -> PrimFunc | IRModule:
