@@ -18,6 +18,12 @@ from .primitives import annotate as _annotate
 from .primitives import bridge as _bridge
 from .primitives import loop as _loop
 from .primitives import sampling as _sampling
+from .primitives.block_layout import as_block_map as _as_block_map
+from .primitives.block_layout import get_output_blocks as _get_output_blocks
+from .primitives.block_layout import transform_block_layout as _transform_block_layout
+from .primitives.decompose_padding import decompose_padding as _decompose_padding
+from .primitives.index_map import IndexMap
+from .primitives.pad_einsum import pad_einsum as _pad_einsum
 from .state import BlockRV, ExprRV, LoopRV, ScheduleState
 from .trace import Trace
 
@@ -468,3 +474,55 @@ class Schedule:
         Rewrite: none (pass the returned handle to ``compute_at``).
         """
         return _sampling.sample_compute_location(self.state, block, decision)  # type: ignore[return-value]
+
+    # -- block shape and padding ------------------------------------------------------------
+    def get_output_blocks(self, scope_block: BlockRV) -> list[BlockRV]:
+        """The blocks directly under ``scope_block`` (root too) writing a function output."""
+        return _get_output_blocks(self.state, scope_block)
+
+    def transform_block_layout(
+        self, block: BlockRV, index_map: IndexMap | Callable[..., Any]
+    ) -> None:
+        """Re-map ``block``'s iteration space (its iterators and their loops) with
+        ``index_map``, an :class:`IndexMap` or a callable such as ``lambda i, j: (j, i)``.
+
+        Requires: the block owns its loop nest (one serial loop per iterator, perfectly
+        nested around the block alone, each binding its iterator directly, from 0; no
+        predicate); no opaque iterator; the map takes one index per iterator and is a
+        bijection (permutations, splits, fusions) onto a 0-based box; each output index uses
+        iterators of one kind. The old loops are replaced (their handles go stale).
+        Rewrite: ``for i, j: C[vi=i, vj=j]`` -- ``lambda i, j: (i * n + j,)`` -->
+        ``for ax0 in range(m * n): C[v0=ax0]`` with ``vi = v0 // n``, ``vj = v0 % n`` inside.
+        """
+        _transform_block_layout(self.state, block, _as_block_map(index_map))
+
+    def pad_einsum(self, block: BlockRV, padding: Sequence[int]) -> None:
+        """Pad the iteration space of einsum-like ``block`` up to multiples of ``padding``.
+
+        Requires: one positive int per iterator, changing at least one extent; the block
+        owns its loop nest, directly under its scope; every index of every access is one
+        iterator or a constant, the stored buffer read only at the stored element; padded
+        spatial iterators index the output, reduction iterators do not; a padded reduction
+        iterator needs an init and ``C = C + a * b ...`` with a factor loaded at it; every
+        access pads a buffer dimension the same way.
+        Rewrite: ``for i, j, k in T.grid(127, 127, 127): C[i, j] += A[i, k] * B[k, j]`` --
+        ``padding=[16, 16, 16]`` --> blocks ``A_pad``/``B_pad`` (zero-filled padded copies),
+        the block over ``T.grid(128, 128, 128)`` on ``A_pad``, ``B_pad``, ``C_pad``, then
+        ``C_unpad`` copying ``C_pad`` back over 127x127.
+        """
+        _pad_einsum(self.state, block, padding)
+
+    def decompose_padding(self, block: BlockRV, loop: LoopRV) -> BlockRV:
+        """Split padding block ``block`` into a fill block, placed right before ``loop``,
+        and the in-range copy; returns the fill block.
+
+        Requires: the block stores ``B[...] = T.Select(cond, value, pad)`` with a load-free
+        ``cond`` and a ``pad`` using no buffer and no iterator; no init, spatial iterators;
+        it writes only ``B`` and does not read it; ``loop`` encloses it in its scope and the
+        loops from ``loop`` down hold only this block.
+        Rewrite: ``for i in range(6): P[i] = T.Select(1 <= i < 5, X[i - 1], 0.0)`` -->
+        ``for i_1 in range(6): P[i_1] = 0.0`` (block ``P_pad_const``) then
+        ``for i in range(1, 5): P[i] = X[i - 1]`` (constant bounds shrink the loops; other
+        conditions become the block's predicate).
+        """
+        return _decompose_padding(self.state, block, loop)
