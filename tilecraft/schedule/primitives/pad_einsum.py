@@ -25,12 +25,14 @@ from ...ir import (
     Add,
     And,
     Block,
+    BlockRealize,
     Buffer,
     BufferLoad,
     BufferRegion,
     BufferStore,
     Cast,
     Expr,
+    For,
     IntImm,
     IterKind,
     IterVar,
@@ -214,7 +216,10 @@ def check_reduction(blk: Block, store: BufferStore, pads: dict[int, _Pad]) -> No
             )
 
 
-def plan_buffers(blk: Block, pads: dict[int, _Pad]) -> dict[int, tuple[Buffer, list[_Pad | None]]]:
+_Plan = dict[int, tuple[Buffer, list[_Pad | None]]]
+
+
+def plan_buffers(blk: Block, pads: dict[int, _Pad]) -> _Plan:
     """For each buffer indexed by a padded iterator: per dimension the padding it gets."""
     dims: dict[int, tuple[Buffer, list[list[object]]]] = {}
     for buf, indices, _ in _accesses(blk):
@@ -317,34 +322,29 @@ def _unpad_consumer(
     return nest_for(blk, [None] * len(region), loops, prim=PRIM)
 
 
-def build_pad_einsum(func: PrimFunc, block: str, padding: Sequence[int]) -> PrimFunc:
-    """Pad the iteration space of einsum-like ``block`` (see :func:`pad_einsum`)."""
-    realize, path = get_block(func, block, PRIM)
-    blk = realize.block
-    pads_list = check_padding(blk, padding)
-    loops = owned_nest(PRIM, realize, path)
-    store = check_einsum(blk)
-    pads = padded_extents(blk, pads_list)
-    check_reduction(blk, store, pads)
-    plan = plan_buffers(blk, pads)
-    top, _ = top_level_child(func, realize)
-    if top is not loops[0]:
-        raise _error(blk, f'the loops of "{blk.name}" are nested in other statements', "")
-    names = _Names(func)
-    mapping: dict[Buffer, Buffer] = {}
-    producers: list[Stmt] = []
+def _stage_buffers(
+    func: PrimFunc, names: _Names, blk: Block, store: BufferStore, plan: _Plan
+) -> tuple[dict[Buffer, Buffer], list[Stmt]]:
+    """The padded buffer of each planned buffer and the blocks filling the padded copies
+    (the output needs one only when the block accumulates into it without an init)."""
     out = store.buffer
     reads_out = any(r.buffer is out for r in blk.reads) and blk.init is None
+    mapping: dict[Buffer, Buffer] = {}
+    producers: list[Stmt] = []
     for buf, dims in plan.values():
         shape = tuple(p.padded if p else s for p, s in zip(dims, buf.shape, strict=True))
         new = buf.update(name=names.buffer(f"{buf.name}_pad"), shape=shape)
         mapping[buf] = new
         if buf is not out or reads_out:
             producers.append(_pad_producer(func, names, buf, new, dims))
-    extents = {id(iv.var): iv.dom.extent for iv in blk.iter_vars}
-    consumer = (
-        _unpad_consumer(func, names, store, mapping[out], extents) if out in mapping else None
-    )
+    return mapping, producers
+
+
+def _padded_nest(
+    realize: BlockRealize, loops: list[For], pads: dict[int, _Pad], mapping: dict[Buffer, Buffer]
+) -> Stmt:
+    """The block's nest over the padded extents, accessing the padded buffers."""
+    blk = realize.block
     new_blk = replace_buffers(_with_padded_iters(blk, pads), mapping)
     assert isinstance(new_blk, Block)
     nest: Stmt = realize.update(block=new_blk)
@@ -355,13 +355,38 @@ def build_pad_einsum(func: PrimFunc, block: str, padding: Sequence[int]) -> Prim
     for lp in reversed(loops):
         p = by_loop[id(lp.loop_var)]
         nest = lp.update(extent=p.padded if p else lp.extent, body=nest)
-    func = _tree.replace_stmt(func, loops[0], nest)
-    top2, scope2 = top_level_child(func, _tree.find_block(func, block)[0])
+    return nest
+
+
+def build_pad_einsum(func: PrimFunc, block: str, padding: Sequence[int]) -> PrimFunc:
+    """Pad the iteration space of einsum-like ``block`` (see :func:`pad_einsum`)."""
+    realize, path = get_block(func, block, PRIM)
+    blk = realize.block
+    pads_list = check_padding(blk, padding)
+    loops = owned_nest(PRIM, realize, path)
+    store = check_einsum(blk)
+    pads = padded_extents(blk, pads_list)
+    check_reduction(blk, store, pads)
+    plan = plan_buffers(blk, pads)
+    if top_level_child(func, realize)[0] is not loops[0]:
+        raise _error(
+            blk,
+            f'the loops of "{blk.name}" are nested in other statements',
+            "the block's outermost loop is a statement of its scope block",
+        )
+    names = _Names(func)
+    mapping, producers = _stage_buffers(func, names, blk, store, plan)
+    consumer = None
+    if store.buffer in mapping:
+        extents = {id(iv.var): iv.dom.extent for iv in blk.iter_vars}
+        consumer = _unpad_consumer(func, names, store, mapping[store.buffer], extents)
+    func = _tree.replace_stmt(func, loops[0], _padded_nest(realize, loops, pads, mapping))
     for stmt in producers:
-        func = insert_after(func, top2, scope2, stmt, before=True)
-        top2, scope2 = top_level_child(func, _tree.find_block(func, block)[0])
+        top, scope = top_level_child(func, _tree.find_block(func, block)[0])
+        func = insert_after(func, top, scope, stmt, before=True)
     if consumer is not None:
-        func = insert_after(func, top2, scope2, consumer)
+        top, scope = top_level_child(func, _tree.find_block(func, block)[0])
+        func = insert_after(func, top, scope, consumer)
     for new in mapping.values():
         func = add_alloc(func, new, func.body)
     return func
