@@ -178,3 +178,52 @@ def test_fuse_with_unit_loop_keeps_plain_extent() -> None:
     realize = tc.schedule._tree.find_block(sch.func, sch.get(blk).name)[0]
     assert realize.iter_values[0] is sch.get(fused).loop_var
     _check(sch, before)
+
+
+# int32 overflow after fusing symbolic loops (found by the random-schedule campaign on the
+# starting commit): region bounds of ``fused % n`` came from the int32 limits, and arithmetic
+# on them raised a raw IRError out of compute_at / cache_read / cache_write.
+def _elementwise_chain() -> PrimFunc:
+    x = te.placeholder(("n", 8), "float32", name="x")
+    y = te.compute(("n", 8), lambda i, j: x[i, j] + 1.0, name="add")
+    return te.create_prim_func([x, te.compute(("n", 8), lambda i, j: y[i, j] * 2.0, name="mul")])
+
+
+def _fuse_transposed(sch: Schedule, block: str) -> None:
+    i, j = sch.get_loops(sch.get_block(block))
+    sch.reorder(j, i)
+    sch.fuse(j, i)
+
+
+def test_compute_at_under_transposed_fused_symbolic_loop() -> None:
+    x = te.placeholder(("n", "m"), "float32", name="x")
+    before = te.create_prim_func([x, topi.softmax(x)])
+    sch = Schedule(before)
+    _fuse_transposed(sch, "T_softmax_norm")
+    (fused,) = sch.get_loops(sch.get_block("T_softmax_norm"))
+    sch.compute_at(sch.get_block("T_softmax_expsum"), fused)
+    for rows, cols in ((1, 1), (3, 5)):
+        check_numeric(sch.func, before, shape_vars={"n": rows, "m": cols})
+    verify_trace_roundtrip(sch, before)
+
+
+@pytest.mark.parametrize("prim", ["cache_read", "cache_write"])
+def test_cache_after_transposed_fused_symbolic_loop(prim: str) -> None:
+    before = _elementwise_chain()
+    sch = Schedule(before)
+    _fuse_transposed(sch, "add")
+    if prim == "cache_read":
+        sch.cache_read(sch.get_block("mul"), 0, "local")
+    else:
+        sch.cache_write(sch.get_block("add"), 0, "local")
+    _check(sch, before)
+
+
+def test_compute_at_under_split_and_fused_symbolic_loop() -> None:
+    before = _elementwise_chain()
+    sch = Schedule(before)
+    i, _ = sch.get_loops(sch.get_block("mul"))
+    sch.split(i, factors=[3, None])
+    fused = sch.fuse(*sch.get_loops(sch.get_block("mul")))
+    sch.compute_at(sch.get_block("add"), fused, preserve_unit_loops=True)
+    _check(sch, before)
