@@ -200,6 +200,7 @@ def main(X: T.Buffer((4,), "float32"), Y: T.Buffer((4,), "float32")):
         (lambda i, j: (i * 2, j), "not a bijection"),
         (lambda i, j: (i + j,), "not a bijection"),
         (5, "expected an IndexMap or a callable"),
+        (lambda i, j: ("i", j), "calling it on index variables failed"),
     ],
 )
 def test_transform_block_layout_requires_a_bijection(index_map: object, match: str) -> None:

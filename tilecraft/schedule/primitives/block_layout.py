@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ...arith import Analyzer
-from ...errors import ScheduleError
+from ...errors import ScheduleError, TilecraftError
 from ...ir import (
     Block,
     BlockRealize,
@@ -179,6 +179,12 @@ def as_block_map(value: object) -> IndexMap:
         return IndexMap.from_func(value)
     except ScheduleError as e:
         raise ScheduleError("transform_block_layout", e.short, hint=e.hint) from e
+    except (TilecraftError, TypeError, ValueError) as e:  # the callable did not build indices
+        raise ScheduleError(
+            "transform_block_layout",
+            f"argument 'index_map': calling it on index variables failed: {e}",
+            hint="pass a function of the block's iterators returning index expressions",
+        ) from e
 
 
 # ------------------------------------------------------------------------------------------
