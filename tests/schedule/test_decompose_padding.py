@@ -210,3 +210,14 @@ def test_decompose_padding_requires_the_block_alone_under_the_loop() -> None:
     assert_fails_unchanged(
         sch, "decompose_padding", blk, sch.get_loops(blk)[0], match="holds more than the nest"
     )
+
+
+def test_decompose_padding_then_unroll_runs_correctly() -> None:
+    # the campaign's reproducer of a gcc 12.2 miscompile (tests/runtime/test_unroll_if_convert)
+    before = conv2d(channels=4, size=8)
+    sch = Schedule(before)
+    pad = sch.get_block("pad_temp")
+    _, channel, _, inner = sch.get_loops(pad)
+    sch.unroll(channel)
+    sch.decompose_padding(pad, inner)
+    check_numeric(sch.func, before, rtol=1e-4, atol=1e-4)
