@@ -144,6 +144,14 @@ TABLE: list[Row] = [
     ("sample_categorical", "decision", lambda h: _a([1, 2], [1, 1], decision="0")),
     ("sample_compute_location", "block", lambda h: _a(h.i)),
     ("sample_compute_location", "decision", lambda h: _a(h.c, decision=1.0)),
+    ("get_output_blocks", "scope_block", lambda h: _a(h.i)),
+    ("transform_block_layout", "block", lambda h: _a(h.k, _transpose)),
+    ("transform_block_layout", "index_map", lambda h: _a(h.c, 5)),
+    ("pad_einsum", "padding", lambda h: _a(h.c, [16, 0, 16])),
+    ("pad_einsum", "padding", lambda h: _a(h.c, 16)),
+    ("pad_einsum", "block", lambda h: _a(h.i, [16, 16, 16])),
+    ("decompose_padding", "loop", lambda h: _a(h.d, h.c)),
+    ("decompose_padding", "block", lambda h: _a(h.i, h.i)),
 ]
 
 

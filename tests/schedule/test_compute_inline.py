@@ -99,3 +99,26 @@ def test_reverse_compute_inline_rejects_two_produced_reads() -> None:
 def test_reverse_compute_inline_rejects_no_producer() -> None:
     with pytest.raises(ScheduleError, match=r"reverse_compute_inline: .*0 produced"):
         reverse_compute_inline(elementwise_chain(), "B")
+
+
+def test_inlining_a_symbolic_reshape_reads_through_the_consumer_indices() -> None:
+    """Regression: when the producer's read could not be bounded (a symbolic floordiv), the
+    consumer was given the producer's region verbatim, over the producer's own iterators,
+    which are undefined in the consumer (the verifier rejects such IR)."""
+    import tilecraft as tc
+    from tilecraft.testing import check_numeric
+
+    n = tc.ir.Var("n", "int32")
+    x = tc.te.placeholder((1, n, 64), "float32", name="x")
+    y = tc.topi.transpose(tc.topi.reshape(x, (1, n, 4, 16)), (0, 2, 1, 3))
+    func = tc.te.create_prim_func([x, y])
+    sch = tc.Schedule(func, verify=True)
+    sch.compute_inline(sch.get_block("T_reshape"))
+    (consumer,) = [b for b in tc.schedule._tree.block_names(sch.func) if b != "root"]
+    reads = sch.get(sch.get_block(consumer)).reads
+    defined = {id(iv.var) for iv in sch.get(sch.get_block(consumer)).iter_vars} | {id(n)}
+    used = [v for r in reads for v in tc.ir.collect_vars(r)]
+    assert used
+    assert all(id(v) in defined for v in used)
+    for size in (1, 3):
+        check_numeric(func, sch.func, shape_vars={"n": size})

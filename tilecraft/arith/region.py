@@ -66,9 +66,18 @@ class _Relaxer:
                 None if s.max_value is None else self.canon.lin(s.max_value),
             )
         self.bound_ana = Analyzer()
+        # variables whose constant bounds are real (constant ranges), not dtype limits
+        self.const_dom: set[Var] = set()
         for v, d in dom.items():
             if isinstance(d, Range):
                 self.bound_ana.bind(v, d)
+                if not collect_vars(d.min) and not collect_vars(d.extent):
+                    self.const_dom.add(v)
+        # an access under an empty domain never happens, so every domain may be assumed
+        # non-empty: a symbolic extent n is then at least 1 (a divisor n is positive)
+        for d in dom.values():
+            if isinstance(d, Range) and collect_vars(d.extent):
+                self.bound_ana._add_constraint(self.bound_ana.simplify(d.extent >= 1))
 
     def depends(self, a: AtomT) -> bool:
         if type(a) is Var:
@@ -121,10 +130,35 @@ class _Relaxer:
                 else:
                     ends.append(self.canon.lin(op(self.canon.expr(x), self.canon.expr(y))))
             return ends[0], ends[1]
-        b = self.bound_ana.const_int_bound(self.canon.atom_expr(a))
+        if kind in ("fd2", "fm2"):
+            return self.divmod2(a)
+        expr = self.canon.atom_expr(a)
+        if not all(v in self.const_dom for v in collect_vars(expr)):
+            # a constant bound of a term of symbolic quantities comes from dtype limits
+            # (2**31 - 1 for int32), which is no bound an allocation or a loop can use
+            return None, None
+        b = self.bound_ana.const_int_bound(expr)
         return (
             None if isinstance(b.min_value, float) else Lin(b.min_value, {}, a.dt),
             None if isinstance(b.max_value, float) else Lin(b.max_value, {}, a.dt),
+        )
+
+    def divmod2(self, a: Atom) -> _Ends:
+        """Ends of ``x // d`` or ``x % d`` for a divisor ``d`` the domain does not vary."""
+        num: Lin = a.args[0]  # type: ignore[assignment]
+        den: Lin = a.args[1]  # type: ignore[assignment]
+        x, d = self.canon.expr(num), self.canon.expr(den)
+        if any(v in self.dom for v in collect_vars(d)) or not self.bound_ana.can_prove(d >= 1):
+            return None, None
+        if self.bound_ana.can_prove(x >= 0) and self.bound_ana.can_prove(x < d):
+            # no wrap-around: the quotient is 0 and the remainder is x itself
+            return (Lin(0, {}, a.dt),) * 2 if a.kind == "fd2" else self.lin(num)
+        if a.kind == "fm2":
+            return Lin(0, {}, a.dt), ladd(den, Lin(-1, {}, a.dt))
+        lo, hi = self.lin(num)  # floordiv by a positive divisor is monotone
+        return (
+            None if lo is None else self.canon.lin(self.canon.expr(lo) // d),
+            None if hi is None else self.canon.lin(self.canon.expr(hi) // d),
         )
 
 

@@ -41,6 +41,11 @@ OPTIONAL_FLAGS = ("-march=native", "-mprefer-vector-width=512", "-fopenmp")
 """Flags kept when the compiler accepts them. gcc's tuning for recent x86 CPUs prefers 256-bit
 vectors even where AVX-512 is available; asking for 512-bit ones doubles the width of the
 register tiles that ``vectorize`` produces (16 zmm accumulators instead of 32 spilling ymm)."""
+UNROLL_GUARD_FLAGS = ("-fno-tree-loop-if-convert",)
+"""Added (when accepted) for sources holding ``#pragma GCC unroll``: gcc 12.2 at -O3 with AVX2
+miscompiles a completely unrolled loop around a fill loop and a loop of guarded stores
+(if-conversion to masked stores); ``tests/runtime/test_unroll_if_convert.py`` holds the C
+reproducer. Other sources keep if-conversion, which guarded vector loops need to be fast."""
 LINK_FLAGS = ("-lm",)
 LIBMVEC_FLAGS = ("-DTC_LIBMVEC", "-lmvec")
 """Kept when the compiler links glibc's vector math library: the generated C then declares
@@ -125,6 +130,26 @@ def compile_flags(compiler: str) -> tuple[str, ...]:
     return result
 
 
+def unroll_guard_flags(compiler: str) -> tuple[str, ...]:
+    """The flags of :data:`UNROLL_GUARD_FLAGS` that ``compiler`` accepts (probed once)."""
+    key = f"unroll-guard:{compiler}"
+    with _lock:
+        cached = _flag_cache.get(key)
+    if cached is not None:
+        return cached
+    kept = []
+    with tempfile.TemporaryDirectory(prefix="tilecraft-probe-") as tmp:
+        src = Path(tmp) / "probe.c"
+        src.write_text(_PROBE_SOURCE)
+        for opt in UNROLL_GUARD_FLAGS:
+            cmd = [compiler, *BASE_FLAGS, opt, str(src), "-o", str(Path(tmp) / "p.so"), *LINK_FLAGS]
+            if run_compiler(cmd).returncode == 0:
+                kept.append(opt)
+    with _lock:
+        _flag_cache[key] = tuple(kept)
+    return tuple(kept)
+
+
 def link_flags(flags: tuple[str, ...]) -> tuple[str, ...]:
     """The libraries to link after the sources, given the compile ``flags`` in use."""
     return (*LINK_FLAGS, LIBMVEC_FLAGS[1]) if LIBMVEC_FLAGS[0] in flags else LINK_FLAGS
@@ -195,6 +220,8 @@ def compile_shared(source: str) -> Path:
     """
     compiler = find_compiler()
     flags = compile_flags(compiler)
+    if "#pragma GCC unroll" in source:
+        flags = (*flags, *unroll_guard_flags(compiler))
     key = cache_key(source, compiler, flags)
     hit = cache.lookup("cpu", key, ".so")
     if hit is not None:

@@ -24,20 +24,20 @@ from ..errors import ScheduleError
 from ..ir import Block, For, IRModule, PrimFunc
 from ..ir import verify as verify_ir
 from . import _tree
+from ._buffer_methods import BufferPrimitives
 from .arguments import show
 from .primitives import annotate as _annotate
 from .primitives import bridge as _bridge
 from .primitives import loop as _loop
 from .primitives import query as _query
 from .primitives import sampling as _sampling
-from .primitives.index_map import IndexMap
 from .state import BlockRV, ExprRV, LoopRV, ScheduleState
 from .trace import Trace
 
 _T = TypeVar("_T")
 
 
-class Schedule:
+class Schedule(BufferPrimitives):
     """A schedule of one PrimFunc: handles, queries, primitives and the trace.
 
     Parameters
@@ -343,113 +343,6 @@ class Schedule:
         Rewrite: ``B[i] = A[i] + 1; C[i] = B[i] * 2`` -> ``C[i] = (A[i] + 1) * 2``.
         """
         _bridge.reverse_compute_inline(self.state, block)
-
-    # -- buffers ----------------------------------------------------------------------------
-    def cache_read(
-        self,
-        block: BlockRV,
-        read_buffer_index: int,
-        storage_scope: str,
-        consumer_blocks: Sequence[BlockRV] | None = None,
-    ) -> BlockRV:
-        """Stage read buffer ``read_buffer_index`` of ``block`` through a new buffer.
-
-        Requires: the index selects a read; the scope is global, shared, shared.dyn or
-        local; each consumer given reads the buffer; the buffer has at most one writer, and
-        no reader shares the writer's outermost loop nest.
-        Rewrite: a copy block ``A_local[v] = A[v]`` goes after the producer (first, for a
-        parameter); the readers read ``A_local``. Returns the copy block.
-        """
-        return _bridge.cache_read(
-            self.state, block, read_buffer_index, storage_scope, consumer_blocks
-        )
-
-    def cache_write(self, block: BlockRV, write_buffer_index: int, storage_scope: str) -> BlockRV:
-        """Compute ``block`` into a new ``storage_scope`` buffer and copy it out.
-
-        Requires: the index selects a write; the scope is known; the block is the only writer
-        of the buffer; no reader shares the block's outermost loop nest.
-        Rewrite: ``C[v] = ...`` -> ``C_local[v] = ...`` then ``C[v] = C_local[v]`` (new block,
-        returned) after the block's nest.
-        """
-        return _bridge.cache_write(self.state, block, write_buffer_index, storage_scope)
-
-    def set_scope(self, block: BlockRV, buffer_index: int, storage_scope: str) -> None:
-        """Change the storage scope of a buffer ``block`` writes.
-
-        Requires: the index selects a write; the scope is known; the buffer is allocated in
-        the function (not a parameter).
-        Rewrite: every use of ``B`` refers to ``B`` with the new scope.
-        """
-        _bridge.set_scope(self.state, block, buffer_index, storage_scope)
-
-    def storage_align(
-        self, block: BlockRV, buffer_index: int, axis: int, factor: int, offset: int
-    ) -> None:
-        """Pad the stride of ``axis`` of a buffer ``block`` writes to ``factor * k + offset``.
-
-        Requires: the index selects a write of an intermediate buffer; ``axis`` is a valid
-        dimension; ``factor > 0`` and ``0 <= offset < factor``; no other block (and no other
-        write index of this block) already asks for a different factor/offset on the same
-        buffer axis: a buffer has one layout. Repeating the request on the same block and
-        index replaces the earlier one.
-        Rewrite: the block gains the ``buffer_dim_align`` annotation (applied when lowering).
-        A later primitive that relayouts the buffer or makes the block write another one
-        (transform_layout, reindex, reverse_compute_inline) drops the stale request.
-        """
-        _bridge.storage_align(self.state, block, buffer_index, axis, factor, offset)
-
-    def transform_layout(
-        self,
-        block: BlockRV,
-        buffer: tuple[str, int],
-        index_map: IndexMap | Callable[..., Any],
-    ) -> None:
-        """Re-layout buffer ``("read" | "write", index)`` of ``block`` with ``index_map``.
-
-        ``index_map`` is an :class:`IndexMap` or a callable such as ``lambda i, j: (j, i)``.
-        Requires: the buffer is an intermediate; the map takes one index per dimension and
-        is a bijection of permutations, splits and fusions onto a 0-based box.
-        Rewrite: ``B[i, j]`` -> ``B[j, i]`` everywhere (the shape is permuted likewise).
-        """
-        _bridge.transform_layout(self.state, block, buffer, index_map)
-
-    def reindex(self, block: BlockRV, buffer: tuple[str, int]) -> BlockRV:
-        """Stage an access of ``block`` through a buffer indexed by its iterators.
-
-        Requires: every access of the buffer in the block uses the same iterator-only
-        indices; the block does not both read and write it; no other block accessing it
-        shares the block's outermost loop nest.
-        Rewrite: ``... A[vi + vk] ...`` -> ``A_reindex[v0, v1] = A[v0 + v1]`` (new block,
-        returned) and ``... A_reindex[vi, vk] ...``.
-        """
-        return _bridge.reindex(self.state, block, buffer)
-
-    # -- reductions -------------------------------------------------------------------------
-    def rfactor(self, loop: LoopRV, factor_axis: int = 0) -> BlockRV:
-        """Factor the reduction over ``loop`` into an rf block; returns the rf block.
-
-        Requires: exactly one reduction block under ``loop``, with an init and a body
-        ``C[s] = C[s] op rhs`` (op one of +, *, max, min); ``loop`` binds reduce iterators
-        only; the block has no predicate; ``-(ndim + 1) <= factor_axis <= ndim``; no loop
-        binds both spatial and reduce iterators; no other block inside the replaced nest
-        accesses ``C``; loop ranges independent of the dropped reduction loops.
-        Rewrite: ``C[i] += A[i, ko * 4 + ki]`` -> ``C_rf[ki, i] += A[i, ko * 4 + ki]`` and
-        ``C[i] += C_rf[ki, i]`` (``ki`` inserted into ``C_rf`` at ``factor_axis``). The two
-        nests replace the block's own loop nest in place (loops shared with other statements,
-        e.g. after ``compute_at``, stay shared), the rf nest first.
-        """
-        return _bridge.rfactor(self.state, loop, factor_axis)
-
-    def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
-        """Move ``block``'s init into its own block before ``loop``; returns the init block.
-
-        Requires: the block has an init; ``loop`` is above it; no loop above ``loop`` binds
-        a reduce iterator; the predicate uses only loops kept for the init.
-        Rewrite: ``for i, k: C[i] (init 0) += ...`` -> ``for i: (C_init: C[i] = 0;
-        for k: C[i] += ...)``.
-        """
-        return _bridge.decompose_reduction(self.state, block, loop)
 
     # -- sampling ---------------------------------------------------------------------------
     def sample_perfect_tile(

@@ -262,10 +262,13 @@ def nest_for(
     *,
     preserve_unit_loops: bool = False,
     outer: Mapping[Var, Range] | None = None,
+    prim: str = "compute_at",
 ) -> Stmt:
     """Realize ``block`` in fresh loops: iterator ``k`` runs over ``ranges[k]`` (None: its
     domain). Unit ranges bind directly unless ``preserve_unit_loops``; bindings that may leave
-    the iterator's domain get a predicate. ``outer`` gives domains of enclosing loops."""
+    the iterator's domain get a predicate. ``outer`` gives domains of enclosing loops; an
+    extent varying with them runs to its largest value under a guard, an extent of function
+    variables only (a symbolic shape ``n``) is the loop's extent as it is."""
     loops: list[tuple[Var, Expr]] = []
     values: list[Expr] = []
     preds: list[Expr] = []
@@ -273,19 +276,17 @@ def nest_for(
     for k, (iv, rng) in enumerate(zip(block.iter_vars, ranges, strict=False)):
         r = rng if rng is not None else iv.dom
         ext = simplify_index(r.extent)
-        if collect_vars(ext):
+        lv = Var(loop_names[k], iv.var.dtype)
+        if any(v in outer for v in collect_vars(ext)):
             b = bound_index(ext, outer)
-            if b is None or collect_vars(b[1]):
+            if b is None or any(v in outer for v in collect_vars(b[1])):
                 raise ScheduleError(
-                    "compute_at",
+                    prim,
                     f'cannot bound the extent of iterator "{iv.var.name}"',
-                    requires="region extents are bounded by constants",
+                    requires="region extents are bounded over the enclosing loops",
                 )
-            lv = Var(loop_names[k], iv.var.dtype)
             preds.append(LT(lv, ext))
             ext = b[1]
-        else:
-            lv = Var(loop_names[k], iv.var.dtype)
         if const_value(ext) == 1 and not preserve_unit_loops:
             values.append(simplify_index(r.min))
         else:

@@ -24,6 +24,7 @@ from ...ir import (
     IterKind,
     Mutator,
     PrimFunc,
+    Range,
     Stmt,
     Var,
     post_order_visit,
@@ -233,10 +234,25 @@ def _inlined_reads(
         pos = {id(simplify_index(i)): k for k, i in enumerate(store.indices)}
         dom = {iv.var: reg.region[pos[id(iv.var)]] for iv in producer.iter_vars}
         for preg in producer.reads:
-            b = region_bounds(preg.region, {}, dom)
-            new = BufferRegion(preg.buffer, bounds_to_region(b) if b else preg.region)
-            reads = _merge_region(reads, new)
+            reads = _merge_region(reads, _read_through(preg, dom))
     return tuple(reads)
+
+
+def _read_through(preg: BufferRegion, dom: dict[Var, Range]) -> BufferRegion:
+    """What ``preg`` (a producer read, over the producer's iterators) covers when those
+    iterators range over ``dom`` (the consumer's region of the inlined buffer).
+
+    Bounded exactly when the analysis can; a point region of the consumer substitutes its
+    indices; otherwise the whole buffer (never the producer's own iterators, which are not
+    defined in the consumer).
+    """
+    b = region_bounds(preg.region, {}, dom)
+    if b:
+        return BufferRegion(preg.buffer, bounds_to_region(b))
+    if all(const_value(r.extent) == 1 for r in dom.values()):
+        vmap = {v: r.min for v, r in dom.items()}
+        return BufferRegion(preg.buffer, tuple(substitute(r, vmap) for r in preg.region))
+    return BufferRegion.full(preg.buffer)
 
 
 def _merge_region(reads: list[BufferRegion], new: BufferRegion) -> list[BufferRegion]:

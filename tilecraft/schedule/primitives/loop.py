@@ -61,7 +61,7 @@ def tidy_bindings(stmt: Stmt, doms: Sequence[tuple[Var, Expr, Expr]]) -> Stmt:
         return stmt
     ana = Analyzer()
     for var, lo, ext in doms:
-        if is_const(ext) and isinstance(ext, IntImm) and ext.value > 0:
+        if not isinstance(ext, IntImm) or ext.value > 0:  # symbolic: the loop runs, so > 0
             ana.bind(var, Range(lo, ext))
     mapping: dict[int, Stmt | None] = {}
     for br in blocks:
@@ -203,8 +203,11 @@ def _split_extents(
             hint="pass None for the outer factor: factors=[None, 32]",
             locations=[node.loop_var.name],
         )
-    inferred_e = Analyzer().simplify((ext + (known - 1)) // known) if known > 1 else ext
-    return [inferred_e if f is None else as_expr(f, dt) for f in factors], known > 1
+    ana = Analyzer()
+    # a provably divisible extent (n * 4096 split by 4) needs no guard
+    divisible = known == 1 or ana.can_prove_equal(ext % as_expr(known, dt), 0)
+    inferred_e = ana.simplify(ext // known if divisible else (ext + (known - 1)) // known)
+    return [inferred_e if f is None else as_expr(f, dt) for f in factors], not divisible
 
 
 @primitive("split", inputs=("loop", "factors"), outputs="many")
@@ -342,6 +345,7 @@ def fuse(state: ScheduleState, *loops: LoopRV, preserve_unit_iters: bool = True)
             else stride * n.extent
         )
     body = _tree.substitute_outside_blocks(nodes[-1].body, vmap)
+    total = Analyzer().simplify(total)  # 1 * n -> n
     body = tidy_bindings(body, [(fused, as_expr(0, dt), total)])
     new = For(fused, as_expr(0, dt), total, ForKind.SERIAL, body)
     state.commit(_tree.replace_stmt(state.func, nodes[0], new))
