@@ -170,3 +170,22 @@ def test_reindex_rejects_mixed_access() -> None:
     assert_same_result(f, g)
     with pytest.raises(ScheduleError, match=r"reindex: argument 'read_buffer_index'"):
         reindex(f, "C", ("read", 9))
+
+
+def test_reindex_refuses_a_guarded_access_it_would_copy_out_of_range() -> None:
+    """Regression: after the padding of a conv2d is inlined, the block reads X only under the
+    padding condition; reindex made an unguarded copy X_reindex[...] = X[h + r - 1, ...] that
+    read past X (found by tc.ir.verify on random schedules)."""
+    import tilecraft as tc
+    from tilecraft.testing import assert_fails_unchanged
+
+    x = tc.te.placeholder((1, 4, 8, 8), "float32", name="X")
+    w = tc.te.placeholder((8, 4, 3, 3), "float32", name="W")
+    sch = tc.Schedule(tc.te.create_prim_func([x, w, tc.topi.conv2d(x, w, padding=1)]))
+    sch.compute_inline(sch.get_block("pad_temp"))
+    conv = sch.get_block("conv2d")
+    assert_fails_unchanged(
+        sch, "reindex", conv, ("read", 0), match=r'reindex: the copy of "X" would access index 2'
+    )
+    staged = sch.reindex(conv, ("read", 1))  # W is read in range everywhere: fine
+    assert sch.get(staged).name == "W_reindex"

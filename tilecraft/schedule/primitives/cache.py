@@ -16,6 +16,7 @@ the caller's contract, so it is rejected (transform the layout in the graph inst
 
 from __future__ import annotations
 
+from ...arith import Analyzer
 from ...errors import ScheduleError
 from ...ir import (
     Block,
@@ -401,6 +402,7 @@ def reindex(func: PrimFunc, block: str, buffer: tuple[str, int]) -> tuple[PrimFu
     from ...ir import substitute
 
     src_idx = tuple(simplify_index(substitute(i, vmap)) for i in idx)
+    _check_copy_in_range(prim, blk, buf, src_idx, new_vars, ivs)
     r_idx = tuple(iv.var - iv.dom.min for iv in ivs)
     new_r_idx = tuple(simplify_index(substitute(i, vmap)) for i in r_idx)
     write = buffer[0] == "write"
@@ -424,6 +426,35 @@ def reindex(func: PrimFunc, block: str, buffer: tuple[str, int]) -> tuple[PrimFu
     top, scope = top_level_child(func, new_realize)
     func = insert_after(func, top, scope, nest, before=not write)
     return prune_alignment(add_alloc(func, rbuf, func.body)), name
+
+
+def _check_copy_in_range(
+    prim: str,
+    blk: Block,
+    buf: Buffer,
+    src_idx: tuple[Expr, ...],
+    new_vars: list[Var],
+    ivs: list[IterVar],
+) -> None:
+    """The copy block runs over the whole iteration domain, unguarded: its access of ``buf``
+    must stay inside the buffer there (a block may read out-of-range indices under a
+    condition, as a padded convolution does after its padding is inlined)."""
+    ana = Analyzer()
+    for nv, iv in zip(new_vars, ivs, strict=True):
+        ana.bind(nv, iv.dom)
+    for k, (index, extent) in enumerate(zip(src_idx, buf.shape, strict=True)):
+        if not (ana.can_prove(index >= 0) and ana.can_prove(index < extent)):
+            raise ScheduleError(
+                prim,
+                f'the copy of "{buf.name}" would access index {k} ({index.script()}) outside '
+                f"[0, {extent.script() if isinstance(extent, Expr) else extent}) of the buffer",
+                requires="the staged access stays in range over the whole iteration domain "
+                "(the copy runs unguarded)",
+                fragment=fragment(blk),
+                hint="the block reads it only under a condition (padding?): reindex the "
+                "padded producer before inlining it",
+                locations=[blk.name],
+            )
 
 
 def check_uniform_access(prim: str, blk: Block, buf: Buffer) -> tuple[Expr, ...]:
