@@ -68,6 +68,7 @@ class BertLayer(nn.Module):
     """Post-norm encoder layer."""
 
     def __init__(self, cfg: BertConfig = BERT_BASE) -> None:
+        self.cfg = cfg
         self.attention = SelfAttention(cfg)
         self.attention_norm = nn.LayerNorm(cfg.hidden, eps=cfg.eps)
         self.intermediate = nn.Linear(cfg.hidden, cfg.intermediate)

@@ -44,6 +44,7 @@ class BasicBlock(nn.Module):
     """torchvision's BasicBlock in inference mode."""
 
     def __init__(self, cfg: BlockConfig = BLOCK) -> None:
+        self.cfg = cfg
         c = cfg.channels
         self.conv1 = nn.Conv2d(cfg.in_channels, c, 3, stride=cfg.stride, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(c, cfg.eps)
