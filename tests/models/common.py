@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,7 +33,6 @@ class ModelCase:
     reference: Reference
     rtol: float = 1e-4
     atol: float = 1e-4
-    notes: Mapping[str, object] = field(default_factory=dict)
 
     def __iter__(self) -> Iterator[object]:
         """Tuple-style unpacking: ``mod, params, inputs = case``."""

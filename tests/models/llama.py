@@ -34,7 +34,7 @@ from tilecraft.frontend import nn
 from tilecraft.frontend.nn import functional as F  # noqa: N812
 from tilecraft.ir import IRModule
 
-from .common import ModelCase, Reference, f64, random_params
+from .common import ModelCase, Reference, random_params
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ def np_rotary(x: np.ndarray, start: int, theta: float) -> np.ndarray:
     d, s = x.shape[-1], x.shape[-2]
     inv = theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
     ang = np.arange(start, start + s, dtype=np.float64)[:, None] * inv[None, :]
-    cos, sin = np.tile(np.cos(ang), 2), np.tile(np.sin(ang), 2)
+    cos, sin = (np.tile(f(ang), 2).astype(x.dtype) for f in (np.cos, np.sin))
     rot = np.concatenate([-x[..., d // 2 :], x[..., : d // 2]], -1)
     return x * cos + rot * sin
 
@@ -217,34 +217,39 @@ def np_layer(
     p: Mapping[str, np.ndarray],
     cfg: LlamaConfig,
     past: tuple[np.ndarray, np.ndarray] | None = None,
+    dtype: type = np.float64,
 ) -> np.ndarray:
-    """The packed result of ``prefill`` (``past`` None) or ``decode``, in float64."""
-    x = f64(x)
+    """The packed result of ``prefill`` (``past`` None) or ``decode`` in numpy ``dtype``."""
+
+    def a(t: np.ndarray) -> np.ndarray:
+        return np.asarray(t, dtype=dtype)
+
+    x = a(x)
     b, s, _ = x.shape
     start = 0 if past is None else past[0].shape[2]
 
     def lin(name: str, t: np.ndarray) -> np.ndarray:
-        return t @ f64(p[name]).T
+        return t @ a(p[name]).T
 
     def heads(t: np.ndarray, n: int) -> np.ndarray:
         return t.reshape(b, s, n, cfg.head_dim).transpose(0, 2, 1, 3)
 
-    h = np_rms_norm(x, f64(p["input_layernorm.weight"]), cfg.eps)
+    h = np_rms_norm(x, a(p["input_layernorm.weight"]), cfg.eps)
     q = np_rotary(heads(lin("self_attn.q_proj.weight", h), cfg.heads), start, cfg.theta)
     k = np_rotary(heads(lin("self_attn.k_proj.weight", h), cfg.kv_heads), start, cfg.theta)
     v = heads(lin("self_attn.v_proj.weight", h), cfg.kv_heads)
-    k_all = k if past is None else np.concatenate([f64(past[0]), k], 2)
-    v_all = v if past is None else np.concatenate([f64(past[1]), v], 2)
+    k_all = k if past is None else np.concatenate([a(past[0]), k], 2)
+    v_all = v if past is None else np.concatenate([a(past[1]), v], 2)
     o = np_attention(q, k_all, v_all).transpose(0, 2, 1, 3).reshape(b, s, -1)
     x = x + lin("self_attn.o_proj.weight", o)
-    h = np_rms_norm(x, f64(p["post_attention_layernorm.weight"]), cfg.eps)
+    h = np_rms_norm(x, a(p["post_attention_layernorm.weight"]), cfg.eps)
     g = lin("mlp.gate_proj.weight", h)
     x = x + lin("mlp.down_proj.weight", g / (1 + np.exp(-g)) * lin("mlp.up_proj.weight", h))
 
     def flat(t: np.ndarray) -> np.ndarray:
         return t.transpose(0, 2, 1, 3).reshape(b, s, -1)
 
-    return np.concatenate([x, flat(k), flat(v)], -1)
+    return a(np.concatenate([x, flat(k), flat(v)], -1))
 
 
 def example_inputs(
