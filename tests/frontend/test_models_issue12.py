@@ -127,3 +127,10 @@ def test_torch_reference_computes_the_same_function(name: str) -> None:
 def test_full_size_models_match_numpy(name: str) -> None:
     case = next(c for c in models.cases("full") if c.name == name)
     check(case, compile_default(case)[case.entry](*case.inputs))
+
+
+def test_exported_layer_round_trips_through_script_and_json() -> None:
+    # the new attributes (layout, offset=None) and the frontend's constants print and parse
+    _, mod, _ = llama.export_layer(llama.SMALL, seed=0)
+    assert tc.ir.structural_equal(tc.script.parse(mod.script()), mod)
+    assert tc.ir.structural_equal(tc.ir.from_json(tc.ir.to_json(mod)), mod)
