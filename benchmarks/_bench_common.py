@@ -20,7 +20,9 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = str(THREADS)
 
 import importlib.util  # noqa: E402
+import shutil  # noqa: E402
 import statistics  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Mapping, Sequence  # noqa: E402
 from types import ModuleType  # noqa: E402
@@ -57,6 +59,27 @@ def compile_model(mod: tc.IRModule, params: Mapping[str, np.ndarray]) -> Any:
         return compile_fn(mod, "cpu", params=params)
     with tc.Target("cpu"):
         return tc.build(get_pipeline("default", params=params)(mod), "cpu")
+
+
+def cold_compile(mod: tc.IRModule, params: Mapping[str, np.ndarray]) -> tuple[Any, float]:
+    """:func:`compile_model` with an empty compile cache; (executable, seconds).
+
+    The cache is a fresh ``TILECRAFT_CACHE_DIR``, removed afterwards (the compiled library is
+    loaded by then); the previous setting is restored.
+    """
+    old = os.environ.get("TILECRAFT_CACHE_DIR")
+    folder = tempfile.mkdtemp(prefix="tc-cold-cache-")
+    os.environ["TILECRAFT_CACHE_DIR"] = folder
+    try:
+        start = time.perf_counter()
+        exe = compile_model(mod, params)
+        return exe, time.perf_counter() - start
+    finally:
+        if old is None:
+            del os.environ["TILECRAFT_CACHE_DIR"]
+        else:
+            os.environ["TILECRAFT_CACHE_DIR"] = old
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def per_call(

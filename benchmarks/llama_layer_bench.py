@@ -30,10 +30,7 @@ import _bench_common as bench  # first: sets the thread environment before numpy
 # isort: on
 
 import argparse
-import os
 import sys
-import tempfile
-import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -42,21 +39,6 @@ import numpy as np
 from _models import models
 
 llama = models.llama
-
-
-def cold_compile(mod: Any, params: dict[str, np.ndarray]) -> tuple[Any, float]:
-    """Compile with an empty compile cache; (executable, seconds)."""
-    old = os.environ.get("TILECRAFT_CACHE_DIR")
-    os.environ["TILECRAFT_CACHE_DIR"] = tempfile.mkdtemp(prefix="tc-cold-cache-")
-    try:
-        start = time.perf_counter()
-        exe = bench.compile_model(mod, params)
-        return exe, time.perf_counter() - start
-    finally:
-        if old is None:
-            del os.environ["TILECRAFT_CACHE_DIR"]
-        else:
-            os.environ["TILECRAFT_CACHE_DIR"] = old
 
 
 def implementations(
@@ -110,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"torch {torch.__version__}" if torch else "torch not installed: pip install torch")
     print(f"layer: {cfg}")
     _, mod, params = llama.export_layer(cfg, seed=0)
-    exe, seconds = cold_compile(mod, params)
+    exe, seconds = bench.cold_compile(mod, params)
     print(f"\ncompile (decode + prefill, cold compile cache): {seconds:.2f} s\n")
     rows = []
     for entry in ("decode", "prefill"):

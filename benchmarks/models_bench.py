@@ -25,10 +25,7 @@ import _bench_common as bench  # first: sets the thread environment before numpy
 # isort: on
 
 import argparse
-import os
 import sys
-import tempfile
-import time
 from collections import Counter
 from collections.abc import Callable
 from math import erf
@@ -115,24 +112,9 @@ def _block32(x: np.ndarray, p: dict[str, np.ndarray], cfg: Any) -> np.ndarray:
     return np.maximum(h + short, 0)
 
 
-def cold_compile(case: ModelCase) -> tuple[Any, float]:
-    """Compile with an empty compile cache; (executable, seconds)."""
-    old = os.environ.get("TILECRAFT_CACHE_DIR")
-    os.environ["TILECRAFT_CACHE_DIR"] = tempfile.mkdtemp(prefix="tc-cold-cache-")
-    try:
-        start = time.perf_counter()
-        exe = bench.compile_model(case.mod, case.params)
-        return exe, time.perf_counter() - start
-    finally:
-        if old is None:
-            del os.environ["TILECRAFT_CACHE_DIR"]
-        else:
-            os.environ["TILECRAFT_CACHE_DIR"] = old
-
-
 def run_case(case: ModelCase, torch: Any, rounds: int) -> tuple[dict[str, float], float]:
     """Check and time one model; (median seconds per implementation, compile seconds)."""
-    exe, compile_s = cold_compile(case)
+    exe, compile_s = bench.cold_compile(case.mod, case.params)
     fns: dict[str, Callable[[], Any]] = {
         "tilecraft": lambda: exe[case.entry](*case.inputs),
         "numpy": np_float32(case),
