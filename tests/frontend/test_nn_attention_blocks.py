@@ -132,6 +132,8 @@ def test_rotary_and_causal_mask_type_errors() -> None:
         _infer("rotary", [x, ((4,), "int32")], offset=3)
     with pytest.raises(GraphError, match=r"positions must be \(4,\) or \(1, 4\)"):
         _infer("rotary", [x, ((2,), "int32")])
+    with pytest.raises(GraphError, match=r"positions must be .* got Tensor\(\(1, 4, 1\)"):
+        _infer("rotary", [x, ((1, 4, 1), "int32")])  # rank 3: a GraphError, not a ValueError
     _infer("rotary", [x, ((2,), "int32")], layout="BHSD")  # BHSD: tokens on axis 2
     with pytest.raises(GraphError, match="'layout' must be one of"):
         _infer("rotary", [x], layout="SBHD")

@@ -354,12 +354,11 @@ def _check_positions(op: str, pos: TensorType, x: TensorType, seq_axis: int, off
         raise GraphError(f"{op}: positions must be integers, got {pos.describe()}")
     if offset:
         raise GraphError(f"{op}: give either positions or a nonzero offset, not both")
-    want = (x.shape[seq_axis],) if pos.ndim == 1 else (x.shape[0], x.shape[seq_axis])
-    if pos.ndim not in (1, 2) or not all(
-        dims_equal(a, b) for a, b in zip(pos.shape, want, strict=True)
-    ):
+    full = (x.shape[0], x.shape[seq_axis])
+    want = full[2 - pos.ndim :] if pos.ndim in (1, 2) else None
+    if want is None or not all(dims_equal(a, b) for a, b in zip(pos.shape, want, strict=True)):
         raise GraphError(
-            f"{op}: positions must be {shape_text(want[-1:])} or {shape_text(want)} for x "
+            f"{op}: positions must be {shape_text(full[1:])} or {shape_text(full)} for x "
             f"{x.describe()}, got {pos.describe()}"
         )
 
