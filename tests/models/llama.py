@@ -25,6 +25,7 @@ token where returning the updated caches would copy the whole cache on every ste
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -205,7 +206,7 @@ def np_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
     g = q.shape[1] // k.shape[1]
     k, v = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)
     s, t = q.shape[2], k.shape[2]
-    scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(q.shape[-1])
+    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(q.shape[-1])  # a float64 would promote
     keep = np.arange(t)[None, :] <= np.arange(s)[:, None] + (t - s)
     scores = np.where(keep, scores, -np.inf)
     p = np.exp(scores - scores.max(-1, keepdims=True))
