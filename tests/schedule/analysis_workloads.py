@@ -146,6 +146,15 @@ def rotary() -> tc.ir.PrimFunc:
     return te.create_prim_func([x, cos, sin, topi.rotary_embedding(x, cos, sin)])
 
 
+def rotary_positions() -> tc.ir.PrimFunc:
+    x, pos = _ph((1, 4, N, 16), "x"), _ph((N,), "pos", "int32")
+    return te.create_prim_func([x, pos, topi.rotary(x, pos, seq_axis=2)])
+
+
+def causal_mask() -> tc.ir.PrimFunc:
+    return te.create_prim_func([s := _ph((2, 3, 9), "s"), topi.causal_mask(s)])
+
+
 def attention() -> tc.ir.PrimFunc:
     q, k, v = _ph((2, 16, 8), "q"), _ph((2, 16, 8), "k"), _ph((2, 16, 8), "v")
     return te.create_prim_func([q, k, v, topi.causal_attention(q, k, v)])
@@ -208,5 +217,7 @@ WORKLOADS: dict[str, Callable[[], tc.ir.PrimFunc]] = {
     "take": take,
     "embedding": embedding,
     "rotary": rotary,
+    "rotary_positions": rotary_positions,
+    "causal_mask": causal_mask,
     "attention": attention,
 }

@@ -389,6 +389,18 @@ EXPECTED: dict[str, tuple[str, list[str]]] = {
             "T_rotary SSS INJECTIVE reads x out",
         ],
     ),
+    "rotary_positions": (
+        "INJECTIVE",
+        [
+            "T_rotary SSSS INJECTIVE reads x out",
+        ],
+    ),
+    "causal_mask": (
+        "ELEMWISE",
+        [
+            "T_causal SSS ELEMWISE reads s out",
+        ],
+    ),
     "attention": (
         "COMM_REDUCE",
         [
@@ -450,7 +462,7 @@ COVERED_BY_WORKLOADS = {
     "matmul", "dense", "conv2d", "max_pool2d", "avg_pool2d", "softmax", "log_softmax",
     "layer_norm", "rms_norm", "group_norm", "sum", "prod", "max", "min", "mean", "argmax",
     "argmin", "clip", "cast", "where", "transpose", "permute", "reshape", "pad", "concat",
-    "split", "take", "embedding", "rotary_embedding", "causal_attention",
+    "split", "take", "embedding", "rotary_embedding", "causal_attention", "rotary", "causal_mask",
 }  # fmt: skip
 
 

@@ -15,16 +15,18 @@ import math
 from collections.abc import Callable, Sequence
 
 from .. import te, topi
-from ..ir import Attrs, Expr, const
-from ..ir import op as irop
+from ..ir import Attrs
 from .ir import TensorType
 from .op import OPS, LegalizeFn, attr_float, attr_int, attr_optional_float, int_tuple
 from .op_types import (
     BINARY,
     REDUCE,
     UNARY,
+    attention_layout,
+    causal_offset,
     permutation,
     reduce_axes,
+    rotary_offset,
     static_extent,
     transpose_b,
 )
@@ -182,29 +184,20 @@ def _attention(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
     return topi.transpose(o, _SWAP_SEQ_HEADS, name="T_attention")
 
 
-def _rotary_tables(seq: Expr, dim: int, theta: float, dt: str) -> tuple[Tensor, Tensor]:
-    """``cos`` and ``sin`` of ``pos * theta^(-2i/dim)`` for ``i = j mod dim/2``: ``(seq, dim)``."""
-    half = dim // 2
-    step = const(-2.0 * math.log(theta) / dim, dt)
-
-    def angle(p: Expr, j: Expr) -> Expr:
-        return irop.cast(p, dt) * irop.exp(irop.cast(j % half, dt) * step)
-
-    cos = te.compute((seq, dim), lambda p, j: irop.cos(angle(p, j)), name="rotary_cos")
-    sin = te.compute((seq, dim), lambda p, j: irop.sin(angle(p, j)), name="rotary_sin")
-    return cos, sin
-
-
 def _rotary(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
-    """topi's rotary takes the position from axis -2: rotate a (batch, heads, seq, dim) copy."""
-    x = args[0]
-    theta = attr_float("rotary", attrs, "theta", 10000.0)
-    dim = static_extent("rotary", x.shape[3], "head_dim")
-    cos, sin = _rotary_tables(x.shape[1], dim, theta, str(x.dtype))
-    xt = topi.transpose(x, _SWAP_SEQ_HEADS, name="x_bhsd")
-    return topi.transpose(
-        topi.rotary_embedding(xt, cos, sin), _SWAP_SEQ_HEADS, name="T_rotary_bshd"
+    """Rotate along the layout's token axis at ``positions`` (second argument) or from offset."""
+    layout = attention_layout("rotary", attrs)
+    return topi.rotary(
+        args[0],
+        args[1] if len(args) == 2 else None,
+        offset=rotary_offset("rotary", attrs),
+        theta=attr_float("rotary", attrs, "theta", 10000.0),
+        seq_axis=layout.seq_axis,
     )
+
+
+def _causal_mask(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
+    return topi.causal_mask(args[0], offset=causal_offset("causal_mask", attrs))
 
 
 _TABLE: dict[str, LegalizeFn] = {
@@ -227,6 +220,7 @@ _TABLE: dict[str, LegalizeFn] = {
     "rms_norm": _rms_norm,
     "attention": _attention,
     "rotary": _rotary,
+    "causal_mask": _causal_mask,
 }
 
 for _name, _fn in _TABLE.items():

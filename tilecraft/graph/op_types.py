@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 
 from ..ir import Attrs, Expr, IntImm, as_expr
@@ -10,6 +11,7 @@ from .ir import TensorType, collect_vars_of_shape, dim_text
 from .op import (
     GraphError,
     attr_axes,
+    attr_float,
     attr_int,
     broadcast_shapes,
     dims_equal,
@@ -300,14 +302,89 @@ def _attention(op: str, ts: Types, attrs: Attrs) -> TensorType:
     return TensorType((q.shape[0], q.shape[1], q.shape[2], v.shape[3]), dt)
 
 
+class AttentionLayout(str, enum.Enum):
+    """Axis order of per-head tensors: (batch, seq, heads, head_dim) or (batch, heads, ...)."""
+
+    BSHD = "BSHD"
+    BHSD = "BHSD"
+
+    @property
+    def seq_axis(self) -> int:
+        """The token axis."""
+        return 1 if self is AttentionLayout.BSHD else 2
+
+
+def attention_layout(op: str, attrs: Attrs) -> AttentionLayout:
+    """The ``layout`` attribute (default BSHD)."""
+    v = attrs.get("layout", AttentionLayout.BSHD.value)
+    try:
+        return AttentionLayout(v)
+    except ValueError:
+        known = [m.value for m in AttentionLayout]
+        raise GraphError(f"{op}: attribute 'layout' must be one of {known}, got {v!r}") from None
+
+
+def rotary_offset(op: str, attrs: Attrs) -> int:
+    """The ``offset`` attribute of rotary: position of token 0 (a non-negative int)."""
+    off = attr_int(op, attrs, "offset", 0)
+    if off < 0:
+        raise GraphError(f"{op}: attribute 'offset' must be >= 0, got {off}")
+    return off
+
+
 def _rotary(op: str, ts: Types, attrs: Attrs) -> TensorType:
     x = ts[0]
     float_dtype(op, x)
+    layout = attention_layout(op, attrs)
     if x.ndim != 4:
-        raise GraphError(f"{op}: expected (batch, seq, heads, head_dim), got {x.describe()}")
+        raise GraphError(f"{op}: expected a 4-d {layout.value} tensor, got {x.describe()}")
     d = static_extent(op, x.shape[3], "head_dim")
     if d % 2:
         raise GraphError(f"{op}: head_dim must be even, got {d}")
+    offset = rotary_offset(op, attrs)
+    attr_float(op, attrs, "theta", 10000.0)
+    if len(ts) == 2:
+        _check_positions(op, ts[1], x, layout.seq_axis, offset)
+    return x
+
+
+def _check_positions(op: str, pos: TensorType, x: TensorType, seq_axis: int, offset: int) -> None:
+    """``positions`` is an integer (S,) or (B, S) tensor matching ``x``'s batch and tokens."""
+    if not pos.dtype.is_integer:
+        raise GraphError(f"{op}: positions must be integers, got {pos.describe()}")
+    if offset:
+        raise GraphError(f"{op}: give either positions or a nonzero offset, not both")
+    full = (x.shape[0], x.shape[seq_axis])
+    want = full[2 - pos.ndim :] if pos.ndim in (1, 2) else None
+    if want is None or not all(dims_equal(a, b) for a, b in zip(pos.shape, want, strict=True)):
+        raise GraphError(
+            f"{op}: positions must be {shape_text(full[1:])} or {shape_text(full)} for x "
+            f"{x.describe()}, got {pos.describe()}"
+        )
+
+
+def causal_offset(op: str, attrs: Attrs) -> int | None:
+    """The ``offset`` attribute of causal_mask (None: keys minus queries)."""
+    v = attrs.get("offset")
+    if v is None:
+        return None
+    return attr_int(op, attrs, "offset", 0)
+
+
+def _causal_mask(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    x = ts[0]
+    float_dtype(op, x)
+    if x.ndim < 2:
+        raise GraphError(f"{op}: expected scores (..., queries, keys), got {x.describe()}")
+    offset = causal_offset(op, attrs)
+    s, t = x.shape[-2], x.shape[-1]
+    if offset is None and isinstance(s, IntImm) and isinstance(t, IntImm):
+        offset = t.value - s.value
+    if offset is not None and offset < 0:
+        raise GraphError(
+            f"{op}: query 0 would see no key in {x.describe()} (offset {offset}); a causal "
+            "mask needs at least as many keys as queries"
+        )
     return x
 
 
@@ -332,4 +409,5 @@ register_op("softmax", (1, 1), _softmax)
 register_op("layer_norm", (3, 3), _norm)
 register_op("rms_norm", (2, 2), _norm)
 register_op("attention", (3, 3), _attention)
-register_op("rotary", (1, 1), _rotary, "rotary_embedding")
+register_op("rotary", (1, 2), _rotary, "rotary_embedding")
+register_op("causal_mask", (1, 1), _causal_mask)

@@ -112,7 +112,13 @@ def compact_region(alloc: Allocate, outer: Analyzer) -> list[Range] | None:
         shrinks = (
             isinstance(r.extent, IntImm)
             and r.extent.value >= 1
-            and (not isinstance(extent, IntImm) or r.extent.value < extent.value)
+            # a symbolic extent shrinks only to a box provably inside it: the bound of an
+            # index such as ``x % n`` with ``n`` unknown is the whole int32 range
+            and (
+                r.extent.value < extent.value
+                if isinstance(extent, IntImm)
+                else outer.can_prove(r.extent <= extent)
+            )
             and not any(id(v) in inner for v in collect_vars(r.min))
         )
         # a dimension that does not shrink keeps its full extent (the accesses are in it)

@@ -6,6 +6,8 @@ names (``T_add``, ``matmul``, ``T_softmax_maxelem``...) that become block names 
 """
 
 from .attention import causal_attention as causal_attention
+from .attention import causal_mask as causal_mask
+from .attention import rotary as rotary
 from .attention import rotary_embedding as rotary_embedding
 from .broadcast import add as add
 from .broadcast import broadcast_shape as broadcast_shape

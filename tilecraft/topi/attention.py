@@ -1,14 +1,15 @@
-"""Transformer building blocks: rotary position embedding and causal attention."""
+"""Transformer building blocks: rotary position embedding, causal masking and attention."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from ..errors import TilecraftError
-from ..ir import Expr, ExprLike, as_expr
+from ..ir import Expr, ExprLike, as_expr, const
 from ..ir import op as irop
 from ..te import Tensor, compute, min_value
-from ._util import add, const_int, floordiv, sub
+from ._util import add, const_int, floordiv, normalize_axis, sub
 from .nn import matmul, softmax
 
 
@@ -74,3 +75,124 @@ def causal_attention(
     masked = compute(scores.shape, mask, name=f"{name}_masked")
     probs = softmax(masked, axis=-1, name=f"{name}_softmax")
     return matmul(probs, v, name=name)
+
+
+def rotary(
+    x: Tensor,
+    positions: Tensor | None = None,
+    offset: ExprLike = 0,
+    theta: float = 10000.0,
+    seq_axis: int = -2,
+    name: str = "T_rotary",
+) -> Tensor:
+    """Llama-style rotary embedding (half rotation) of ``x`` at explicit positions.
+
+    ``out[.., s, .., j] = x * cos(p * f_j) + rotate_half(x) * sin(p * f_j)`` with
+    ``f_j = theta^(-2 (j mod D/2) / D)`` over the last axis (``D``, even) and the position ``p``
+    of token ``s`` (axis ``seq_axis``): ``positions[s]`` (``positions`` of shape ``(S,)``) or
+    ``positions[b, s]`` (shape ``(B, S)``, ``b`` the index on axis 0), else ``s + offset``.
+    The angles are computed in the kernel, in ``x``'s dtype; no tables are read.
+
+    Parameters
+    ----------
+    x
+        Floating-point tensor of rank >= 2; the last axis is the head dimension.
+    positions
+        Integer positions of the tokens, or None for ``s + offset``.
+    offset
+        Position of token 0 when ``positions`` is None (an int or an int expression).
+    theta
+        Base of the frequencies.
+    seq_axis
+        The token axis of ``x`` (not the last one).
+    name
+        Stage name.
+
+    Returns
+    -------
+    Tensor
+        Same shape and dtype as ``x``.
+    """
+    if x.ndim < 2 or not x.dtype.is_float:
+        raise TilecraftError(f"rotary: x needs a floating-point rank >= 2 tensor, got {x.ndim}-d")
+    sa = normalize_axis(seq_axis, x.ndim, "seq_axis")
+    if sa == x.ndim - 1:
+        raise TilecraftError("rotary: the token axis cannot be the head-dimension axis")
+    d = const_int(x.shape[-1])
+    if d is None or d % 2:
+        raise TilecraftError(f"rotary: the head dimension must be static and even, got {d}")
+    pos_of = _position_fn(x, positions, offset, sa)
+    half = d // 2
+    step = const(-2.0 * math.log(theta) / d, x.dtype)
+
+    def body(*idx: Expr) -> Expr:
+        j = idx[-1]
+        angle = irop.cast(pos_of(idx), x.dtype) * irop.exp(irop.cast(j % half, x.dtype) * step)
+        lead = idx[:-1]
+        hi, lo = (*lead, j + half), (*lead, j - half)
+        partner = irop.select(j < half, -x[hi], x[lo])
+        return x[idx] * irop.cos(angle) + partner * irop.sin(angle)
+
+    return compute(x.shape, body, name=name)  # type: ignore[no-any-return]
+
+
+def _position_fn(
+    x: Tensor, positions: Tensor | None, offset: ExprLike, sa: int
+) -> Callable[[tuple[Expr, ...]], Expr]:
+    """The position of the token at index ``idx`` of ``x`` (see :func:`rotary`)."""
+    if positions is None:
+        off = as_expr(offset)
+        if not off.dtype.is_integer:
+            raise TilecraftError(f"rotary: offset must be an integer, got {off.dtype}")
+        return lambda idx: add(idx[sa], off)
+    if not positions.dtype.is_integer:
+        raise TilecraftError(f"rotary: positions must be integers, got {positions.dtype}")
+    if positions.ndim == 1:
+        _check_extent("rotary: positions", positions.shape[0], x.shape[sa])
+        return lambda idx: positions[(idx[sa],)]
+    if positions.ndim == 2 and sa != 0:
+        _check_extent("rotary: positions", positions.shape[0], x.shape[0])
+        _check_extent("rotary: positions", positions.shape[1], x.shape[sa])
+        return lambda idx: positions[idx[0], idx[sa]]
+    raise TilecraftError(
+        f"rotary: positions must be (S,) or (B, S) with the batch on axis 0, got rank "
+        f"{positions.ndim} for token axis {sa}"
+    )
+
+
+def _check_extent(what: str, got: Expr, want: Expr) -> None:
+    g, w = const_int(got), const_int(want)
+    if g is not None and w is not None and g != w:
+        raise TilecraftError(f"{what}: extent {g} does not match the {w} tokens of x")
+
+
+def causal_mask(
+    x: Tensor, offset: ExprLike | None = None, value: float | None = None, name: str = "T_causal"
+) -> Tensor:
+    """Keep ``x[.., i, j]`` where key ``j <= i + offset``; elsewhere ``value``.
+
+    ``x`` holds attention scores ``(..., S, T)`` of ``S`` queries against ``T`` keys. The
+    default ``offset`` is ``T - S``: the queries are the last ``S`` of the ``T`` positions
+    (bottom-right alignment, as with a KV cache of ``T - S`` entries before the new tokens).
+    ``value`` defaults to the lowest value of the dtype (``-inf`` for floats), so a softmax
+    gives masked keys weight 0.
+
+    Raises
+    ------
+    TilecraftError
+        When the extents and offset are static and query 0 would see no key (``offset < 0``).
+    """
+    if x.ndim < 2:
+        raise TilecraftError(f"causal_mask: scores need rank >= 2, got {x.ndim}")
+    off = sub(x.shape[-1], x.shape[-2]) if offset is None else as_expr(offset)
+    c = const_int(off)
+    if c is not None and c < 0:
+        raise TilecraftError(
+            f"causal_mask: offset {c} leaves query 0 with no key (fewer keys than queries?)"
+        )
+    fill = min_value(x.dtype) if value is None else const(value, x.dtype)
+
+    def body(*idx: Expr) -> Expr:
+        return irop.select(idx[-1] <= add(idx[-2], off), x[idx], fill)
+
+    return compute(x.shape, body, name=name)  # type: ignore[no-any-return]

@@ -7,6 +7,7 @@ from .core import Module as Module
 from .core import Parameter as Parameter
 from .core import Tensor as Tensor
 from .modules import GELU as GELU
+from .modules import BatchNorm2d as BatchNorm2d
 from .modules import Conv2d as Conv2d
 from .modules import Embedding as Embedding
 from .modules import LayerNorm as LayerNorm

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ._composite import batch_norm as batch_norm
+from ._composite import constant as constant
+from ._composite import scaled_dot_product_attention as scaled_dot_product_attention
 from .core import Tensor, emit
 
 
@@ -113,9 +116,30 @@ def avg_pool2d(
     )
 
 
-def rotary(x: Tensor, theta: float = 10000.0) -> Tensor:
-    """Rotary position embedding of ``x`` (batch, seq, heads, head_dim), rotate-half form."""
-    return emit("rotary", [x], {"theta": theta})
+def rotary(
+    x: Tensor,
+    theta: float = 10000.0,
+    *,
+    positions: Tensor | None = None,
+    offset: int = 0,
+    layout: str = "BSHD",
+) -> Tensor:
+    """Rotary position embedding of a 4-d per-head tensor (rotate-half form).
+
+    ``layout`` is ``"BSHD"`` (batch, seq, heads, head_dim) or ``"BHSD"``. Token ``s`` sits at
+    position ``positions[s]`` (an integer ``(S,)`` or ``(B, S)`` tensor) or, without
+    ``positions``, at ``s + offset`` (e.g. ``offset`` = the length of a KV cache).
+    """
+    args = [x] if positions is None else [x, positions]
+    return emit("rotary", args, {"theta": theta, "offset": offset, "layout": layout})
+
+
+def causal_mask(x: Tensor, offset: int | None = None) -> Tensor:
+    """Scores ``(..., S, T)`` with key ``j > i + offset`` set to ``-inf`` for query ``i``.
+
+    The default ``offset`` is ``T - S`` (the queries are the last ``S`` of ``T`` positions).
+    """
+    return emit("causal_mask", [x], {"offset": offset})
 
 
 def attention(

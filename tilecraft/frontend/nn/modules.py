@@ -1,4 +1,4 @@
-"""Layers: Linear, activations, norms, Embedding, Conv2d, Sequential, ModuleList."""
+"""Layers: Linear, activations, norms, BatchNorm2d, Embedding, Conv2d, Sequential, ModuleList."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import math
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ._composite import batch_norm
 from .core import Module, Parameter, Tensor, emit
 
 
@@ -97,6 +98,27 @@ class RMSNorm(Module):
     def forward(self, x: Tensor) -> Tensor:
         """Trace rms_norm."""
         return emit("rms_norm", [x, self.weight], {"eps": self.eps})
+
+
+class BatchNorm2d(Module):
+    """Inference-mode batch normalization of NCHW data with running statistics.
+
+    Parameters are named as PyTorch's (``weight``, ``bias``, ``running_mean``,
+    ``running_var``), so a state dict loads as is (without ``num_batches_tracked``).
+    """
+
+    def __init__(self, num_features: int, eps: float = 1e-5, dtype: str = "float32") -> None:
+        self.weight = Parameter((num_features,), dtype, "ones")
+        self.bias = Parameter((num_features,), dtype, "zeros")
+        self.running_mean = Parameter((num_features,), dtype, "zeros")
+        self.running_var = Parameter((num_features,), dtype, "ones")
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Trace the per-channel scale and shift (see ``functional.batch_norm``)."""
+        return batch_norm(
+            x, self.weight, self.bias, self.running_mean, self.running_var, self.eps, axis=1
+        )
 
 
 class Embedding(Module):
