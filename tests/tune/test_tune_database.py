@@ -311,6 +311,8 @@ _WRITER = textwrap.dedent(
     for db in (ms.JSONDatabase(json_dir), ms.SQLiteDatabase(sqlite_path)):
         wl = db.commit_workload(func, "cpu")
         for i in range(count):
+            if i % 10 == 0:  # yield now and then, so that even on a busy machine the writers
+                time.sleep(0.002)  # overlap instead of running one after another
             db.commit_tuning_record(ms.TuningRecord(wl, sch.trace, (wid + i * 1e-6,), "cpu", info,
                                                     extra={{"writer": wid, "i": i}}))
     """
