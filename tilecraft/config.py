@@ -11,8 +11,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def cache_dir() -> Path:
@@ -45,3 +51,32 @@ def env_flag(name: str, default: bool = False) -> bool:
 def verify_schedules() -> bool:
     """Whether ``TILECRAFT_VERIFY`` asks to verify the IR after every schedule primitive."""
     return env_flag("VERIFY")
+
+
+RECURSION_HEADROOM = 50_000
+"""The recursion limit inside :func:`deep_recursion` (Python's default is 1,000).
+
+The IR's visitors, simplifier and emitters recurse once per nesting level of an expression, so
+a long chain (a sum of 5,000 terms written as ``a + b + c ...``) needs a few frames per term.
+Since Python 3.11 such pure-Python recursion no longer grows the C stack, so a higher limit
+is safe; measured: a 20,000-term chain builds, and at 60,000 terms the C compiler gives up
+first (a BuildError).
+"""
+
+
+def deep_recursion(fn: _F) -> _F:
+    """Run ``fn`` with the recursion limit raised to :data:`RECURSION_HEADROOM` (restored on
+    return; never lowered)."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        before = sys.getrecursionlimit()
+        if before >= RECURSION_HEADROOM:
+            return fn(*args, **kwargs)
+        sys.setrecursionlimit(RECURSION_HEADROOM)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            sys.setrecursionlimit(before)
+
+    return call  # type: ignore[return-value]

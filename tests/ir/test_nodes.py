@@ -151,3 +151,15 @@ def test_every_intrinsic_has_a_helper() -> None:
         assert isinstance(call, ir.Call)
         assert call.op == name
         assert call.dtype == (ir.dtype("bool") if intr.predicate else x.dtype)
+
+
+def test_a_buffer_where_a_tuple_belongs_is_an_error_not_a_hang() -> None:
+    """Regression: Buffer.__getitem__ made Python iterate A[0], A[1], ... forever."""
+    from tilecraft.errors import IRError
+    from tilecraft.ir import Buffer, BufferRegion
+
+    buf = Buffer("A", (4,), "float32")
+    with pytest.raises(IRError, match="not iterable"):
+        BufferRegion(buf, buf)  # type: ignore[arg-type]
+    with pytest.raises(IRError, match="not iterable"):
+        tuple(buf)

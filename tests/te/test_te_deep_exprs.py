@@ -37,3 +37,22 @@ def test_create_prim_func_of_a_600_term_sum(reduce: bool) -> None:
     assert structural_equal(back, func)
     assert back.script() == text
     assert structural_equal(tc.ir.from_json(tc.ir.to_json(func)), func)
+
+
+def test_a_600_term_expression_builds_and_runs() -> None:
+    """Regression: lowering and codegen recursed once per term and hit the recursion limit."""
+    import numpy as np
+
+    te = tc.te
+    a = te.placeholder((8,), "float32", name="A")
+
+    def chain(i: tc.ir.Expr) -> tc.ir.Expr:
+        e = a[i]
+        for k in range(600):
+            e = e + a[i] * float(k % 7)
+        return e
+
+    lib = tc.build(te.create_prim_func([a, te.compute((8,), chain, name="B")]))
+    x, y = np.arange(8, dtype="float32"), np.zeros(8, "float32")
+    lib["main"](x, y)
+    np.testing.assert_allclose(y, x * (1 + sum(k % 7 for k in range(600))), rtol=1e-5)

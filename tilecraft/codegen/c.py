@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..config import deep_recursion
 from ..errors import CodegenError
 from ..ir import (
     Allocate,
@@ -293,6 +294,7 @@ def lower_for_c(
     return Sequential(passes, name="lower")(func).with_attr(LOWERED_ATTR, True)
 
 
+@deep_recursion
 def build_c_source(
     func_or_module: PrimFunc | IRModule,
     target: Target | str | None = None,

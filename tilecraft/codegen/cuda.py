@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..config import deep_recursion
 from ..errors import CodegenError
 from ..ir import (
     Allocate,
@@ -436,6 +437,7 @@ def build_cuda_source(
     return CUDASource(cg.finish(), programs)
 
 
+@deep_recursion
 def cuda_source(func_or_module: PrimFunc | IRModule, target: Target | str | None = None) -> str:
     """CUDA text for a PrimFunc or every PrimFunc of a module (see :func:`build_cuda_source`)."""
     return build_cuda_source(func_or_module, target).text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ..errors import IRError
@@ -76,6 +76,11 @@ class Buffer(Node):
     def load(self, *indices: ExprLike) -> BufferLoad:
         """``self[indices]``."""
         return BufferLoad(self, tuple(as_expr(i) for i in indices))
+
+    def __iter__(self) -> Iterator[BufferLoad]:
+        # Without this, ``__getitem__`` makes Python iterate A[0], A[1], ... forever (a Buffer
+        # passed where a tuple belongs, e.g. ``BufferRegion(buf, buf)``, never returned).
+        raise IRError(f"Buffer {self.name!r} is not iterable; index it as {self.name}[i, ...]")
 
     __hash__ = object.__hash__
 

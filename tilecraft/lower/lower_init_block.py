@@ -126,7 +126,9 @@ class _InitLowerer(Mutator):
         name = _fresh(f"{block.name}_empty_init", self.names)
         ivs = tuple(IterVar(fresh[iv.var], iv.dom, IterKind.SPATIAL) for iv in spatial)
         loops = [Var(f"{iv.var.name}_l", iv.var.dtype) for iv in spatial]
-        body: Stmt = BlockRealize(tuple(loops), const(True, "bool"), Block(name, ivs, (), writes, init))
+        body: Stmt = BlockRealize(
+            tuple(loops), const(True, "bool"), Block(name, ivs, (), writes, init)
+        )
         for iv, lv in reversed(list(zip(spatial, loops, strict=True))):
             body = For(lv, iv.dom.min, iv.dom.extent, ForKind.SERIAL, body)
         empty: Expr | None = None

@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import overload
 
+from ..config import deep_recursion
 from ..errors import LowerError
 from ..ir import IRModule, PrimFunc
 from ..ir.transform import FunctionPass, PassContext, PassHook, PrimFuncHooks, Sequential
@@ -76,6 +77,7 @@ def lower(
 ) -> IRModule: ...
 
 
+@deep_recursion
 def lower(
     func: PrimFunc | IRModule,
     target: Target | str | None = None,

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, Literal, Protocol, overload
 
 from ..codegen import build_c_source
+from ..config import deep_recursion
 from ..errors import BuildError
 from ..ir import IRModule, PrimFunc, verify
 from ..target import Target, as_target
@@ -87,6 +88,7 @@ def build(
 ) -> Library: ...
 
 
+@deep_recursion
 def build(
     func_or_module: PrimFunc | IRModule,
     target: Target | str | None = "cpu",
