@@ -19,6 +19,7 @@ from ..ir import (
     BufferLoad,
     BufferStore,
     DataType,
+    Evaluate,
     Expr,
     For,
     ForKind,
@@ -234,6 +235,8 @@ class ThreadEmitter(_FunctionEmitter):
     def stmt(self, s: Stmt) -> None:
         if isinstance(s, BufferStore) and self._instrumented(s.buffer):
             self.checked_store(s.buffer, s.indices[0], self.stored(s.buffer.dtype, s.value))
+        elif isinstance(s, Evaluate) and find_intrinsic(s) is not None:
+            self.other_stmt(s)  # an intrinsic spelled as a call statement
         else:
             super().stmt(s)
 

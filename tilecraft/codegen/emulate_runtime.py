@@ -363,14 +363,13 @@ static void* tc_emu_alloc(size_t bytes) {
 
 static void tc_emu_launch(const tc_emu_kernel* k, const void* params, const int64_t grid[3],
                           const int64_t dim[3], int64_t dyn_smem) {
-  static tc_emu_kernel none = {"launch", 0, 0, 0, 0, 0};
   tc_emu_block* b = (tc_emu_block*)calloc(1, sizeof(tc_emu_block));
   int64_t n = dim[0] * dim[1] * dim[2];
   if (!b || tc_emu_error.count || grid[0] <= 0 || grid[1] <= 0 || grid[2] <= 0 || n <= 0) {
     free(b);
     return;
   }
-  b->k = n > TC_EMU_MAX_THREADS ? &none : k;
+  b->k = k;
   for (int d = 0; d < 3; ++d) b->dim[d] = (int32_t)dim[d];
   if (n > TC_EMU_MAX_THREADS) {
     tc_emu_report(b, -1, TC_EMU_LAUNCH, -1, n, TC_EMU_MAX_THREADS, -1, -1, 0,

@@ -181,7 +181,10 @@ def _conflict(f: _Fault) -> RaceCheckError:
     buf = f.site.buffer
     same = " (both stored the same value)" if f.flags & FLAG_SAME else ""
     if f.flags & FLAG_SAME:
-        hint = "several threads store the same element: let one thread fetch each element"
+        hint = (
+            "several threads store the same element in one barrier phase: let one thread "
+            "store each element, or separate the stores with a barrier"
+        )
     else:
         hint = "a barrier (__syncthreads) is missing between the two accesses"
     msg = (
@@ -227,12 +230,13 @@ def _sync_fault(f: _Fault) -> EmulationError:
         msg = f"{f.function}: cannot launch kernel {f.kernel}: {f.detail}{f.more()}"
         return EmulationError(msg, kernel=f.kernel, block=f.block)
     me = _text(f.thread) if f.thread else "?"
-    what = f"thread {me} waits at {_site_text(f.site)}"
-    if f.other is not None and f.kind == "barrier":
-        theirs = "has exited" if f.other_site is None else f"waits at {_site_text(f.other_site)}"
-        what += f" while thread {_text(f.other)} {theirs}"
-    elif f.other is not None:
-        what = f"lane {me} and lane {_text(f.other)}"
+    if f.site is None:  # reported by a collective's implementation
+        what = f"thread {me}" + (f" and thread {_text(f.other)}" if f.other else "")
+    else:
+        what = f"thread {me} waits at {_site_text(f.site)}"
+        if f.other is not None:
+            there = "has exited" if f.other_site is None else f"waits at {_site_text(f.other_site)}"
+            what += f" while thread {_text(f.other)} {there}"
     msg = (
         f"{f.function}: threads of block {_text(f.block)} in kernel {f.kernel} cannot proceed: "
         f"{f.detail} ({what}); a GPU would hang or give undefined results{f.more()}"
