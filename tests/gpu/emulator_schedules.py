@@ -129,6 +129,28 @@ def make_reverse_rows(m: int = 8, n: int = 32) -> Made:
     return func, sch, lambda av: np.ascontiguousarray(av[:, ::-1])
 
 
+def make_reverse_rows_symbolic(m: int = 4, threads: int = 32) -> Made:
+    """B[i, j] = A[i, n - 1 - j] for a symbolic row length n: one block per row, the row
+    fetched cooperatively into dynamic shared memory of n elements (a run-time size)."""
+    n = tc.ir.Var("n", "int32")
+    a = tc.te.placeholder((m, n), "float32", name="A")
+    b = tc.te.compute((m, n), lambda i, j: a[i, n - 1 - j], name="B")
+    func = tc.te.create_prim_func([a, b])
+    sch = tc.Schedule(func, seed=0)
+    blk = sch.get_block("B")
+    i, j = sch.get_loops(blk)
+    jo, ji = sch.split(j, [None, threads])
+    sch.reorder(i, ji, jo)
+    sch.bind(i, "blockIdx.x")
+    sch.bind(ji, "threadIdx.x")
+    cache = sch.cache_read(blk, 0, "shared.dyn")
+    sch.compute_at(cache, i)
+    lo, li = sch.split(sch.get_loops(cache)[-1], [None, threads])
+    sch.reorder(li, lo)
+    sch.bind(li, "threadIdx.x")
+    return func, sch, lambda av: np.ascontiguousarray(av[:, ::-1])
+
+
 def make_rotate_through_shared(n: int = 64) -> Made:
     """B[i] = A[(i + 1) % n] in one block: A fetched cooperatively into shared memory.
 

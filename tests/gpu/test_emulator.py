@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 import pytest
-from emulator_schedules import GPU, make_row_sum, make_simt_gemm
+from emulator_schedules import GPU, make_reverse_rows_symbolic, make_row_sum, make_simt_gemm
 from kernels import ALL, make_matmul, make_scale_symbolic, make_softmax, make_transpose
 from test_gpu_storage_align import aligned_transpose
 
@@ -67,6 +67,16 @@ def test_symbolic_number_of_rows_with_warp_shuffles(mode: object) -> None:
     _, sch, ref = make_row_sum("m", 128, 32)
     for m in (1, 5, 17):
         check_numeric(sch.func, ref, emulate_gpu=mode, target=GPU, shape_vars={"m": m})
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_symbolic_row_length_in_dynamic_shared_memory(mode: object) -> None:
+    _, sch, ref = make_reverse_rows_symbolic()
+    (k,) = split_host_device(tc.lower.lower_gpu_function(sch.func, GPU)).kernels
+    (tile,) = k.dyn_shared
+    assert not isinstance(tile.shape[0], tc.ir.IntImm)
+    for n in (1, 31, 100):
+        check_numeric(sch.func, ref, emulate_gpu=mode, target=GPU, shape_vars={"n": n})
 
 
 def test_simt_gemm_256_emulates_in_seconds() -> None:

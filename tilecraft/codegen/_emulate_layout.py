@@ -56,6 +56,10 @@ class KernelOptions:
     checks: bool  # bounds-check every access
     racecheck: bool  # shadow shared and local memory
 
+    def __post_init__(self) -> None:
+        if self.racecheck and not self.checks:
+            raise CodegenError("emulator codegen: race checking needs the bounds checks too")
+
 
 def static_layout(shared: tuple[Buffer, ...]) -> tuple[dict[int, int], int]:
     """Byte offsets of the static shared buffers (16-byte aligned) and their total."""

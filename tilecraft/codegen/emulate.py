@@ -189,12 +189,9 @@ def build_emulator_source(
         GPU-scheduled function(s), or functions already lowered by
         :func:`~tilecraft.lower.gpu_pipeline.lower_gpu_function` (kept as they are).
     target
-        A CUDA target (default: the current target, else ``cuda``): the lowering and the
-        resource limits are this target's.
-    racecheck
-        Compile the race checker in (implies ``bounds_check``).
-    bounds_check
-        Check every access against its buffer's extent.
+        A CUDA target (default: the current target, else ``cuda``).
+    racecheck, bounds_check
+        Compile the race checker in (implies ``bounds_check``); check every access's bounds.
 
     Raises
     ------
