@@ -7,6 +7,7 @@ catch the whole family with one clause and still tell the layers apart.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import Enum
 
 
 class TilecraftError(Exception):
@@ -120,6 +121,88 @@ class BuildError(TilecraftError):
         super().__init__(text)
 
 
+class EmulationError(TilecraftError):
+    """An emulated GPU program did what no GPU can run (``tc.build(..., emulate=True)``).
+
+    Threads of a block that do not all reach the same barrier, a warp shuffle reading a lane
+    that did not execute it, a collective whose mask excludes a lane that executes it. The
+    emulator stops the launch; the process and the library stay usable.
+
+    Parameters
+    ----------
+    message
+        What happened, naming the function, kernel, block and threads.
+    kernel
+        The kernel symbol (``main_kernel0``).
+    block
+        ``blockIdx`` (x, y, z) of the block where it happened.
+    threads
+        ``threadIdx`` (x, y, z) of the threads involved (one or two).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kernel: str = "",
+        block: tuple[int, int, int] = (0, 0, 0),
+        threads: Sequence[tuple[int, int, int]] = (),
+    ) -> None:
+        self.kernel = kernel
+        self.block = block
+        self.threads = tuple(threads)
+        super().__init__(message)
+
+
+class RaceKind(Enum):
+    """What ``tc.build(..., emulate="racecheck")`` found."""
+
+    CONFLICT = "conflict"
+    """Two threads of a block touched one shared address in one barrier interval, one wrote."""
+    UNINITIALIZED = "uninitialized read"
+    """A thread read shared or local memory nothing had written."""
+    OUT_OF_BOUNDS = "out of bounds"
+    """An access outside its buffer (it was skipped)."""
+
+
+class RaceCheckError(EmulationError):
+    """The race checker of the GPU emulator found a :class:`RaceKind` violation.
+
+    Parameters
+    ----------
+    message
+        The report: function, kernel, buffer, index, threads, block and barrier phase.
+    kind
+        What was found.
+    buffer
+        The buffer accessed.
+    index
+        The flat element index of the access.
+    phase
+        The barrier interval of the block (0 before its first barrier, 1 after it, ...).
+    kernel, block, threads
+        As for :class:`EmulationError`; a conflict names the two threads.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: RaceKind,
+        buffer: str,
+        index: int,
+        phase: int,
+        kernel: str = "",
+        block: tuple[int, int, int] = (0, 0, 0),
+        threads: Sequence[tuple[int, int, int]] = (),
+    ) -> None:
+        self.kind = kind
+        self.buffer = buffer
+        self.index = index
+        self.phase = phase
+        super().__init__(message, kernel=kernel, block=block, threads=threads)
+
+
 class TuneError(TilecraftError):
     """Tuning could not proceed."""
 
@@ -132,8 +215,11 @@ __all__ = [
     "BuildError",
     "CodegenError",
     "DatabaseError",
+    "EmulationError",
     "IRError",
     "LowerError",
+    "RaceCheckError",
+    "RaceKind",
     "ScheduleError",
     "ScriptParseError",
     "TilecraftError",

@@ -28,6 +28,7 @@ import numpy as np
 from ..ir import Buffer, IntImm, IRModule, PrimFunc, Var
 from ..runtime import build as build_prim_funcs
 from ..runtime.arguments import ArgumentError, check_timing, eval_shape_expr, to_array
+from ..runtime.emulate import EmulateArg, EmulatedModule, EmulateMode, emulate_mode
 from ..runtime.module import TimingResult, time_calls
 from ..target import Target, as_target
 from .ir import CallFunc, CallTIR, Constant, Function, OpCall, TensorType, graph_functions
@@ -387,7 +388,7 @@ def build_graph_module(
     mod: IRModule,
     target: Target | str | None = "cpu",
     *,
-    emulate: bool = False,
+    emulate: EmulateArg = False,
     bounds_check: bool = False,
 ) -> Executable:
     """Compile a module holding graph functions into an :class:`Executable`.
@@ -401,8 +402,10 @@ def build_graph_module(
     target
         Where the kernels run (``"cpu"``).
     emulate
-        For a GPU target: run the GPU-lowered kernels on the CPU (see
-        :func:`tilecraft.runtime.build`).
+        For a GPU target: run the kernels on the CPU — ``True`` or ``"racecheck"`` the
+        GPU-lowered program in the emulator, ``"serial"`` thread loops as serial loops (see
+        :func:`tilecraft.runtime.build`). A race-checked build runs its graph functions
+        through the Python executor, so a fault is reported by the kernel call that made it.
     bounds_check
         Check every buffer access of every kernel (see :func:`tilecraft.runtime.build`). A
         checked build runs its graph functions through the Python executor, one checked kernel
@@ -427,12 +430,14 @@ def build_graph_module(
     tgt = as_target(target)
     if not prims.functions:
         return Executable(mod, None, tgt)
-    if tgt.is_gpu and not emulate:
+    mode = emulate_mode(emulate)
+    if tgt.is_gpu and mode is EmulateMode.OFF:
         extra = {"bounds_check": True} if bounds_check else {}
         return Executable(mod, build_prim_funcs(prims, tgt, **extra), tgt)
     exe = Executable(mod, None, tgt)
     sigs = [s for f in exe.functions.values() if (s := f.signature()) is not None]
-    _attach(exe, build_native(prims, [] if bounds_check else sigs, tgt, emulate, bounds_check))
+    per_call = bounds_check or mode is EmulateMode.RACECHECK
+    _attach(exe, build_native(prims, [] if per_call else sigs, tgt, mode, bounds_check))
     return exe
 
 
@@ -447,7 +452,20 @@ def _attach(exe: Executable, native: NativeBuild) -> None:
             entry = NativeGraph(
                 native.lib.path, symbol, layout, f.shape_vars, f.constants, dtype, f.memory_plan
             )
+            if isinstance(native.lib, EmulatedModule):  # raise what its kernels recorded
+                entry.call = _checked(entry.call, native.lib.check_faults)
             f.attach_native(entry)
+
+
+def _checked(call: Callable[..., Any], check: Callable[[], None]) -> Callable[..., Any]:
+    """``call`` followed by ``check()``."""
+
+    def run(*args: Any) -> Any:
+        out = call(*args)
+        check()
+        return out
+
+    return run
 
 
 def is_graph_module(mod: Any) -> bool:

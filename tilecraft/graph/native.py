@@ -30,8 +30,11 @@ from typing import Any
 import numpy as np
 
 from ..codegen import build_c_source
+from ..codegen.c import CSource
+from ..codegen.emulate import EmulatorSource, build_emulator_source
 from ..ir import DataType, IRModule, PrimFunc, Var
 from ..runtime import Module, compile_shared
+from ..runtime.emulate import EmulateArg, EmulatedModule, EmulateMode, emulate_mode
 from ..target import Target
 from .memory_plan import RESULT, MemoryPlan
 from .native_source import (
@@ -210,15 +213,25 @@ def build_native(
     prims: IRModule,
     signatures: Sequence[GraphSignature],
     target: Target,
-    emulate: bool,
+    emulate: EmulateArg,
     bounds_check: bool = False,
 ) -> NativeBuild:
     """Compile the kernels of ``prims`` and an entry per signature into one library.
 
     A graph function whose entry cannot be generated (:class:`Unsupported`) gets none; the
-    Python executor runs it.
+    Python executor runs it. For a CUDA target with ``emulate`` True or ``"racecheck"`` the
+    kernels are the GPU emulator's (:mod:`tilecraft.codegen.emulate`), with the same ABI.
     """
-    csrc = build_c_source(prims, target, emulate_gpu=emulate, bounds_check=bounds_check)
+    mode = emulate_mode(emulate)
+    emu = None
+    csrc: CSource | EmulatorSource
+    if target.is_gpu and mode.truthful:
+        racecheck = mode is EmulateMode.RACECHECK
+        emu = build_emulator_source(prims, target, racecheck=racecheck, bounds_check=bounds_check)
+        csrc = emu
+    else:
+        serial = mode is not EmulateMode.OFF
+        csrc = build_c_source(prims, target, emulate_gpu=serial, bounds_check=bounds_check)
     originals = dict(prims.prim_funcs())
     taken = set(csrc.symbols.values())
     parts = [csrc.text, PRELUDE]
@@ -239,6 +252,8 @@ def build_native(
             entries[sig.name] = (symbol, layout)
     source = "\n".join(parts) + "\n"
     path = compile_shared(source)
+    if emu is not None:
+        return NativeBuild(EmulatedModule(path, source, emu, originals), entries)
     functions = {name: (originals[name], csrc.functions[name]) for name in csrc.functions}
     return NativeBuild(Module(path, source, functions, csrc.symbols), entries)
 

@@ -15,6 +15,9 @@ from .cuda import CUDAModule as CUDAModule
 from .cuda import DeviceArray as DeviceArray
 from .cuda import build_cuda as build_cuda
 from .cuda_driver import CUDAError as CUDAError
+from .emulate import EmulatedBoundsError as EmulatedBoundsError
+from .emulate import EmulatedModule as EmulatedModule
+from .emulate import EmulateMode as EmulateMode
 from .module import Function as Function
 from .module import Module as Module
 from .module import TimingResult as TimingResult

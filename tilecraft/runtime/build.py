@@ -13,9 +13,10 @@ from ..target import Target, as_target
 from .arguments import ArgumentTypeError
 from .compiler import compile_shared
 from .cuda import CUDAModule, build_cuda
+from .emulate import EmulateArg, EmulatedModule, EmulateMode, build_emulated, emulate_mode
 from .module import Module, TimingResult
 
-BuilderPredicate = Callable[[Any, Target, bool], bool]
+BuilderPredicate = Callable[[Any, Target, EmulateArg], bool]
 Builder = Callable[..., Any]
 _BUILDERS: list[tuple[BuilderPredicate, Builder]] = []
 
@@ -51,7 +52,9 @@ def register_builder(predicate: BuilderPredicate, builder: Builder) -> None:
     """Let a higher layer build what it defines (e.g. modules holding graph functions).
 
     ``build`` asks each registered ``predicate(func_or_module, target, emulate)`` in turn and
-    hands the first match to ``builder(func_or_module, target, emulate=emulate)`` (plus
+    hands the first match to ``builder(func_or_module, target, emulate=emulate)`` (``emulate``
+    as given: a bool, ``"serial"`` or ``"racecheck"``; see
+    :func:`~tilecraft.runtime.emulate.emulate_mode`) (plus
     ``bounds_check=True`` when it was asked for). This keeps the runtime free of imports from
     layers above it.
     """
@@ -63,7 +66,7 @@ def build(
     func_or_module: PrimFunc,
     target: Literal["cpu"] = "cpu",
     *,
-    emulate: bool = False,
+    emulate: EmulateArg = False,
     bounds_check: bool = False,
 ) -> Module: ...
 
@@ -73,9 +76,9 @@ def build(
     func_or_module: PrimFunc,
     target: Target | str | None = "cpu",
     *,
-    emulate: bool = False,
+    emulate: EmulateArg = False,
     bounds_check: bool = False,
-) -> Module | CUDAModule: ...
+) -> Module | CUDAModule | EmulatedModule: ...
 
 
 @overload
@@ -83,7 +86,7 @@ def build(
     func_or_module: IRModule,
     target: Target | str | None = "cpu",
     *,
-    emulate: bool = False,
+    emulate: EmulateArg = False,
     bounds_check: bool = False,
 ) -> Library: ...
 
@@ -93,9 +96,9 @@ def build(
     func_or_module: PrimFunc | IRModule,
     target: Target | str | None = "cpu",
     *,
-    emulate: bool = False,
+    emulate: EmulateArg = False,
     bounds_check: bool = False,
-) -> Module | CUDAModule | Library:
+) -> Module | CUDAModule | EmulatedModule | Library:
     """Compile a PrimFunc (exposed as its own name) or the PrimFuncs of a module.
 
     Parameters
@@ -105,10 +108,18 @@ def build(
     target
         ``"cpu"`` (default) or a :class:`~tilecraft.target.Target`.
     emulate
-        For a CUDA target: run the GPU schedule on the CPU (thread-bound loops become serial).
-        Without it a CUDA target compiles with NVRTC (or nvcc) and runs on the GPU.
+        For a CUDA target, run the GPU schedule on the CPU instead of the GPU (no GPU needed):
+        ``True`` runs the GPU-lowered program (the kernels and launches the CUDA backend would
+        run) with real thread semantics — per-thread local storage, threads of a block
+        advancing phase by phase between barriers, emulated warp shuffles;
+        ``"racecheck"`` also raises :class:`~tilecraft.errors.RaceCheckError` on a
+        shared-memory race within a barrier phase, a read of uninitialized shared or local
+        memory, or an out-of-bounds access; ``"serial"`` runs thread-bound loops as serial
+        loops (quick; proves only the schedule's serial meaning). ``False``: a CUDA target
+        compiles with NVRTC (or nvcc) and runs on the GPU. On a CPU target ``True`` means
+        ``"serial"`` (see :mod:`tilecraft.runtime.emulate`).
     bounds_check
-        Check every buffer access at run time (CPU and ``emulate=True`` builds): an
+        Check every buffer access at run time (CPU and emulated builds): an
         out-of-range access is skipped and the call raises
         :class:`~tilecraft.runtime.BoundsCheckError` naming the function, the buffer, the
         index values and the extents, instead of reading or writing past an array. Slow; for
@@ -130,22 +141,30 @@ def build(
         When the target is unsupported or the C compiler fails (command and stderr attached).
     """
     tgt = as_target(target)
-    if not isinstance(emulate, bool) or not isinstance(bounds_check, bool):
-        raise ArgumentTypeError("build: emulate and bounds_check must be True or False")
+    mode = emulate_mode(emulate)
+    if not isinstance(bounds_check, bool):
+        raise ArgumentTypeError("build: bounds_check must be True or False")
     if isinstance(func_or_module, PrimFunc | IRModule):
         verify(func_or_module)  # malformed IR stops here, not as a C error or a bad write
     for predicate, builder in _BUILDERS:
         if predicate(func_or_module, tgt, emulate):
             extra = {"bounds_check": True} if bounds_check else {}
             return builder(func_or_module, tgt, emulate=emulate, **extra)  # type: ignore[no-any-return]
-    if tgt.is_gpu and not emulate:
+    if tgt.is_gpu and mode.truthful:
+        return build_emulated(func_or_module, tgt, mode, bounds_check=bounds_check)
+    if mode is EmulateMode.RACECHECK:
+        raise BuildError(
+            f"build: emulate='racecheck' runs the GPU-lowered program and needs a CUDA target, "
+            f"got {tgt}; pass target=tc.Target('cuda')"
+        )
+    if tgt.is_gpu and mode is EmulateMode.OFF:
         if bounds_check:
             raise BuildError(
                 f"build: bounds_check=True is not available for {tgt} builds that run on the "
                 "GPU; check the schedule with tc.build(..., emulate=True, bounds_check=True)"
             )
         return build_cuda(func_or_module, tgt)
-    return _build_c(func_or_module, tgt, emulate, bounds_check)
+    return _build_c(func_or_module, tgt, mode is not EmulateMode.OFF, bounds_check)
 
 
 def _build_c(

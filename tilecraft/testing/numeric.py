@@ -13,9 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from ..ir import Buffer, DataType, PrimFunc, Var
+from ..ir import Buffer, DataType, For, ForKind, Node, PrimFunc, Var, post_order_visit
 from ..runtime import build, written_params
 from ..runtime.arguments import eval_shape_expr
+from ..runtime.emulate import EmulateArg, EmulateMode, emulate_mode
+from ..target import Target, as_target
 
 Reference = Callable[..., Any] | PrimFunc
 
@@ -158,13 +160,35 @@ class _Case:
         return args, [outs[id(b)] for b in self.outputs]
 
 
-def _run_reference(reference: Reference, case: _Case, **build_kw: Any) -> list[np.ndarray]:
+def _thread_bound(func: PrimFunc) -> bool:
+    """True when ``func`` has a loop bound to a thread index (a GPU schedule)."""
+    found = False
+
+    def fn(n: Node) -> None:
+        nonlocal found
+        found = found or (isinstance(n, For) and n.kind is ForKind.THREAD_BINDING)
+
+    post_order_visit(func.body, fn)
+    return found
+
+
+def _build_args(func: PrimFunc, target: str | Target, mode: EmulateMode) -> dict[str, Any]:
+    """How ``check_numeric`` builds ``func`` (see its ``emulate_gpu`` parameter)."""
+    if not mode.truthful:
+        return {"target": target, "emulate": mode}
+    if not _thread_bound(func):
+        return {"target": "cpu", "emulate": False}
+    tgt = as_target(target)
+    return {"target": tgt if tgt.is_gpu else Target("cuda"), "emulate": mode}
+
+
+def _run_reference(reference: Reference, case: _Case, mode: EmulateMode) -> list[np.ndarray]:
     if isinstance(reference, PrimFunc):
         given = [case.values[id(b)] for b in case.inputs]
         named = {v.name: val for v, val in _named_env(case)}
         ref_case = _Case(reference, given, named, 0, strict=False)
         args, outs = ref_case.args()
-        build(reference, **build_kw)[reference.name](*args)
+        build(reference, **_build_args(reference, "cpu", mode))[reference.name](*args)
         return [_as_values(b, o) for b, o in zip(ref_case.outputs, outs, strict=True)]
     values = [_as_values(b, case.values[id(b)]) for b in case.inputs]
     result = reference(*values)
@@ -224,8 +248,8 @@ def check_numeric(
     atol: float | None = None,
     seed: int = 0,
     shape_vars: Mapping[str, int] | None = None,
-    emulate_gpu: bool = False,
-    target: str = "cpu",
+    emulate_gpu: EmulateArg = False,
+    target: str | Target = "cpu",
 ) -> list[np.ndarray]:
     """Build ``func``, run it on random inputs and compare its outputs with ``reference``.
 
@@ -246,9 +270,17 @@ def check_numeric(
     shape_vars
         Values of symbolic extents, by variable name: ``{"n": 7}``.
     emulate_gpu
-        Run thread-bound loops serially (GPU emulation on the CPU).
+        How GPU-scheduled functions (the one under test, and a PrimFunc reference) run
+        without a GPU. ``True``: the GPU-lowered program runs in the emulator with real
+        thread semantics (:func:`tilecraft.build` with ``emulate=True``), for ``target`` when
+        it is a CUDA target, else for ``Target("cuda")``; ``"racecheck"``: the same, raising
+        :class:`~tilecraft.errors.RaceCheckError` on a race, an uninitialized read or an
+        out-of-bounds access; ``"serial"``: thread-bound loops run as serial loops (the quick
+        mode: the schedule's serial meaning only). In these modes a function without
+        thread-bound loops runs on the CPU. ``False``: ``func`` is built for ``target`` as is.
     target
-        Build target (the reference PrimFunc, if any, is built for the CPU).
+        Build target (a PrimFunc reference runs on the CPU unless it is GPU-scheduled and
+        ``emulate_gpu`` is True or ``"racecheck"``).
 
     Returns
     -------
@@ -260,11 +292,12 @@ def check_numeric(
     AssertionError
         With the max abs/rel error and the worst element's index on mismatch.
     """
+    mode = emulate_mode(emulate_gpu, "check_numeric")
     case = _Case(func, inputs, shape_vars, seed)
     args, outs = case.args()
-    build(func, target, emulate=emulate_gpu)[func.name](*args)
+    build(func, **_build_args(func, target, mode))[func.name](*args)
     got = [_as_values(b, o) for b, o in zip(case.outputs, outs, strict=True)]
-    want = _run_reference(reference, case, target="cpu", emulate=emulate_gpu)
+    want = _run_reference(reference, case, mode)
     if len(want) != len(got):
         raise AssertionError(
             f"check_numeric: {func.name} has {len(got)} outputs "

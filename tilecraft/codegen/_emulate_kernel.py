@@ -1,0 +1,488 @@
+"""Emit one kernel of a lowered GPU program as the C body one emulated CUDA thread runs.
+
+The body is the kernel's statements as the CUDA emitter writes them — thread-bound loops bind
+their variable to the thread's ``threadIdx``/``blockIdx`` (guarded when their extent is below
+the launch extent), ``local`` buffers are arrays of the thread, ``shared`` buffers point into
+the block's shared memory — with barriers, warp collectives and asynchronous copies as calls
+into the emulator runtime (:mod:`.emulate_runtime`). With checks on, every access is
+bounds-checked against its buffer's flat extent; under race checking, shared accesses update
+the block's shadow and ``local`` accesses their array's "initialized" bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir import (
+    Allocate,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    DataType,
+    Evaluate,
+    Expr,
+    For,
+    ForKind,
+    IntImm,
+    Node,
+    PrimFunc,
+    Stmt,
+    Var,
+)
+from ..lower.gpu_nodes import ThreadSync
+from ..lower.gpu_split_host_device import Kernel, dyn_shared_layout
+from ._bounds import Bound
+from ._emulate_layout import (
+    KernelOptions,
+    Site,
+    SiteKind,
+    SiteTable,
+    extra_scalars,
+    static_layout,
+)
+from ._names import C_RESERVED, NameTable
+from .base import contains, is_zero
+from .c import CCodegen, _FunctionEmitter, storage_ctype
+from .emulate_intrinsics import (
+    Access,
+    AsyncIntrinsic,
+    AsyncRole,
+    LaneRegion,
+    LaneResult,
+    LaneValue,
+    WarpCollective,
+    find_intrinsic,
+)
+from .emulate_runtime import STACK_BASE_BYTES
+
+SHARED_SCOPES = ("shared", "shared.dyn")
+_HW = {"threadIdx.x": "tc_self->tid[0]", "threadIdx.y": "tc_self->tid[1]",
+       "threadIdx.z": "tc_self->tid[2]", "blockIdx.x": "tc_blk->bid[0]",
+       "blockIdx.y": "tc_blk->bid[1]", "blockIdx.z": "tc_blk->bid[2]"}  # fmt: skip
+_STACK_ROUND = 64 * 1024
+
+
+def _is_per_thread(buf: Buffer) -> bool:
+    return buf.scope not in ("global", *SHARED_SCOPES)
+
+
+@dataclass(frozen=True, eq=False)
+class _Temp(Expr):
+    """A C temporary standing in for an expression (emitter-internal)."""
+
+    dtype: DataType
+    text: str
+
+
+@dataclass(frozen=True)
+class _Region:
+    """A :class:`LaneRegion` as emitted: pointer, range check, shadow updates."""
+
+    ptr: str
+    ok: str
+    before: str  # shadow checks of the elements read (racecheck)
+    after: str  # shadow updates of the elements written (racecheck)
+    shadow: str  # the shadow of its first element ("0": none)
+    site: int
+
+
+class ThreadEmitter(_FunctionEmitter):
+    """Emit ``kernel`` as ``static void <symbol>(tc_emu_thread*, const void*)``."""
+
+    LANG = "emulator"
+    UNKNOWN_STMT_HINT = "register it with tilecraft.codegen.emulate_intrinsics"
+
+    def __init__(
+        self, cg: CCodegen, kernel: Kernel, symbol: str, function: str, sites: SiteTable,
+        options: KernelOptions,
+    ) -> None:  # fmt: skip
+        pseudo = PrimFunc(kernel.params, kernel.body, name=_safe_name(kernel.name))
+        super().__init__(cg, pseudo, symbol)
+        self.name = kernel.name
+        self.names = NameTable(reserved=(symbol,), keywords=C_RESERVED)
+        self.k = kernel
+        self.function = function
+        self.table = sites
+        self.opt = options
+        self.launch = dict(zip(("blockIdx.x", "blockIdx.y", "blockIdx.z"), kernel.grid,
+                               strict=True))  # fmt: skip
+        self.launch.update(zip(("threadIdx.x", "threadIdx.y", "threadIdx.z"), kernel.block,
+                               strict=True))  # fmt: skip
+        self.extra = extra_scalars(kernel)
+        self.offsets, self.static_smem = static_layout(kernel.shared)
+        self.local_bytes = 0
+        self.fibers = False
+        self.barriers = 0
+        self.counter = 0
+        self.aux: dict[tuple[int, str], object] = {}
+
+    # the function -------------------------------------------------------------------------
+    def args_struct(self, struct: str) -> str:
+        """``typedef struct {...} <struct>;`` of the kernel's arguments."""
+        fields = []
+        for p in (*self.k.params, *self.extra):
+            if isinstance(p, Buffer):
+                fields.append(f"  {self.storage_type(p.dtype)}* {self.buf(p)};")
+            else:
+                fields.append(f"  {self.compute_type(p.dtype)} {self.names.get(p, p.name)};")
+        return "typedef struct {\n" + "\n".join(fields or ["  int unused;"]) + f"\n}} {struct};\n"
+
+    def emit_body(self, struct: str) -> str:
+        """The thread body function (call :meth:`args_struct` first)."""
+        out = self.out
+        out.emit(f"static void {self.symbol}(tc_emu_thread* tc_self, const void* tc_pv) {{")
+        out.level += 1
+        out.emit(f"const {struct}* tc_p = (const {struct}*)tc_pv;")
+        out.emit("tc_emu_block* tc_blk = tc_self->blk;")
+        out.emit("(void)tc_p;")
+        out.emit("(void)tc_blk;")
+        for p in (*self.k.params, *self.extra):
+            if isinstance(p, Buffer):
+                name, ctype = self.buf(p), self.storage_type(p.dtype) + "*"
+            else:
+                name, ctype = self.names.get(p, p.name), f"const {self.compute_type(p.dtype)}"
+                self.defined.add(id(p))
+                self.bounds[id(p)] = self.scalar_bound(p)
+            out.emit(f"{ctype} {name} = tc_p->{name};")
+            out.emit(f"(void){name};")
+        self.stmt(self.k.body)
+        out.level -= 1
+        out.emit("}")
+        return out.text()
+
+    @property
+    def stack_bytes(self) -> int:
+        """Stack of one fiber: the base allowance plus the thread's arrays and their shadows."""
+        need = STACK_BASE_BYTES + 2 * self.local_bytes
+        return (need + _STACK_ROUND - 1) // _STACK_ROUND * _STACK_ROUND
+
+    # hooks --------------------------------------------------------------------------------
+    def scalar_bound(self, p: Var) -> Bound:
+        return (0, None) if p.dtype.is_integer else (None, None)  # as the CUDA emitter
+
+    def loop(self, s: For) -> None:
+        if s.kind is ForKind.THREAD_BINDING:
+            self.thread_loop(s)
+        elif s.kind is ForKind.PARALLEL:
+            raise self.fail(
+                f"parallel loop {s.loop_var.name!r} inside a kernel; bind it to threads instead"
+            )
+        else:
+            self.serial_loop(s)
+
+    def thread_loop(self, s: For) -> None:
+        tag = s.thread or ""
+        if tag not in self.launch:
+            raise self.fail(f"loop {s.loop_var.name!r} is bound to {tag}, which CUDA lacks")
+        var = self.names.get(s.loop_var, s.loop_var.name)
+        ctype = self.compute_type(s.loop_var.dtype)
+        hw = f"(({ctype}){_HW[tag]})"
+        value = hw if is_zero(s.min) else f"{self.expr(s.min)} + {hw}"
+        launch = self.launch[tag]
+        guarded = not _same_const(s.extent, launch) and not (
+            not isinstance(launch, IntImm) and s.extent is launch
+        )
+        self.bind_loop_var(s)
+        self.out.emit("{")
+        self.out.level += 1
+        self.out.emit(f"const {ctype} {var} = {value};")
+        if guarded:
+            if contains(s.body, _is_sync_point):
+                raise self.fail(
+                    f"loop {s.loop_var.name!r} on {tag} has extent {s.extent} below the launch "
+                    f"extent {launch} and contains a barrier; bind equal extents to {tag}"
+                )
+            self.out.emit(f"if ({var} < {self.expr(s.extent)}) {{")
+            self.nested(s.body)
+            self.out.emit("}")
+        else:
+            self.stmt(s.body)
+        self.out.level -= 1
+        self.out.emit("}")
+
+    def allocate(self, s: Allocate) -> None:
+        buf = s.buffer
+        name = self.buf(buf)
+        ctype = storage_ctype(buf.dtype)
+        size = buf.shape[0]
+        self.out.emit("{")
+        self.out.level += 1
+        if buf.scope in SHARED_SCOPES:
+            offset = self._shared_offset(buf)
+            self.out.emit(f"{ctype}* {name} = ({ctype}*)(tc_blk->smem + {offset});")
+            if self.opt.racecheck:
+                self.out.emit(f"tc_emu_shadow* {self._aux(buf, 'sh')} = tc_blk->shadow + {offset};")
+        elif buf.scope == "global":
+            raise self.fail(f"global buffer {buf.name!r} allocated inside a kernel")
+        elif not isinstance(size, IntImm):
+            raise self.fail(
+                f"{buf.scope} buffer {buf.name!r} has symbolic size {size}; use "
+                "'shared.dyn' for shared memory of run-time size"
+            )
+        else:
+            n = max(size.value, 1)
+            self.local_bytes += n * buf.dtype.itemsize + n
+            self.out.emit(f"{ctype} {name}[{n}];")
+            self.out.emit(f"memset({name}, 0xff, sizeof {name});")
+            if self.opt.racecheck:
+                init = self._aux(buf, "init")
+                self.out.emit(f"uint8_t {init}[{n}];")
+                self.out.emit(f"memset({init}, 0, sizeof {init});")
+        self.stmt(s.body)
+        self.out.level -= 1
+        self.out.emit("}")
+
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, BufferStore) and self._instrumented(s.buffer):
+            self.checked_store(s.buffer, s.indices[0], self.stored(s.buffer.dtype, s.value))
+        elif isinstance(s, Evaluate) and find_intrinsic(s) is not None:
+            self.other_stmt(s)  # an intrinsic spelled as a call statement
+        else:
+            super().stmt(s)
+
+    def other_stmt(self, s: Stmt) -> None:
+        if isinstance(s, ThreadSync):
+            self.fibers = True
+            site = self._site(SiteKind.BARRIER, ordinal=self.barriers)
+            self.barriers += 1
+            self.out.emit(f"tc_emu_barrier(tc_self, {site});")
+            return
+        intrinsic = find_intrinsic(s)
+        if isinstance(intrinsic, WarpCollective):
+            self.collective(s, intrinsic)
+        elif isinstance(intrinsic, AsyncIntrinsic):
+            self.async_op(s, intrinsic)
+        else:
+            super().other_stmt(s)
+
+    def other_expr(self, e: Expr) -> str:
+        if isinstance(e, _Temp):
+            return e.text
+        return super().other_expr(e)
+
+    def element(self, e: BufferLoad) -> str:
+        buf = e.buffer
+        if not self._instrumented(buf):
+            return super().element(e)
+        n = self._fresh()
+        i, ok = f"tc_i{n}", f"tc_k{n}"
+        site = self._site(SiteKind.LOAD, buf)
+        parts = [f"({{ const int64_t {i} = (int64_t)({self.expr(e.indices[0])});"]
+        parts.append(f"const int {ok} = {self._in_range(buf, i, site)};")
+        shadow = self._read_shadow(buf, i, site)
+        if shadow:
+            parts.append(f"if ({ok}) {shadow}")
+        parts.append(f"{ok} ? {self.buf(buf)}[{i}] : ({storage_ctype(buf.dtype)})0; }})")
+        return " ".join(parts)
+
+    # checked accesses ---------------------------------------------------------------------
+    def checked_store(self, buf: Buffer, index: Expr, value: str) -> None:
+        """``buf[index] = value`` with the checks of this kernel."""
+        n = self._fresh()
+        v, i = f"tc_v{n}", f"tc_i{n}"
+        name = self.buf(buf)
+        site = self._site(SiteKind.STORE, buf)
+        self.out.emit("{")
+        self.out.level += 1
+        self.out.emit(f"const {storage_ctype(buf.dtype)} {v} = {value};")
+        self.out.emit(f"const int64_t {i} = (int64_t)({self.expr(index)});")
+        self.out.emit(f"if ({self._in_range(buf, i, site)}) {{")
+        self.out.level += 1
+        if self.opt.racecheck and buf.scope in SHARED_SCOPES:
+            same = f"memcmp(&{name}[{i}], &{v}, sizeof {v}) == 0"
+            shadow = f"{self._aux(buf, 'sh')} + {i} * {buf.dtype.itemsize}"
+            self.out.emit(f"tc_emu_shared_write(tc_self, {shadow}, {site}, {i}, {same});")
+        elif self.opt.racecheck and _is_per_thread(buf):
+            self.out.emit(f"{self._aux(buf, 'init')}[{i}] = 1;")
+        self.out.emit(f"{name}[{i}] = {v};")
+        self.out.level -= 1
+        self.out.emit("}")
+        self.out.level -= 1
+        self.out.emit("}")
+
+    def _instrumented(self, buf: Buffer) -> bool:
+        del buf  # every buffer is checked when checks are on (racecheck implies them)
+        return self.opt.checks
+
+    def _in_range(self, buf: Buffer, i: str, site: int) -> str:
+        if not self.opt.checks:
+            return "1"
+        return f"tc_emu_in(tc_self, {site}, {i}, (int64_t)({self.expr(buf.shape[0])}))"
+
+    def _read_shadow(self, buf: Buffer, i: str, site: int) -> str:
+        if not self.opt.racecheck:
+            return ""
+        if buf.scope in SHARED_SCOPES:
+            shadow = f"{self._aux(buf, 'sh')} + {i} * {buf.dtype.itemsize}"
+            return f"tc_emu_shared_read(tc_self, {shadow}, {site}, {i});"
+        if _is_per_thread(buf):
+            return f"tc_emu_local_read(tc_self, {self._aux(buf, 'init')}, {site}, {i});"
+        return ""
+
+    def _region(self, r: LaneRegion) -> _Region:
+        """Evaluate a region's base; its range check and its shadow updates."""
+        n = self._fresh()
+        base = f"tc_r{n}"
+        site = self._site(SiteKind.LOAD if r.access is Access.READ else SiteKind.STORE, r.buffer)
+        self.out.emit(f"const int64_t {base} = (int64_t)({self.expr(r.base)});")
+        ok = "1"
+        if self.opt.checks:
+            ext = f"(int64_t)({self.expr(r.buffer.shape[0])})"
+            ok = (
+                f"tc_emu_in(tc_self, {site}, {base}, {ext}) && "
+                f"tc_emu_in(tc_self, {site}, {base} + {r.count - 1}, {ext})"
+            )
+        loop = f"for (int64_t tc_j{n} = {base}; tc_j{n} < {base} + {r.count}; ++tc_j{n}) "
+        before = ""
+        if r.access is not Access.WRITE:
+            before = self._read_shadow(r.buffer, f"tc_j{n}", site)
+        after = ""
+        if r.access is not Access.READ and self.opt.racecheck:
+            if r.buffer.scope in SHARED_SCOPES:
+                sh = f"{self._aux(r.buffer, 'sh')} + tc_j{n} * {r.buffer.dtype.itemsize}"
+                after = f"tc_emu_shared_write(tc_self, {sh}, {site}, tc_j{n}, 0);"
+            elif _is_per_thread(r.buffer):
+                after = f"{self._aux(r.buffer, 'init')}[tc_j{n}] = 1;"
+        shadow = "0"
+        if self.opt.racecheck and r.buffer.scope in SHARED_SCOPES:
+            shadow = f"{self._aux(r.buffer, 'sh')} + {base} * {r.buffer.dtype.itemsize}"
+        return _Region(
+            f"(void*)({self.buf(r.buffer)} + {base})",
+            ok,
+            loop + before if before else "",
+            loop + after if after else "",
+            shadow,
+            site,
+        )
+
+    # collectives and asynchronous copies --------------------------------------------------
+    def collective(self, s: Stmt, spec: WarpCollective) -> None:
+        """Emit a warp collective: operands, the runtime call, then the results' stores.
+
+        A lane whose region is out of range reports it and skips the collective.
+        """
+        self.fibers = True
+        self.cg.need(f"tc_emu_intrinsic_{spec.name}", spec.c_source)
+        call = spec.describe(s)
+        site = self._site(SiteKind.COLLECTIVE, intrinsic=spec.name)
+        n = self._fresh()
+        self.out.emit("{")
+        self.out.level += 1
+        ptrs, sizes, regions, stores = [], [], [], []
+        for k, op in enumerate(call.operands):
+            if isinstance(op, LaneRegion):
+                reg = self._region(op)
+                regions.append(reg)
+                ptrs.append(reg.ptr)
+                sizes.append(str(op.count * op.buffer.dtype.itemsize))
+                continue
+            dt = op.value.dtype if isinstance(op, LaneValue) else op.buffer.dtype
+            tmp = f"tc_o{n}_{k}"
+            if isinstance(op, LaneValue):
+                self.out.emit(f"{self.compute_type(dt)} {tmp} = {self.expr(op.value)};")
+            else:
+                self.out.emit(f"{self.compute_type(dt)} {tmp};")
+                stores.append((op, tmp))
+            ptrs.append(f"(void*)&{tmp}")
+            sizes.append(f"(int32_t)sizeof({tmp})")
+        ok = " && ".join(r.ok for r in regions if r.ok != "1") or "1"
+        self.out.emit(f"if ({ok}) {{")
+        self.out.level += 1
+        for line in (r.before for r in regions if r.before):
+            self.out.emit(line)
+        imm = ", ".join(str(int(v)) for v in call.immediates) or "0"
+        self.out.emit(f"void* const tc_ops{n}[] = {{{', '.join(ptrs) or '0'}}};")
+        self.out.emit(f"const int32_t tc_sz{n}[] = {{{', '.join(sizes) or '0'}}};")
+        self.out.emit(f"static const int64_t tc_imm{n}[] = {{{imm}}};")
+        self.out.emit(
+            f"tc_emu_collective(tc_self, {site}, {spec.c_function}, {call.mask & 0xFFFFFFFF}u, "
+            f"tc_imm{n}, tc_sz{n}, {len(ptrs)}, tc_ops{n});"
+        )
+        for line in (r.after for r in regions if r.after):
+            self.out.emit(line)
+        for op, tmp in stores:
+            self._store_value(op, _Temp(op.buffer.dtype, tmp))
+        self.out.level -= 1
+        self.out.emit("}")
+        self.out.level -= 1
+        self.out.emit("}")
+
+    def _store_value(self, op: LaneResult, value: Expr) -> None:
+        if self._instrumented(op.buffer):
+            self.checked_store(op.buffer, op.index, self.stored(op.buffer.dtype, value))
+        else:
+            super().stmt(BufferStore(op.buffer, value, (op.index,)))
+
+    def async_op(self, s: Stmt, spec: AsyncIntrinsic) -> None:
+        """Emit one asynchronous-copy statement as a runtime call (skipped when out of range)."""
+        if spec.role is AsyncRole.COMMIT:
+            self.out.emit("tc_emu_async_commit(tc_self);")
+            return
+        if spec.role is AsyncRole.WAIT:
+            assert spec.in_flight is not None
+            self.out.emit(f"tc_emu_async_wait(tc_self, {int(spec.in_flight(s))});")
+            return
+        assert spec.copy is not None
+        dst, src = spec.copy(s)
+        nbytes = dst.count * dst.buffer.dtype.itemsize
+        if nbytes != src.count * src.buffer.dtype.itemsize:
+            raise self.fail(f"async copy {spec.name}: source and destination sizes differ")
+        self.out.emit("{")
+        self.out.level += 1
+        d = self._region(LaneRegion(dst.buffer, dst.base, dst.count, Access.WRITE))
+        r = self._region(LaneRegion(src.buffer, src.base, src.count, Access.READ))
+        self.out.emit(f"if ({d.ok} && {r.ok}) {{")
+        self.out.level += 1
+        if r.before:
+            self.out.emit(r.before)
+        self.out.emit(
+            f"tc_emu_async_copy(tc_self, {d.ptr}, {r.ptr}, {nbytes}, {d.shadow}, "
+            f"{dst.buffer.dtype.itemsize}, {d.site});"
+        )
+        self.out.level -= 1
+        self.out.emit("}")
+        self.out.level -= 1
+        self.out.emit("}")
+
+    # helpers ------------------------------------------------------------------------------
+    def _fresh(self) -> int:
+        self.counter += 1
+        return self.counter
+
+    def _aux(self, buf: Buffer, what: str) -> str:
+        key = (id(buf), what)
+        holder = self.aux.setdefault(key, object())
+        return self.names.get(holder, f"tc_{what}_{self.buf(buf)}")
+
+    def _site(self, kind: SiteKind, buf: Buffer | None = None, *, ordinal: int = 0,
+              intrinsic: str = "") -> int:  # fmt: skip
+        name, scope = (buf.name, buf.scope) if buf is not None else ("", "")
+        return self.table.number(
+            Site(self.function, self.k.name, kind, name, scope, ordinal, intrinsic)
+        )
+
+    def _shared_offset(self, buf: Buffer) -> str:
+        if buf.scope == "shared":
+            got = self.offsets.get(id(buf))
+            if got is None:
+                raise self.fail(f"shared buffer {buf.name!r} is not among the kernel's")
+            return str(got)
+        offsets, _ = dyn_shared_layout(self.k.dyn_shared)
+        pos = next((i for i, b in enumerate(self.k.dyn_shared) if b is buf), None)
+        if pos is None:
+            raise self.fail(f"shared.dyn buffer {buf.name!r} is not among the kernel's")
+        return f"{self.static_smem} + (int64_t)({self.expr(offsets[pos])})"
+
+
+def _is_sync_point(n: Node) -> bool:
+    if isinstance(n, ThreadSync):
+        return True
+    return isinstance(n, Stmt) and isinstance(find_intrinsic(n), WarpCollective)
+
+
+def _same_const(a: Expr, b: Expr) -> bool:
+    return isinstance(a, IntImm) and isinstance(b, IntImm) and a.value == b.value
+
+
+def _safe_name(name: str) -> str:
+    return name if name.isidentifier() else "kernel"
