@@ -2,6 +2,7 @@
 
 from ..errors import ScheduleError as ScheduleError
 from . import analysis as analysis
+from . import tensor_intrin_cuda as tensor_intrin_cuda  # registers the built-in intrinsics
 from .instruction import INSTRUCTION_KINDS as INSTRUCTION_KINDS
 from .instruction import Instruction as Instruction
 from .instruction import InstructionKind as InstructionKind
@@ -12,6 +13,10 @@ from .state import BlockRV as BlockRV
 from .state import ExprRV as ExprRV
 from .state import LoopRV as LoopRV
 from .state import ScheduleState as ScheduleState
+from .tensor_intrin import TensorIntrin as TensorIntrin
+from .tensor_intrin import get_tensor_intrin as get_tensor_intrin
+from .tensor_intrin import list_tensor_intrins as list_tensor_intrins
+from .tensor_intrin import register_tensor_intrin as register_tensor_intrin
 from .trace import Trace as Trace
 from .trace import TraceFormatError as TraceFormatError
 
@@ -26,8 +31,12 @@ __all__ = [
     "Schedule",
     "ScheduleError",
     "ScheduleState",
+    "TensorIntrin",
     "Trace",
     "TraceFormatError",
     "analysis",
+    "get_tensor_intrin",
+    "list_tensor_intrins",
     "primitive",
+    "register_tensor_intrin",
 ]
