@@ -274,12 +274,16 @@ class Interpreter:
             num = int(op[-1])
             trans = int(args[0].value)  # type: ignore[attr-defined]
             base = self.array(args[1].buffer)  # type: ignore[attr-defined]
+            bf16 = base.dtype == np.float32  # bfloat16 values are kept as float32
+            bits = (base.view(np.uint32) >> 16).astype(np.uint16) if bf16 else base.view(np.uint16)
             offs = self.element_index(args[1])
             for lanes in self.warps(mask):
                 dst = np.zeros((32, 8), np.uint16)
-                library().tc_emu_ldmatrix(num, trans, _ptr(base.view(np.uint16)),
+                library().tc_emu_ldmatrix(num, trans, _ptr(np.ascontiguousarray(bits)),
                                           _ptr(np.ascontiguousarray(offs[lanes], np.int64)), _ptr(dst))
-                self.scatter(args[3:], dst[:, : 2 * num].view(np.float16), lanes)
+                got = dst[:, : 2 * num]
+                vals = (got.astype(np.uint32) << 16).view(np.float32) if bf16 else got.view(np.float16)
+                self.scatter(args[3:], vals, lanes)
             return
         if op == "ptx_mma_m16n8k16":
             vals = self.gather(args)

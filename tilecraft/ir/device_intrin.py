@@ -60,10 +60,18 @@ _HW_OPS = {
     ),
     "ptx_cp_async_commit": ("", "cp.async.commit_group"),
     "ptx_cp_async_wait": ("i", "cp.async.wait_group n: all but the n newest groups complete"),
-    "wmma_load_sync": ("aaai", "nvcuda::wmma::load_matrix_sync(frag, first, ldm); last: box"),
+    "wmma_load_sync": (
+        "aaaa",
+        "nvcuda::wmma::load_matrix_sync(frag, first, ldm): (fragment, first and last element "
+        "of the memory tile, first element of its second row: ldm = next_row - first)",
+    ),
     "wmma_mma_sync": ("aaaa", "nvcuda::wmma::mma_sync(d, a, b, c)"),
     "wmma_fill_fragment": ("af", "nvcuda::wmma::fill_fragment(frag, value)"),
-    "wmma_store_sync": ("aaai", "nvcuda::wmma::store_matrix_sync(first, frag, ldm, row major)"),
+    "wmma_store_sync": (
+        "aaaa",
+        "nvcuda::wmma::store_matrix_sync(first, frag, ldm, row major): (first, last, next-row "
+        "element of the memory tile, fragment)",
+    ),
 }
 
 TILE_OPS = frozenset(_TILE_OPS)

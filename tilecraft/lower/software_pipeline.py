@@ -55,6 +55,7 @@ from ..ir import (
     substitute,
 )
 from ..ir.transform import FunctionPass
+from .collect_storage_align import storage_align_table, with_storage_align_table
 from .gpu_nodes import ThreadSync
 from .gpu_vectorize import divisible
 
@@ -297,12 +298,15 @@ class _Rewrite(Mutator):
     def __init__(self, fname: str, async_copy: bool) -> None:
         super().__init__()
         self.fname, self.async_copy = fname, async_copy
+        self.versioned: set[str] = set()
 
     def visit_For(self, loop: For) -> Stmt:  # noqa: N802
         loop = self.generic_visit(loop)
         if STAGE_ATTR not in loop.annotations:
             return loop
-        return _Pipeliner(self.fname, loop, self.async_copy).rewrite()
+        pipe = _Pipeliner(self.fname, loop, self.async_copy)
+        self.versioned |= {b.name for b in pipe.versions.values()}
+        return pipe.rewrite()
 
 
 class InjectSoftwarePipeline(FunctionPass):
@@ -319,4 +323,15 @@ class InjectSoftwarePipeline(FunctionPass):
 
     def transform_function(self, func: PrimFunc) -> PrimFunc:
         """Rewrite every annotated loop of ``func``."""
-        return func.update(body=_Rewrite(func.name, self.async_copy).visit(func.body))
+        rw = _Rewrite(func.name, self.async_copy)
+        out = func.update(body=rw.visit(func.body))
+        table = storage_align_table(out)
+        versioned = {name for name in rw.versioned if name in table}
+        if not versioned:
+            return out
+        # a versioned buffer gained a leading dimension: its alignment requests move one axis in
+        shifted = {
+            name: tuple((a + 1, f, o) for a, f, o in entries) if name in versioned else entries
+            for name, entries in table.items()
+        }
+        return with_storage_align_table(out, shifted)
