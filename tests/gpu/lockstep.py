@@ -110,7 +110,11 @@ class Interpreter:
     def kernel(self, k: Kernel) -> None:
         for p in k.params:
             if isinstance(p, Buffer) and id(p) not in self.globals:
-                match = [b for b in self.program.func.params if isinstance(b, Buffer) and b.name == p.name]
+                match = [
+                    b
+                    for b in self.program.func.params
+                    if isinstance(b, Buffer) and b.name == p.name
+                ]
                 self.globals[id(p)] = self.globals[id(match[0])]
         dims = [int(e.value) for e in k.block]  # type: ignore[attr-defined]
         grid = [int(e.value) for e in k.grid]  # type: ignore[attr-defined]
@@ -217,14 +221,22 @@ class Interpreter:
             a, b = self.expr(e.a), self.expr(e.b)
             if e.dtype.is_float:
                 return np.divide(a, b)
-            return np.floor_divide(a, b) if isinstance(e, FloorDiv) else np.mod(a, b) if isinstance(e, FloorMod) else np.trunc(np.divide(a, b)).astype(np.int64)
+            return (
+                np.floor_divide(a, b)
+                if isinstance(e, FloorDiv)
+                else np.mod(a, b)
+                if isinstance(e, FloorMod)
+                else np.trunc(np.divide(a, b)).astype(np.int64)
+            )
         fn = _BIN.get(type(e))
         if fn is not None:
             return fn(self.expr(e.a), self.expr(e.b))  # type: ignore[attr-defined]
         if isinstance(e, Not):
             return np.logical_not(self.expr(e.a))
         if isinstance(e, Select):
-            return np.where(self.expr(e.condition), self.expr(e.true_value), self.expr(e.false_value))
+            return np.where(
+                self.expr(e.condition), self.expr(e.true_value), self.expr(e.false_value)
+            )
         raise LockstepError(f"cannot evaluate {type(e).__name__}")
 
     def load(self, e: BufferLoad) -> Any:
@@ -279,10 +291,17 @@ class Interpreter:
             offs = self.element_index(args[1])
             for lanes in self.warps(mask):
                 dst = np.zeros((32, 8), np.uint16)
-                library().tc_emu_ldmatrix(num, trans, _ptr(np.ascontiguousarray(bits)),
-                                          _ptr(np.ascontiguousarray(offs[lanes], np.int64)), _ptr(dst))
+                library().tc_emu_ldmatrix(
+                    num,
+                    trans,
+                    _ptr(np.ascontiguousarray(bits)),
+                    _ptr(np.ascontiguousarray(offs[lanes], np.int64)),
+                    _ptr(dst),
+                )
                 got = dst[:, : 2 * num]
-                vals = (got.astype(np.uint32) << 16).view(np.float32) if bf16 else got.view(np.float16)
+                vals = (
+                    (got.astype(np.uint32) << 16).view(np.float32) if bf16 else got.view(np.float16)
+                )
                 self.scatter(args[3:], vals, lanes)
             return
         if op == "ptx_mma_m16n8k16":
@@ -297,43 +316,46 @@ class Interpreter:
                     a = v[:, 4:12].astype(np.float16).view(np.uint16)
                     b = v[:, 12:16].astype(np.float16).view(np.uint16)
                 c = np.ascontiguousarray(v[:, 0:4], np.float32)
-                library().tc_emu_mma_m16n8k16(int(bf16), _ptr(np.ascontiguousarray(a)),
-                                              _ptr(np.ascontiguousarray(b)), _ptr(c))
+                library().tc_emu_mma_m16n8k16(
+                    int(bf16), _ptr(np.ascontiguousarray(a)), _ptr(np.ascontiguousarray(b)), _ptr(c)
+                )
                 self.scatter(args[0:4], c, lanes)
             return
         self.wmma(call, mask)
 
     def wmma(self, call: Call, mask: np.ndarray) -> None:
-        op, args = call.op, call.args
-        lib = library()
         for lanes in self.warps(mask):
-            w, first = int(self.warp[lanes[0]]), lanes[0]
+            self.wmma_warp(call, int(self.warp[lanes[0]]), int(lanes[0]))
 
-            def tile(a: Expr) -> np.ndarray:
-                frag = self.array(a.buffer)  # type: ignore[attr-defined]
-                return frag[w, int(self.element_index(a)[first])]
+    def tile(self, a: Expr, warp: int, first: int) -> np.ndarray:
+        """The 16x16 tile of wmma fragment element ``a`` of ``warp``."""
+        assert isinstance(a, BufferLoad)
+        return self.array(a.buffer)[warp, int(self.element_index(a)[first])]
 
-            def addr(a: Expr) -> tuple[np.ndarray, int]:
-                return self.array(a.buffer), int(self.element_index(a)[first])  # type: ignore[attr-defined]
+    def address(self, a: Expr, first: int) -> tuple[np.ndarray, int]:
+        assert isinstance(a, BufferLoad)
+        return self.array(a.buffer), int(self.element_index(a)[first])
 
-            if op == "wmma_fill_fragment":
-                t = tile(args[0])
-                lib.tc_emu_wmma_fill(_ptr(t), ctypes.c_float(float(self.expr(args[1]))))
-            elif op == "wmma_mma_sync":
-                d, a, b, c = (tile(x) for x in args)
-                lib.tc_emu_wmma_mma(_ptr(d), _ptr(a), _ptr(b), _ptr(c))
-            elif op == "wmma_load_sync":
-                arr, off = addr(args[1])
-                ldm = addr(args[3])[1] - off
-                src = arr.view(np.uint16)[off:]
-                lib.tc_emu_wmma_load_f16(_ptr(tile(args[0])), ctypes.c_void_p(src.ctypes.data), ctypes.c_int64(ldm))
-            elif op == "wmma_store_sync":
-                arr, off = addr(args[0])
-                ldm = addr(args[2])[1] - off
-                dst = arr[off:]
-                lib.tc_emu_wmma_store_f32(ctypes.c_void_p(dst.ctypes.data), ctypes.c_int64(ldm), _ptr(tile(args[3])))
-            else:
-                raise LockstepError(f"no lockstep semantics for {op}")
+    def wmma_warp(self, call: Call, w: int, first: int) -> None:
+        op, args, lib = call.op, call.args, library()
+        if op == "wmma_fill_fragment":
+            value = ctypes.c_float(float(self.expr(args[1])))
+            lib.tc_emu_wmma_fill(_ptr(self.tile(args[0], w, first)), value)
+        elif op == "wmma_mma_sync":
+            d, a, b, c = (_ptr(self.tile(x, w, first)) for x in args)
+            lib.tc_emu_wmma_mma(d, a, b, c)
+        elif op == "wmma_load_sync":
+            arr, off = self.address(args[1], first)
+            ldm = ctypes.c_int64(self.address(args[3], first)[1] - off)
+            src = ctypes.c_void_p(arr.view(np.uint16)[off:].ctypes.data)
+            lib.tc_emu_wmma_load_f16(_ptr(self.tile(args[0], w, first)), src, ldm)
+        elif op == "wmma_store_sync":
+            arr, off = self.address(args[0], first)
+            ldm = ctypes.c_int64(self.address(args[2], first)[1] - off)
+            dst = ctypes.c_void_p(arr[off:].ctypes.data)
+            lib.tc_emu_wmma_store_f32(dst, ldm, _ptr(self.tile(args[3], w, first)))
+        else:
+            raise LockstepError(f"no lockstep semantics for {op}")
 
 
 def run_lockstep(program: GPUProgram, args: Mapping[str, np.ndarray]) -> None:

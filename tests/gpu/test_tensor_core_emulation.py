@@ -22,23 +22,23 @@ LANES = range(32)
 
 def _scatter(tile: np.ndarray, layout, n: int) -> np.ndarray:
     """Per-lane fragments ``[32, n]`` of ``tile`` under ``layout``."""
-    return np.array([[tile[layout(l, e)] for e in range(n)] for l in LANES], dtype=tile.dtype)
+    return np.array([[tile[layout(ln, e)] for e in range(n)] for ln in LANES], dtype=tile.dtype)
 
 
 def _gather(frags: np.ndarray, layout, shape: tuple[int, int]) -> np.ndarray:
     """The tile whose per-lane fragments are ``frags``; every element set exactly once."""
     tile = np.full(shape, np.nan, np.float64)
-    for l in LANES:
+    for ln in LANES:
         for e in range(frags.shape[1]):
-            r, c = layout(l, e)
+            r, c = layout(ln, e)
             assert np.isnan(tile[r, c]), f"element {(r, c)} held by two lanes"
-            tile[r, c] = frags[l, e]
+            tile[r, c] = frags[ln, e]
     assert not np.isnan(tile).any(), "some element of the tile is held by no lane"
     return tile
 
 
 def test_every_hardware_intrinsic_has_a_c_reference():
-    assert HARDWARE_OPS <= set(WARP_INTRINSICS)
+    assert set(WARP_INTRINSICS) >= HARDWARE_OPS
     for w in WARP_INTRINSICS.values():
         assert hasattr(library(), w.c_function)
 
@@ -78,20 +78,20 @@ def test_ldmatrix_gives_each_lane_its_rows_and_columns(num, trans):
     rows = [(8 * j + r, (8 * j) % 16) for j in range(4) for r in range(8)]
     offs = np.array([r * 24 + c for r, c in rows], np.int64)
     got = ldmatrix(num, trans, smem, offs)
-    for l in LANES:
+    for ln in LANES:
         for j in range(num):
             for h in range(2):
-                r, c = (2 * (l % 4) + h, l // 4) if trans else (l // 4, 2 * (l % 4) + h)
+                r, c = (2 * (ln % 4) + h, ln // 4) if trans else (ln // 4, 2 * (ln % 4) + h)
                 row0, col0 = rows[8 * j]
-                assert got[l, 2 * j + h] == smem[row0 + r, col0 + c]
+                assert got[ln, 2 * j + h] == smem[row0 + r, col0 + c]
 
 
 def test_ldmatrix_x4_loads_the_matrix_a_layout_and_x2_trans_the_matrix_b_layout():
     smem = np.arange(16 * 40, dtype=np.uint16).reshape(16, 40)
-    a_offs = [ldmatrix_row(l, 4) for l in LANES]
+    a_offs = [ldmatrix_row(ln, 4) for ln in LANES]
     got = ldmatrix(4, 0, smem, np.array([r * 40 + c + 8 for r, c in a_offs]))
     np.testing.assert_array_equal(got, _scatter(smem[:, 8:24], matrix_a, 8))
-    b_offs = [ldmatrix_row(l, 2) for l in LANES]
+    b_offs = [ldmatrix_row(ln, 2) for ln in LANES]
     got = ldmatrix(2, 1, smem, np.array([r * 40 + c + 16 for r, c in b_offs]))
     np.testing.assert_array_equal(got, _scatter(smem[:, 16:24], matrix_b, 4))
 
@@ -102,10 +102,18 @@ def test_warp_gemm_through_ldmatrix_and_mma_matches_numpy():
     b = rng.standard_normal((32, 8)).astype(np.float16)
     c = np.zeros((32, 4), np.float32)
     for k in range(0, 32, 16):
-        fa = ldmatrix(4, 0, np.ascontiguousarray(a[:, k:k + 16]),
-                      np.array([r * 16 + col for r, col in (ldmatrix_row(l, 4) for l in LANES)]))
-        fb = ldmatrix(2, 1, np.ascontiguousarray(b[k:k + 16]),
-                      np.array([r * 8 + col for r, col in (ldmatrix_row(l, 2) for l in LANES)]))
+        fa = ldmatrix(
+            4,
+            0,
+            np.ascontiguousarray(a[:, k : k + 16]),
+            np.array([r * 16 + col for r, col in (ldmatrix_row(ln, 4) for ln in LANES)]),
+        )
+        fb = ldmatrix(
+            2,
+            1,
+            np.ascontiguousarray(b[k : k + 16]),
+            np.array([r * 8 + col for r, col in (ldmatrix_row(ln, 2) for ln in LANES)]),
+        )
         c = mma(fa.view(np.float16), fb.view(np.float16), c)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(_gather(c, accumulator, (16, 8)), ref, rtol=1e-3, atol=1e-3)
@@ -161,8 +169,12 @@ def test_cp_async_copies_complete_at_the_wait_for_their_group():
     src = np.arange(16, dtype=np.uint8).reshape(4, 4) + 1
     dst = np.zeros((4, 4), np.uint8)
     for g in range(3):  # groups 0, 1 committed; the third copy stays uncommitted
-        lib.tc_emu_cp_async(ctypes.byref(st), ctypes.c_void_p(dst[g].ctypes.data),
-                            ctypes.c_void_p(src[g].ctypes.data), 4)
+        lib.tc_emu_cp_async(
+            ctypes.byref(st),
+            ctypes.c_void_p(dst[g].ctypes.data),
+            ctypes.c_void_p(src[g].ctypes.data),
+            4,
+        )
         if g < 2:
             lib.tc_emu_cp_async_commit(ctypes.byref(st))
     assert not dst.any()  # nothing lands before a wait

@@ -132,16 +132,15 @@ class _Matcher:
             if pair is None or pair[1] is not a:
                 raise MismatchError(f"variable {a!r} where the intrinsic uses {d.name}")
             return
+        if isinstance(d, BufferLoad) and isinstance(a, BufferLoad):
+            self.buffer(d.buffer, a.buffer)
+            self.accesses.append((d.buffer, d.indices, a.indices))
+            return
         if type(d) is not type(a) or d.dtype != a.dtype:
             raise MismatchError(f"{a!r} where the intrinsic computes {d!r}")
         if isinstance(d, IntImm | FloatImm):
             if d.value != a.value:  # type: ignore[union-attr]
                 raise MismatchError(f"constant {a!r} where the intrinsic uses {d!r}")
-            return
-        if isinstance(d, BufferLoad):
-            assert isinstance(a, BufferLoad)
-            self.buffer(d.buffer, a.buffer)
-            self.accesses.append((d.buffer, d.indices, a.indices))
             return
         if isinstance(d, Call) and d.op != a.op:  # type: ignore[attr-defined]
             raise MismatchError(f"{a!r} where the intrinsic calls {d.op}")
@@ -155,10 +154,13 @@ class _Matcher:
         saved = (dict(self.vars), dict(self.bufs), list(self.accesses))
         try:
             self.children(d, a)
-        except MismatchError:
+        except MismatchError as first:
             self.vars, self.bufs, self.accesses = dict(saved[0]), dict(saved[1]), list(saved[2])
-            self.expr(d.a, a.b)  # type: ignore[attr-defined]
-            self.expr(d.b, a.a)  # type: ignore[attr-defined]
+            try:
+                self.expr(d.a, a.b)  # type: ignore[attr-defined]
+                self.expr(d.b, a.a)  # type: ignore[attr-defined]
+            except MismatchError:
+                raise first from None
 
     def children(self, d: Node, a: Node) -> None:
         dc, ac = list(iter_children(d)), list(iter_children(a))

@@ -242,10 +242,13 @@ def build_blockize(func: PrimFunc, loop: Var) -> tuple[PrimFunc, str]:
         outer_ivs.append(
             IterVar(vo, Range(IntImm(dt, 0), IntImm(dt, dom_ext // d.extent)), iv.kind)
         )
-        inner_ivs.append(IterVar(vi, Range(IntImm(dt, 0), IntImm(dt, d.extent)), iv.kind))
+        # an iterator without an inner part (E = 1) is its outer iterator alone
+        if d.extent > 1:
+            inner_ivs.append(IterVar(vi, Range(IntImm(dt, 0), IntImm(dt, d.extent)), iv.kind))
         vmap[iv.var] = vo * d.extent + vi if d.extent > 1 else vo
     new_inner_blk = substitute(blk.update(iter_vars=tuple(inner_ivs), init=None), vmap)
-    new_inner = BlockRealize(tuple(d.inner for d in divs), const(True, "bool"), new_inner_blk)
+    values = tuple(d.inner for d in divs if d.extent > 1)
+    new_inner = BlockRealize(values, const(True, "bool"), new_inner_blk)
     mapping: dict[int, Stmt | None] = {id(realize): new_inner}
     body = _tree.replace_stmts(func.update(body=top), mapping).body
     inner_dom = {iv.var: iv.dom for iv in inner_ivs}

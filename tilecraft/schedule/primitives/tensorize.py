@@ -117,6 +117,15 @@ def build_tensorize(func: PrimFunc, block: str, intrin: TensorIntrin) -> PrimFun
     blk = realize.block
     desc_root = _tree.root_block(intrin.desc)
     assert desc_root is not None
+    if blk.init is not None:
+        raise ScheduleError(
+            PRIM,
+            f'block "{block}" has an init; intrinsic "{intrin.name}" computes no init',
+            requires="the block has no init (the intrinsic's description has none)",
+            fragment=fragment(realize, {id(realize): "<- block"}),
+            hint="decompose_reduction first, then tensorize the init block separately",
+            locations=[block],
+        )
     try:
         bindings = match_description(desc_root.block, blk)
     except MismatchError as e:
