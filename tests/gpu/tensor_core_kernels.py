@@ -28,6 +28,7 @@ class GemmConfig:
     warps_n: int = 2
     pipeline: bool = True
     pad: int = 8
+    vector: int = 8
 
 
 def make_gemm(m: int, n: int, k: int, dtype: str = "float16") -> PrimFunc:
@@ -38,11 +39,15 @@ def make_gemm(m: int, n: int, k: int, dtype: str = "float16") -> PrimFunc:
     return tc.te.create_prim_func([a, b, c])
 
 
-def _fetch(sch: tc.Schedule, block: tc.schedule.BlockRV, threads: int, pad: int, cols: int) -> None:
-    """Cooperative 16-byte fetch of a shared tile by all ``threads`` of the block."""
+def _fetch(
+    sch: tc.Schedule, block: tc.schedule.BlockRV, threads: int, cfg: GemmConfig, cols: int
+) -> None:
+    """Cooperative fetch of a shared tile by all ``threads`` of the block, ``cfg.vector``
+    elements (16 bytes by default) per thread and step."""
+    pad = cfg.pad
     f0, f1 = sch.get_loops(block)[-2:]
     fused = sch.fuse(f0, f1)
-    _, ty, tx, vec = sch.split(fused, [None, threads // 32, 32, 8])
+    _, ty, tx, vec = sch.split(fused, [None, threads // 32, 32, cfg.vector])
     sch.bind(ty, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")
     sch.vectorize(vec)
@@ -95,7 +100,7 @@ def _schedule(func: PrimFunc, cfg: GemmConfig, kind: str, short: str) -> tc.Sche
             loads.append(f0)
     for sh, cols in zip(shared, (cfg.block_k, cfg.block_n), strict=True):
         sch.compute_at(sh, ko)
-        _fetch(sch, sh, threads, cfg.pad, cols)
+        _fetch(sch, sh, threads, cfg, cols)
     init = sch.decompose_reduction(c, ko)
     # Step 4. Tensorize: fill, store, fragment loads, multiply-accumulate
     if mma:
