@@ -85,7 +85,7 @@ def _schedule(func: PrimFunc, cfg: GemmConfig, kind: str, short: str) -> tc.Sche
     sch.reorder(swy, swx, smi, sni, s16)
     sch.bind(sch.fuse(swy, swx), "threadIdx.y")
     # Step 3. Operands: global -> shared (per k step) -> warp fragments (per 16-wide k)
-    loads, shared = [], []
+    loads, shared, tiles = [], [], []
     for idx in range(2):
         sh = sch.cache_read(c, idx, "shared")
         frag = sch.cache_read(c, idx, scopes[idx])
@@ -93,15 +93,18 @@ def _schedule(func: PrimFunc, cfg: GemmConfig, kind: str, short: str) -> tc.Sche
         sch.compute_at(frag, kk)
         f0, f1 = sch.get_loops(frag)[-2:]
         if idx == 0:
-            loads.append(sch.split(f0, [None, 16])[1])
+            t, r = sch.split(f0, [None, 16])
+            loads.append(r)
         else:
             t, _ = sch.split(f1, [None, tn])
             sch.reorder(t, f0)
             loads.append(f0)
+        tiles.append(t)
     for sh, cols in zip(shared, (cfg.block_k, cfg.block_n), strict=True):
         sch.compute_at(sh, ko)
         _fetch(sch, sh, threads, cfg, cols)
     init = sch.decompose_reduction(c, ko)
+    init_loops = sch.get_loops(init)[-4:]
     # Step 4. Tensorize: fill, store, fragment loads, multiply-accumulate
     if mma:
         names = (f"mma_load_a_16x16_{short}", f"mma_load_b_16x8_{short}",
@@ -110,12 +113,15 @@ def _schedule(func: PrimFunc, cfg: GemmConfig, kind: str, short: str) -> tc.Sche
     else:
         names = ("wmma_load_a_16x16_f16", "wmma_load_b_16x16_f16", "wmma_16x16x16_f16f16f32",
                  "wmma_fill_16x16_f32", "wmma_store_16x16_f32_global")  # fmt: skip
-    sch.tensorize(sch.get_loops(init)[-2], names[3])
+    sch.tensorize(init_loops[2], names[3])
     sch.tensorize(s16, names[4])
     sch.tensorize(loads[0], names[0])
     sch.tensorize(loads[1], names[1])
     sch.tensorize(i16, names[2])
-    # Step 5. Two-stage software pipeline over the shared-memory k steps
+    # Step 5. Unroll the per-warp loops so fragment registers are indexed by constants
+    for loop in (kk, mi, ni, smi, sni, *init_loops[:2], *tiles):
+        sch.unroll(loop)
+    # Step 6. Two-stage software pipeline over the shared-memory k steps
     if cfg.pipeline:
         sch.annotate(ko, "software_pipeline_stage", [0, 0, 1])
         sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
