@@ -269,13 +269,12 @@ class _KernelEmitter(SourceEmitter):
         self.out.emit(text)
 
     def stmt(self, s: Stmt) -> None:
-        if isinstance(s, Evaluate) and isinstance(s.value, Call):
-            if s.value.op in DEVICE_INTRINSICS:
-                emit_device_call(self, s.value)
-                if s.value.op.startswith("ptx_") and s.value.op != "ptx_cp_async_wait":
-                    self.cg.uses_f16 = self.cg.uses_f16 or "f16" in self.features
-                    self.cg.uses_bf16 = self.cg.uses_bf16 or "bf16" in self.features
-                return
+        call = s.value if isinstance(s, Evaluate) else None
+        if isinstance(call, Call) and call.op in DEVICE_INTRINSICS:
+            emit_device_call(self, call)  # tensor-core code (cuda_tensor_core.py)
+            self.cg.uses_f16 = self.cg.uses_f16 or "f16" in self.features
+            self.cg.uses_bf16 = self.cg.uses_bf16 or "bf16" in self.features
+            return
         super().stmt(s)
 
     def buffer_param(self, p: Buffer) -> None:

@@ -150,8 +150,10 @@ def _check_only_tile_ops(fname: str, body: Stmt) -> None:
     post_order_visit(body, mark)
 
     def check(n: Node) -> None:
-        direct = isinstance(n, BufferStore) or (isinstance(n, BufferLoad) and id(n) not in inside)
-        if direct and _is_fragment(n.buffer):  # type: ignore[attr-defined]
+        if not isinstance(n, BufferStore | BufferLoad):
+            return
+        direct = isinstance(n, BufferStore) or id(n) not in inside
+        if direct and _is_fragment(n.buffer):
             raise _fail(
                 fname,
                 f'fragment buffer "{n.buffer.name}" ({n.buffer.scope}) is accessed outside '
@@ -298,7 +300,7 @@ def _warps_overlap(
     starts = []
     for point in itertools.product(*(range(c) for c in counts)):
         env = {**others, **{canon.vars[t]: p for t, p in zip(tags, point, strict=True)}}
-        starts.append([int(evaluate(m, env)) for m in mins])  # type: ignore[arg-type]
+        starts.append([int(evaluate(m, env)) for m in mins])
     return any(
         all(x < y + e and y < x + e for x, y, e in zip(a, b, exts, strict=True))
         for a, b in itertools.combinations(starts, 2)

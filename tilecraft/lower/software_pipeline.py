@@ -84,7 +84,7 @@ class _Spec:
 
 def _int_list(v: object) -> list[int] | None:
     if isinstance(v, tuple) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        return list(v)  # type: ignore[arg-type]
+        return list(v)
     return None
 
 

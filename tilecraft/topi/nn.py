@@ -63,7 +63,8 @@ def matmul(
         bi, i, j = idx[:nb], idx[nb], idx[nb + 1]
         ia = [*broadcast_index_prefix(a, batch, bi), *((k, i) if transpose_a else (i, k))]
         ib = [*broadcast_index_prefix(b, batch, bi), *((j, k) if transpose_b else (k, j))]
-        x, y = a[tuple(ia)], b[tuple(ib)]
+        x: Expr = a[tuple(ia)]
+        y: Expr = b[tuple(ib)]
         if out_dtype is not None and str(out_dtype) != str(a.dtype):
             x, y = irop.cast(x, out_dtype), irop.cast(y, out_dtype)
         return te_sum(x * y, axis=k)

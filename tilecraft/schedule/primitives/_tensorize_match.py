@@ -72,8 +72,8 @@ class _Matcher:
             self.loop(d, a)
         elif isinstance(d, BlockRealize) and isinstance(a, BlockRealize):
             self.block(d.block, a.block)
-            for x, y in zip(d.iter_values, a.iter_values, strict=True):
-                self.expr(x, y)
+            for dv, av in zip(d.iter_values, a.iter_values, strict=True):
+                self.expr(dv, av)
             self.expr(d.predicate, a.predicate)
         elif isinstance(d, BufferStore) and isinstance(a, BufferStore):
             self.buffer(d.buffer, a.buffer)
@@ -139,7 +139,7 @@ class _Matcher:
         if type(d) is not type(a) or d.dtype != a.dtype:
             raise MismatchError(f"{a!r} where the intrinsic computes {d!r}")
         if isinstance(d, IntImm | FloatImm):
-            if d.value != a.value:  # type: ignore[union-attr]
+            if d.value != getattr(a, "value", None):
                 raise MismatchError(f"constant {a!r} where the intrinsic uses {d!r}")
             return
         if isinstance(d, Call) and d.op != a.op:  # type: ignore[attr-defined]

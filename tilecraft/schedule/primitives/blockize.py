@@ -214,6 +214,30 @@ def _init_nest(
     return stmt
 
 
+def _iter_vars(
+    func: PrimFunc, blk: Block, divs: Sequence[_Division]
+) -> tuple[list[IterVar], list[IterVar], dict[Var, Expr]]:
+    """Outer and inner iterators, and each old iterator as ``v_o * E + v_i``; an iterator
+    without an inner part (E = 1) is its outer iterator alone (no inner iterator)."""
+    names = fresh_var_names(
+        func, [f"{iv.var.name}_{s}" for iv in blk.iter_vars for s in ("o", "i")]
+    )
+    outer_ivs: list[IterVar] = []
+    inner_ivs: list[IterVar] = []
+    vmap: dict[Var, Expr] = {}
+    for k, (iv, d) in enumerate(zip(blk.iter_vars, divs, strict=True)):
+        dt = iv.var.dtype
+        dom_ext = const_value(iv.dom.extent) or 0
+        vo, vi = Var(names[2 * k], dt), Var(names[2 * k + 1], dt)
+        outer_ivs.append(
+            IterVar(vo, Range(IntImm(dt, 0), IntImm(dt, dom_ext // d.extent)), iv.kind)
+        )
+        if d.extent > 1:
+            inner_ivs.append(IterVar(vi, Range(IntImm(dt, 0), IntImm(dt, d.extent)), iv.kind))
+        vmap[iv.var] = vo * d.extent + vi if d.extent > 1 else vo
+    return outer_ivs, inner_ivs, vmap
+
+
 def build_blockize(func: PrimFunc, loop: Var) -> tuple[PrimFunc, str]:
     """Blockize the subtree under ``loop`` (see the module docstring); returns the new
     function and the outer block's name."""
@@ -229,23 +253,7 @@ def build_blockize(func: PrimFunc, loop: Var) -> tuple[PrimFunc, str]:
             where=[blk.name],
         )
     divs = _divide(realize, loops, top)
-    names = fresh_var_names(
-        func, [f"{iv.var.name}_{s}" for iv in blk.iter_vars for s in ("o", "i")]
-    )
-    outer_ivs: list[IterVar] = []
-    inner_ivs: list[IterVar] = []
-    vmap: dict[Var, Expr] = {}
-    for k, (iv, d) in enumerate(zip(blk.iter_vars, divs, strict=True)):
-        dt = iv.var.dtype
-        dom_ext = const_value(iv.dom.extent) or 0
-        vo, vi = Var(names[2 * k], dt), Var(names[2 * k + 1], dt)
-        outer_ivs.append(
-            IterVar(vo, Range(IntImm(dt, 0), IntImm(dt, dom_ext // d.extent)), iv.kind)
-        )
-        # an iterator without an inner part (E = 1) is its outer iterator alone
-        if d.extent > 1:
-            inner_ivs.append(IterVar(vi, Range(IntImm(dt, 0), IntImm(dt, d.extent)), iv.kind))
-        vmap[iv.var] = vo * d.extent + vi if d.extent > 1 else vo
+    outer_ivs, inner_ivs, vmap = _iter_vars(func, blk, divs)
     new_inner_blk = substitute(blk.update(iter_vars=tuple(inner_ivs), init=None), vmap)
     values = tuple(d.inner for d in divs if d.extent > 1)
     new_inner = BlockRealize(values, const(True, "bool"), new_inner_blk)
