@@ -336,3 +336,30 @@ def test_tensorized_schedule_has_the_serial_meaning_of_the_gemm(kind: str) -> No
     func = make_gemm(256, 128, 64)
     sch = (schedule_mma_gemm if kind == "mma" else schedule_wmma_gemm)(func)
     check_numeric(func, sch.func, emulate_gpu=True, target=SM80)
+
+
+@pytest.mark.parametrize(
+    ("kind", "target", "match"),
+    [
+        ("mma", SM80, "ldmatrix row address .* is not provably 16-byte aligned"),
+        ("wmma", SM75, "WMMA leading dimension 36 is not a multiple of 16 bytes"),
+    ],
+)
+def test_cuda_rejects_misaligned_tensor_core_tiles(
+    kind: str, target: tc.Target, match: str
+) -> None:
+    schedule = schedule_mma_gemm if kind == "mma" else schedule_wmma_gemm
+    sch = schedule(make_gemm(128, 128, 64), GemmConfig(pad=4))  # rows of 36 halves: 72 bytes
+    with pytest.raises(tc.errors.CodegenError, match=match):
+        cuda_source(sch.mod, target)
+
+
+def test_warp_operations_need_a_threadidx_x_extent_multiple_of_32() -> None:
+    text = WARP_OPS.replace(
+        'T.thread_binding(32, thread="threadIdx.x")', 'T.thread_binding(48, thread="threadIdx.x")'
+    )
+    text = text.replace("tx // 2, tx % 2", "tx % 32 // 2, tx % 2")
+    text = text.replace("WARPS16", "32").replace("ACC16", "32").replace("WARPS", "2")
+    text = text.replace("FILL", "v * 16").replace("MMA", "v * 16").replace("STORE", "v * 16")
+    with pytest.raises(LowerError, match=r"threadIdx\.x runs over 48 threads"):
+        lower_gpu(tc.script.parse(text), SM80)

@@ -120,11 +120,23 @@ def _short(em: Emitter, a: Expr) -> str:
     return _SHORT[dt]
 
 
+def _check_aligned(em: Emitter, a: Expr, nbytes: int, what: str) -> None:
+    """``a``'s element offset is provably a multiple of ``nbytes`` bytes."""
+    assert isinstance(a, BufferLoad)
+    per = nbytes * 8 // a.buffer.dtype.bits
+    if not divisible(a.indices[0], per):
+        raise em.fail(
+            f"{what} address {em.buf(a.buffer)} + {em.expr(a.indices[0])} is not provably "
+            f"{nbytes}-byte aligned; pad rows to a multiple of {per} elements (storage_align)"
+        )
+
+
 def _ldmatrix(em: Emitter, call: Call) -> None:
     num = int(call.op[-1])
     trans = _const(em, call.args[0], "ldmatrix .trans")
     dst = call.args[3:]
     short = _short(em, dst[0])
+    _check_aligned(em, call.args[1], 16, "ldmatrix row")
     regs = ", ".join(f"%{i}" for i in range(num))
     suffix = ".trans" if trans else ""
     outs = ", ".join(f'"=r"(tc_r[{i}])' for i in range(num))
@@ -156,9 +168,15 @@ def _mma(em: Emitter, call: Call) -> None:
 
 
 def _leading_dim(em: Emitter, first: Expr, next_row: Expr) -> str:
+    """``ldm`` of a WMMA memory tile; checks the alignment WMMA requires (a 32-byte aligned
+    pointer, ``ldm`` a multiple of 16 bytes)."""
     assert isinstance(first, BufferLoad)
     assert isinstance(next_row, BufferLoad)
-    return em.expr(Analyzer().simplify(next_row.indices[0] - first.indices[0]))
+    _check_aligned(em, first, 32, "WMMA tile")
+    ldm = Analyzer().simplify(next_row.indices[0] - first.indices[0])
+    if not divisible(ldm, 128 // first.buffer.dtype.bits):
+        raise em.fail(f"WMMA leading dimension {em.expr(ldm)} is not a multiple of 16 bytes")
+    return em.expr(ldm)
 
 
 def _wmma(em: Emitter, call: Call) -> None:

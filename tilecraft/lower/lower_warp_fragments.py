@@ -446,6 +446,13 @@ class LowerWarpFragments(FunctionPass):
         if not col.sites and not col.allocs:
             return func
         _check_only_tile_ops(func.name, func.body)
+        lanes = max(col.thread_ext.get("threadIdx.x", WARP), WARP)
+        if lanes % WARP:
+            raise _fail(
+                func.name,
+                f"threadIdx.x runs over {lanes} threads; warps are rows of 32 threadIdx.x "
+                "values only when that extent is a multiple of 32",
+            )
         canon = _Canon(col.thread_ext)
         plans = _plan(func.name, col, canon)
         return func.update(body=_Rewriter(func.name, plans, canon).visit(func.body))
