@@ -61,3 +61,17 @@ def f(C: T.Buffer((16, 8), "float32", scope="m16n8k16.accumulator")):
 """
     with pytest.raises(tc.errors.ScriptParseError, match=r"T\.mma_fill expects 2"):
         tc.script.parse(text)
+
+
+def test_the_gemm_schedules_replay_from_their_traces() -> None:
+    from tensor_core_kernels import schedule_wmma_gemm
+
+    from tilecraft.testing import verify_trace_roundtrip
+
+    func = make_gemm(256, 256, 64)
+    for schedule in (schedule_mma_gemm, schedule_wmma_gemm):
+        sch = schedule(func)
+        text = sch.trace.as_python()
+        assert text.count("sch.tensorize(") == 5
+        assert 'key="software_pipeline_stage", value=[0, 0, 1])' in text
+        verify_trace_roundtrip(sch, func)
