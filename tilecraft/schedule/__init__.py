@@ -2,7 +2,6 @@
 
 from ..errors import ScheduleError as ScheduleError
 from . import analysis as analysis
-from . import tensor_intrin_cuda as tensor_intrin_cuda  # registers the built-in intrinsics
 from .instruction import INSTRUCTION_KINDS as INSTRUCTION_KINDS
 from .instruction import Instruction as Instruction
 from .instruction import InstructionKind as InstructionKind

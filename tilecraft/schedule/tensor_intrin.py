@@ -12,12 +12,14 @@ dtypes and storage scopes, in the same order):
 
 :meth:`~tilecraft.schedule.Schedule.tensorize` matches a block's body against a description
 and substitutes the implementation. Built-in CUDA intrinsics are registered by
-:mod:`tilecraft.schedule.tensor_intrin_cuda`; users add their own with
-:func:`register_tensor_intrin`.
+:mod:`tilecraft.schedule.tensor_intrin_cuda`, imported the first time the registry is used
+(parsing them costs tens of milliseconds, too much for ``import tilecraft``); users add
+their own with :func:`register_tensor_intrin`.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 from ..errors import ScheduleError
@@ -95,6 +97,16 @@ class TensorIntrin:
 
 
 _REGISTRY: dict[str, TensorIntrin] = {}
+_BUILTINS = "tilecraft.schedule.tensor_intrin_cuda"
+_builtins_loaded = False
+
+
+def _ensure_builtins() -> None:
+    """Register the built-in intrinsics once, on first use of the registry."""
+    global _builtins_loaded
+    if not _builtins_loaded:
+        _builtins_loaded = True
+        importlib.import_module(_BUILTINS)
 
 
 def register_tensor_intrin(
@@ -116,6 +128,7 @@ def register_tensor_intrin(
     ScheduleError
         When the pair is malformed or the name is taken (without ``override``).
     """
+    _ensure_builtins()
     if not isinstance(name, str) or not name:
         raise ScheduleError("register_tensor_intrin", f"name must be a non-empty str, got {name!r}")
     if name in _REGISTRY and not override:
@@ -127,6 +140,7 @@ def register_tensor_intrin(
 
 def get_tensor_intrin(name: str) -> TensorIntrin:
     """The intrinsic registered under ``name``; ScheduleError when there is none."""
+    _ensure_builtins()
     got = _REGISTRY.get(name) if isinstance(name, str) else None
     if got is None:
         raise ScheduleError(
@@ -140,4 +154,5 @@ def get_tensor_intrin(name: str) -> TensorIntrin:
 
 def list_tensor_intrins() -> list[str]:
     """Names of every registered tensor intrinsic, sorted."""
+    _ensure_builtins()
     return sorted(_REGISTRY)
