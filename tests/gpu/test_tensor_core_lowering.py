@@ -363,3 +363,21 @@ def test_warp_operations_need_a_threadidx_x_extent_multiple_of_32() -> None:
     text = text.replace("FILL", "v * 16").replace("MMA", "v * 16").replace("STORE", "v * 16")
     with pytest.raises(LowerError, match=r"threadIdx\.x runs over 48 threads"):
         lower_gpu(tc.script.parse(text), SM80)
+
+
+def test_warp_tile_operations_on_the_wrong_scopes_are_lowering_errors() -> None:
+    text = WARP_OPS.replace(
+        "T.mma_load_matrix(b[0, 0], B_sh[0, 0])", "T.mma_load_matrix(b[0, 0], B[0, 0])"
+    )
+    text = text.replace(
+        "T.reads(A_sh[0:16, 0:16], B_sh[0:16, 0:8], acc",
+        "T.reads(A_sh[0:16, 0:16], B[0:16, 0:8], acc",
+    )
+    text = text.replace("WARPS16", "32").replace("ACC16", "32").replace("WARPS", "2")
+    text = text.replace("FILL", "v * 16").replace("MMA", "v * 16").replace("STORE", "v * 16")
+    func = tc.script.parse(text)
+    match = r"mma_load_matrix: operand 1 is in scope 'global'"
+    with pytest.raises(LowerError, match=match):
+        lower_gpu(func, SM80)
+    with pytest.raises(LowerError, match=match):
+        tc.lower.lower(func, SM80, emulate_gpu=True)

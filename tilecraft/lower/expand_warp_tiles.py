@@ -34,7 +34,7 @@ from ..ir import (
 )
 from ..ir.device_intrin import TILE_OPS
 from ..ir.transform import FunctionPass
-from .warp_layouts import TILE_SHAPE
+from .warp_layouts import TILE_SHAPE, tile_op_error
 
 
 def _at(arg: BufferLoad, di: Expr, dj: Expr, new: dict[int, Buffer]) -> BufferLoad:
@@ -69,6 +69,11 @@ class _Expand(Mutator):
         call = s.value
         if not (isinstance(call, Call) and call.op in TILE_OPS):
             return s
+        why = tile_op_error(
+            call.op, [a.buffer.scope for a in call.args if isinstance(a, BufferLoad)]
+        )
+        if why is not None:
+            raise LowerError(f"ExpandWarpTiles: {why}")
         for a in call.args:
             if isinstance(a, BufferLoad):
                 self.visit_Buffer(a.buffer)

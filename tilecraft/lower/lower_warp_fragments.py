@@ -63,7 +63,14 @@ from ..ir import (
 from ..ir.device_intrin import HARDWARE_OPS, TILE_OPS
 from ..ir.transform import FunctionPass
 from .compact_buffer import CompactBufferAllocation
-from .warp_layouts import LANE_ELEMENTS, LAYOUT, TILE_SHAPE, WARP, ldmatrix_row
+from .warp_layouts import (
+    LANE_ELEMENTS,
+    LAYOUT,
+    TILE_SHAPE,
+    WARP,
+    ldmatrix_row,
+    tile_op_error,
+)
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,10 @@ class _Collector:
     def run(self, s: Stmt) -> None:
         call = _tile_call(s)
         if call is not None:
+            scopes = [a.buffer.scope for a in call.args if isinstance(a, BufferLoad)]
+            why = tile_op_error(call.op, scopes)
+            if why is not None:
+                raise _fail(self.fname, why)
             if any(lp.thread == "threadIdx.x" for lp in self.stack):
                 raise _fail(
                     self.fname,

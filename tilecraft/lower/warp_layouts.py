@@ -21,6 +21,7 @@ transposed 8x8 matrices (top, bottom) gives the matrixB layout.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TypeVar
 
 from ..ir import Expr
@@ -72,3 +73,30 @@ def ldmatrix_row(lane: L, num: int) -> tuple[L, L]:
     if num == 2:
         return lane % 16, lane * 0
     return lane % 8, lane * 0
+
+
+_MEMORY = ("global", "shared", "shared.dyn", "local")
+_MMA_OPERAND = ("m16n8k16.matrixA", "m16n8k16.matrixB")
+_WMMA_OPERAND = ("wmma.matrix_a", "wmma.matrix_b")
+TILE_OP_SCOPES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "mma_sync_m16n8k16": (("m16n8k16.accumulator",), ("m16n8k16.matrixA",), ("m16n8k16.matrixB",)),
+    "mma_load_matrix": (_MMA_OPERAND, ("shared", "shared.dyn")),
+    "mma_fill": (("m16n8k16.accumulator",),),
+    "mma_store": (_MEMORY, ("m16n8k16.accumulator",)),
+    "wmma_sync": (("wmma.accumulator",), ("wmma.matrix_a",), ("wmma.matrix_b",)),
+    "wmma_load_matrix": (_WMMA_OPERAND, _MEMORY),
+    "wmma_fill": (("wmma.accumulator",),),
+    "wmma_store": (_MEMORY, ("wmma.accumulator",)),
+}
+"""The storage scopes each address operand of a warp tile operation may have."""
+
+
+def tile_op_error(op: str, scopes: Sequence[str]) -> str | None:
+    """Why warp tile operation ``op`` cannot take address operands of ``scopes`` (None: ok)."""
+    allowed = TILE_OP_SCOPES.get(op)
+    if allowed is None:
+        return f"{op} is not a warp tile operation"
+    for k, (scope, ok) in enumerate(zip(scopes, allowed, strict=True)):
+        if scope not in ok:
+            return f"{op}: operand {k} is in scope {scope!r}, expected one of {list(ok)}"
+    return None
