@@ -19,7 +19,6 @@ their own with :func:`register_tensor_intrin`.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 
 from ..errors import ScheduleError
@@ -97,7 +96,6 @@ class TensorIntrin:
 
 
 _REGISTRY: dict[str, TensorIntrin] = {}
-_BUILTINS = "tilecraft.schedule.tensor_intrin_cuda"
 _builtins_loaded = False
 
 
@@ -106,7 +104,7 @@ def _ensure_builtins() -> None:
     global _builtins_loaded
     if not _builtins_loaded:
         _builtins_loaded = True
-        importlib.import_module(_BUILTINS)
+        from . import tensor_intrin_cuda  # registers on import  # noqa: F401
 
 
 def register_tensor_intrin(
