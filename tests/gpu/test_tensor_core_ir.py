@@ -75,3 +75,21 @@ def test_the_gemm_schedules_replay_from_their_traces() -> None:
         assert text.count("sch.tensorize(") == 5
         assert 'key="software_pipeline_stage", value=[0, 0, 1])' in text
         verify_trace_roundtrip(sch, func)
+
+
+def test_an_output_written_only_through_tensor_intrinsics_is_an_output() -> None:
+    from tilecraft.runtime import written_params
+
+    sch = schedule_mma_gemm(make_gemm(256, 256, 64))
+    # the only writes of "matmul" are mma_store calls inside tensorized blocks
+    stores: list[ir.Node] = []
+    ir.post_order_visit(
+        sch.func.body,
+        lambda n: (
+            stores.append(n)
+            if isinstance(n, ir.BufferStore) and n.buffer.name == "matmul"
+            else None
+        ),
+    )
+    assert not stores
+    assert [b.name for b in written_params(sch.func)] == ["matmul"]
