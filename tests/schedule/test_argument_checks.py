@@ -152,6 +152,10 @@ TABLE: list[Row] = [
     ("pad_einsum", "block", lambda h: _a(h.i, [16, 16, 16])),
     ("decompose_padding", "loop", lambda h: _a(h.d, h.c)),
     ("decompose_padding", "block", lambda h: _a(h.i, h.i)),
+    ("blockize", "loop", lambda h: _a(h.c)),
+    ("tensorize", "block_or_loop", lambda h: _a("C", "mma_m16n8k16_f16f16f32")),
+    ("tensorize", "intrin", lambda h: _a(h.c, "no_such_intrinsic")),
+    ("tensorize", "intrin", lambda h: _a(h.i, 5)),
 ]
 
 

@@ -21,11 +21,14 @@ from dataclasses import dataclass
 from ..config import deep_recursion
 from ..errors import CodegenError
 from ..ir import (
+    DEVICE_INTRINSICS,
     Allocate,
     Buffer,
     BufferLoad,
     BufferStore,
+    Call,
     DataType,
+    Evaluate,
     Expr,
     For,
     ForKind,
@@ -39,6 +42,7 @@ from ..lower.gpu_nodes import ThreadSync, WarpShuffle
 from ..lower.gpu_pipeline import lower_gpu
 from ..lower.gpu_split_host_device import GPUProgram, Kernel, dyn_shared_layout
 from ..lower.gpu_vectorize import VECTOR_ATTR, vector_plan
+from ..lower.software_pipeline import ASYNC_COPY_ATTR
 from ..target import Target, as_target
 from ._bounds import Bound
 from ._names import CUDA_RESERVED
@@ -52,6 +56,14 @@ from .base import (
     join_unit,
     prim_funcs_of,
     written_buffers,
+)
+from .cuda_tensor_core import (
+    TENSOR_CORE_PRELUDE,
+    TENSOR_CORE_PRELUDE_BF16,
+    emit_async_copy,
+    emit_device_call,
+    wmma_fragment_decl,
+    written_by_device_calls,
 )
 
 _STORAGE = {
@@ -162,6 +174,7 @@ class CUDACodegen:
         self.bodies: list[str] = []
         self.uses_f16 = False
         self.uses_bf16 = False
+        self.features: set[str] = set()  # tensor-core code: "f16", "bf16", "wmma"
 
     def add_program(self, prog: GPUProgram) -> None:
         """Emit every kernel of ``prog``."""
@@ -175,7 +188,14 @@ class CUDACodegen:
             head.append("#include <cuda_fp16.h>")
         if self.uses_bf16:
             head.append("#include <cuda_bf16.h>")
-        return join_unit(["\n".join(head) + "\n", PRELUDE, *self.bodies])
+        if "wmma" in self.features:
+            head.append("#include <mma.h>")
+        preludes = [PRELUDE]
+        if "f16" in self.features:
+            preludes.append(TENSOR_CORE_PRELUDE)
+        if "bf16" in self.features:
+            preludes.append(TENSOR_CORE_PRELUDE_BF16)
+        return join_unit(["\n".join(head) + "\n", *preludes, *self.bodies])
 
 
 class _KernelEmitter(SourceEmitter):
@@ -207,6 +227,8 @@ class _KernelEmitter(SourceEmitter):
         self.cg = cg
         self.k = kernel
         self.written = written_buffers(kernel.body, (BufferStore, WarpShuffle))
+        self.written |= written_by_device_calls(kernel.body)
+        self.features = cg.features
         self.load_override: dict[int, str] = {}
         self.var_override: dict[int, str] = {}
         self.lane = "x"
@@ -243,6 +265,18 @@ class _KernelEmitter(SourceEmitter):
     # hooks --------------------------------------------------------------------------------
     def storage_type(self, dt: DataType) -> str:
         return storage_type(dt)
+
+    def line(self, text: str) -> None:
+        self.out.emit(text)
+
+    def stmt(self, s: Stmt) -> None:
+        call = s.value if isinstance(s, Evaluate) else None
+        if isinstance(call, Call) and call.op in DEVICE_INTRINSICS:
+            emit_device_call(self, call)  # tensor-core code (cuda_tensor_core.py)
+            self.cg.uses_f16 = self.cg.uses_f16 or "f16" in self.features
+            self.cg.uses_bf16 = self.cg.uses_bf16 or "bf16" in self.features
+            return
+        super().stmt(s)
 
     def buffer_param(self, p: Buffer) -> None:
         self._note_dtype(p.dtype)
@@ -300,6 +334,8 @@ class _KernelEmitter(SourceEmitter):
     def loop(self, s: For) -> None:
         if s.kind is ForKind.THREAD_BINDING:
             self.thread_loop(s)
+        elif s.annotations.get(ASYNC_COPY_ATTR) and emit_async_copy(self, s):
+            self.defined.add(id(s.loop_var))
         elif s.annotations.get(VECTOR_ATTR):
             self.vector_loop(s)
         elif s.kind is ForKind.PARALLEL:
@@ -355,6 +391,8 @@ class _KernelEmitter(SourceEmitter):
             self.out.emit(f"__shared__ __align__(16) {ctype} {name}[{max(size.value, 1)}];")
         elif buf.scope == "local":
             self.out.emit(f"{ctype} {name}[{max(size.value, 1)}];")
+        elif buf.scope.startswith("wmma."):
+            self.out.emit(wmma_fragment_decl(self, buf, max(size.value, 1)))
         else:
             raise self.fail(f"global buffer {buf.name!r} allocated inside a kernel")
         self.stmt(s.body)

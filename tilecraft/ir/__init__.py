@@ -2,11 +2,14 @@
 
 from . import transform as transform
 from .buffer import SCOPES as SCOPES
+from .buffer import WARP_FRAGMENT_SCOPES as WARP_FRAGMENT_SCOPES
 from .buffer import Buffer as Buffer
 from .buffer import decl_buffer as decl_buffer
+from .device_intrin import call_device as call_device
 from .dtype import DataType as DataType
 from .dtype import TypeCode as TypeCode
 from .dtype import dtype as dtype
+from .expr import DEVICE_INTRINSICS as DEVICE_INTRINSICS
 from .expr import EQ as EQ
 from .expr import GE as GE
 from .expr import GT as GT

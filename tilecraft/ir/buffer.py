@@ -10,8 +10,15 @@ from .dtype import DataType, DTypeLike, dtype
 from .expr import BufferLoad, Expr, ExprLike, IntImm, Var, as_expr
 from .node import Node
 
-SCOPES = ("global", "shared", "shared.dyn", "local")
-"""Storage scopes: device/host memory, GPU shared memory (static or dynamic), registers."""
+WARP_FRAGMENT_SCOPES = (
+    "m16n8k16.matrixA", "m16n8k16.matrixB", "m16n8k16.accumulator",
+    "wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator",
+)  # fmt: skip
+"""Warp fragment scopes: tensor-core operand tiles held in the registers of a warp's lanes,
+accessed only by warp tile operations (:mod:`tilecraft.ir.device_intrin`)."""
+SCOPES = ("global", "shared", "shared.dyn", "local", *WARP_FRAGMENT_SCOPES)
+"""Storage scopes: device/host memory, GPU shared memory (static or dynamic), registers,
+warp fragments."""
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)

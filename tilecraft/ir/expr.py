@@ -534,9 +534,50 @@ INTRINSICS: dict[str, Intrinsic] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceIntrinsic:
+    """Signature of a device intrinsic: a GPU operation evaluated for its effect.
+
+    ``signature`` has one letter per argument: ``a`` an element address (a
+    :class:`BufferLoad` naming the first element the operation touches, not a read of it),
+    ``i`` an integer expression, ``f`` a float expression. A call's dtype is ``int32`` and
+    its value is meaningless; it stands in ``T.evaluate(...)``.
+    """
+
+    name: str
+    signature: str
+    doc: str = ""
+
+
+DEVICE_INTRINSICS: dict[str, DeviceIntrinsic] = {}
+"""Device intrinsics by name (filled by :mod:`tilecraft.ir.device_intrin`)."""
+
+
+def _check_device_call(call: Call, intr: DeviceIntrinsic) -> None:
+    """Raise IRError unless ``call`` matches the signature of device intrinsic ``intr``."""
+    if call.dtype != int32:
+        raise IRError(f"Call {call.op}: a device intrinsic has dtype int32, got {call.dtype}")
+    if len(call.args) != len(intr.signature):
+        raise IRError(
+            f"Call {call.op}: expects {len(intr.signature)} argument(s), got {len(call.args)}"
+        )
+    for k, (a, kind) in enumerate(zip(call.args, intr.signature, strict=True)):
+        ok = isinstance(a, Expr) and (
+            isinstance(a, BufferLoad)
+            if kind == "a"
+            else a.dtype.is_integer
+            if kind == "i"
+            else a.dtype.is_float
+        )
+        if not ok:
+            what = {"a": "an element address (a buffer load)", "i": "an integer", "f": "a float"}
+            raise IRError(f"Call {call.op}: argument {k} must be {what[kind]}, got {a!r}")
+
+
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Call(Expr):
-    """Call of a math intrinsic from :data:`INTRINSICS` on float arguments of one dtype."""
+    """Call of a math intrinsic from :data:`INTRINSICS` on float arguments of one dtype, or
+    of a device intrinsic from :data:`DEVICE_INTRINSICS` (see :class:`DeviceIntrinsic`)."""
 
     dtype: DataType
     op: str
@@ -547,7 +588,11 @@ class Call(Expr):
         object.__setattr__(self, "args", tuple(self.args))
         intr = INTRINSICS.get(self.op)
         if intr is None:
-            raise IRError(f"Call: unknown intrinsic {self.op!r}; known: {sorted(INTRINSICS)}")
+            device = DEVICE_INTRINSICS.get(self.op)
+            if device is None:
+                raise IRError(f"Call: unknown intrinsic {self.op!r}; known: {sorted(INTRINSICS)}")
+            _check_device_call(self, device)
+            return
         if len(self.args) != intr.arity:
             raise IRError(f"Call {self.op}: expects {intr.arity} argument(s), got {len(self.args)}")
         for a in self.args:

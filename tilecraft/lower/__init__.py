@@ -14,6 +14,7 @@ from .collect_storage_align import STORAGE_ALIGN_ATTR as STORAGE_ALIGN_ATTR
 from .collect_storage_align import CollectStorageAlign as CollectStorageAlign
 from .compact_buffer import CompactBufferAllocation as CompactBufferAllocation
 from .convert_blocks_to_loops import ConvertBlocksToLoops as ConvertBlocksToLoops
+from .expand_warp_tiles import ExpandWarpTiles as ExpandWarpTiles
 from .expose_shape_vars import ExposeShapeVars as ExposeShapeVars
 from .expose_shape_vars import shape_vars as shape_vars
 from .flatten_buffer import FlattenBuffer as FlattenBuffer
@@ -25,8 +26,11 @@ from .gpu_pipeline import lower_gpu as lower_gpu
 from .gpu_pipeline import lower_gpu_function as lower_gpu_function
 from .lower_init_block import LowerInitBlock as LowerInitBlock
 from .lower_thread_bindings import LowerThreadBindings as LowerThreadBindings
+from .lower_warp_fragments import CompactTensorCoreBuffers as CompactTensorCoreBuffers
+from .lower_warp_fragments import LowerWarpFragments as LowerWarpFragments
 from .pipeline import LOWERED_ATTR as LOWERED_ATTR
 from .pipeline import get_pipeline as get_pipeline
 from .pipeline import lower as lower
 from .plan_allocations import PlanAllocations as PlanAllocations
 from .simplify import Simplify as Simplify
+from .software_pipeline import InjectSoftwarePipeline as InjectSoftwarePipeline

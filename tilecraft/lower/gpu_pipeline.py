@@ -13,6 +13,7 @@ from ..ir import PrimFunc
 from ..ir.transform import FunctionPass, Sequential
 from ..target import Target, as_target
 from .collect_storage_align import CollectStorageAlign
+from .convert_blocks_to_loops import ConvertBlocksToLoops
 from .flatten_buffer import FlattenBuffer
 from .gpu_compact_thread_dims import CompactThreadDims
 from .gpu_cross_thread_reduction import LowerCrossThreadReduction
@@ -20,7 +21,9 @@ from .gpu_split_host_device import GPUProgram, split_host_device
 from .gpu_thread_sync import InsertThreadSync
 from .gpu_vectorize import VectorizeGPULoops
 from .gpu_verify import verify_program
+from .lower_warp_fragments import CompactTensorCoreBuffers, LowerWarpFragments
 from .pipeline import LOWERED_ATTR, get_pipeline
+from .software_pipeline import InjectSoftwarePipeline
 
 
 def gpu_passes_before(target: Target) -> list[FunctionPass]:
@@ -42,6 +45,14 @@ def get_gpu_pipeline(target: Target | str | None = None) -> list[FunctionPass]:
     passes = get_pipeline(tgt)
     at = next((i for i, p in enumerate(passes) if isinstance(p, FlattenBuffer)), len(passes))
     passes[at:at] = [CompactThreadDims()]
+    # warp fragments get per-lane storage while buffers keep their shapes (tensor cores)
+    at = next(i for i, p in enumerate(passes) if isinstance(p, ConvertBlocksToLoops)) + 1
+    async_copy = tgt.is_gpu and tgt.compute_capability >= 80
+    passes[at:at] = [
+        LowerWarpFragments(),
+        CompactTensorCoreBuffers(),
+        InjectSoftwarePipeline(async_copy),
+    ]
     return [*gpu_passes_before(tgt), *passes, *gpu_passes_after(tgt)]
 
 

@@ -20,6 +20,7 @@ from ..target import Target, as_target
 from .collect_storage_align import CollectStorageAlign
 from .compact_buffer import CompactBufferAllocation
 from .convert_blocks_to_loops import ConvertBlocksToLoops
+from .expand_warp_tiles import ExpandWarpTiles
 from .expose_shape_vars import ExposeShapeVars
 from .flatten_buffer import FlattenBuffer
 from .lower_init_block import LowerInitBlock
@@ -46,6 +47,7 @@ def get_pipeline(
     tgt = as_target(target)
     keep_threads = tgt.is_gpu and not emulate_gpu
     return [
+        *([ExpandWarpTiles()] if emulate_gpu else []),  # serial meaning of tensor intrinsics
         CollectStorageAlign(),
         LowerInitBlock(),
         PlanAllocations(),

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BuildError
-from ..ir import Buffer, BufferStore, Node, PrimFunc, post_order_visit
+from ..ir import Block, Buffer, BufferStore, Node, PrimFunc, post_order_visit
 from ..lower.bounds_check import BOUNDS_SITES_ATTR
 from .arguments import (
     ArgumentChecker,
@@ -57,6 +57,8 @@ def _written(func: PrimFunc) -> set[int]:
     def fn(n: Node) -> None:
         if isinstance(n, BufferStore):
             out.add(id(n.buffer))
+        elif isinstance(n, Block):  # a tensorized block may write only through intrinsics
+            out.update(id(r.buffer) for r in n.writes)
 
     post_order_visit(func.body, fn)
     return out

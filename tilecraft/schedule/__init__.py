@@ -12,6 +12,10 @@ from .state import BlockRV as BlockRV
 from .state import ExprRV as ExprRV
 from .state import LoopRV as LoopRV
 from .state import ScheduleState as ScheduleState
+from .tensor_intrin import TensorIntrin as TensorIntrin
+from .tensor_intrin import get_tensor_intrin as get_tensor_intrin
+from .tensor_intrin import list_tensor_intrins as list_tensor_intrins
+from .tensor_intrin import register_tensor_intrin as register_tensor_intrin
 from .trace import Trace as Trace
 from .trace import TraceFormatError as TraceFormatError
 
@@ -26,8 +30,12 @@ __all__ = [
     "Schedule",
     "ScheduleError",
     "ScheduleState",
+    "TensorIntrin",
     "Trace",
     "TraceFormatError",
     "analysis",
+    "get_tensor_intrin",
+    "list_tensor_intrins",
     "primitive",
+    "register_tensor_intrin",
 ]

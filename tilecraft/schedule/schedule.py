@@ -25,6 +25,7 @@ from ..ir import Block, For, IRModule, PrimFunc
 from ..ir import verify as verify_ir
 from . import _tree
 from ._buffer_methods import BufferPrimitives
+from ._tensor_methods import TensorPrimitives
 from .arguments import show
 from .primitives import annotate as _annotate
 from .primitives import bridge as _bridge
@@ -37,7 +38,7 @@ from .trace import Trace
 _T = TypeVar("_T")
 
 
-class Schedule(BufferPrimitives):
+class Schedule(BufferPrimitives, TensorPrimitives):
     """A schedule of one PrimFunc: handles, queries, primitives and the trace.
 
     Parameters

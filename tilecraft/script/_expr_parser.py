@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 
 from ..errors import IRError, ScriptParseError
 from ..ir import (
+    DEVICE_INTRINSICS,
     EQ,
     GE,
     GT,
@@ -40,6 +41,7 @@ from ..ir import (
     as_expr,
     dtype,
 )
+from ..ir.device_intrin import call_device
 from ..ir.op import call_intrin
 from ._names import EXPR_NAMES, dtype_of_name, is_known
 
@@ -332,12 +334,26 @@ class ExprParser:
             self.check_args(node, name, 2, 2)
             target = self.dtype_arg(node.args[0])
             return Cast(target, self.coerce(node.args[1], (yield node.args[1])))
+        if name not in INTRINSICS:  # a device intrinsic: arguments keep their own dtypes
+            return (yield from self.device_call(node, name))
         arity = INTRINSICS[name].arity
         self.check_args(node, name, arity, arity)
         args: list[Value] = []
         for arg in node.args:
             args.append((yield arg))
         return call_intrin(name, *args)
+
+    def device_call(self, node: ast.Call, name: str) -> _Step:
+        """``T.mma_fill(C[0, 0], T.float32(0.0))``: a device intrinsic (int32, for effect)."""
+        n = len(DEVICE_INTRINSICS[name].signature)
+        self.check_args(node, name, n, n)
+        args: list[Value] = []
+        for arg in node.args:
+            args.append((yield arg))
+        try:
+            return call_device(name, *args)
+        except IRError as e:
+            self.fail(node, str(e))
 
     def constant(self, node: ast.Call, name: str, dt: DataType) -> _Step:
         """``T.int64(5)``, ``T.float32(0.5)``, ``T.float32("nan")``, ``T.bool(True)``."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import keyword
 
 from ..errors import IRError
-from ..ir import INTRINSICS, DataType, dtype
+from ..ir import DEVICE_INTRINSICS, INTRINSICS, DataType, dtype
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unroll", "thread_binding")
 """``T.<kind>(...)`` loop iterators (``range`` is the plain serial loop)."""
@@ -19,7 +19,9 @@ STMT_NAMES = frozenset(
 )  # fmt: skip
 """Functions of ``T`` that build statements, declarations or functions."""
 
-EXPR_NAMES = frozenset({"Select", "if_then_else", "Cast", "min", "max", *INTRINSICS})
+EXPR_NAMES = frozenset(
+    {"Select", "if_then_else", "Cast", "min", "max", *INTRINSICS, *DEVICE_INTRINSICS}
+)
 """Functions of ``T`` that build expressions (besides the dtype constructors)."""
 
 RESERVED = frozenset({"T", "range", *keyword.kwlist, *keyword.softkwlist})

@@ -26,6 +26,7 @@ def matmul(
     transpose_a: bool = False,
     transpose_b: bool = False,
     name: str = "matmul",
+    out_dtype: str | None = None,
 ) -> Tensor:
     """``a @ b`` over the last two axes, broadcasting leading (batch) axes as numpy does.
 
@@ -38,11 +39,14 @@ def matmul(
         Use the transpose of the last two axes of ``a`` / ``b``.
     name
         Stage name.
+    out_dtype
+        Dtype of the result and the accumulation (``"float32"`` for fp16 operands on tensor
+        cores); each operand is cast to it before the product. None: the operands' dtype.
 
     Returns
     -------
     Tensor
-        ``(*broadcast(batch_a, batch_b), M, N)``, accumulated in the operands' dtype.
+        ``(*broadcast(batch_a, batch_b), M, N)``, accumulated in ``out_dtype``.
     """
     if a.ndim < 2 or b.ndim < 2:
         raise TilecraftError(f"matmul: operands need rank >= 2, got {a.ndim} and {b.ndim}")
@@ -59,7 +63,11 @@ def matmul(
         bi, i, j = idx[:nb], idx[nb], idx[nb + 1]
         ia = [*broadcast_index_prefix(a, batch, bi), *((k, i) if transpose_a else (i, k))]
         ib = [*broadcast_index_prefix(b, batch, bi), *((j, k) if transpose_b else (k, j))]
-        return te_sum(a[tuple(ia)] * b[tuple(ib)], axis=k)
+        x: Expr = a[tuple(ia)]
+        y: Expr = b[tuple(ib)]
+        if out_dtype is not None and str(out_dtype) != str(a.dtype):
+            x, y = irop.cast(x, out_dtype), irop.cast(y, out_dtype)
+        return te_sum(x * y, axis=k)
 
     return compute((*batch, m, n), body, name=name)  # type: ignore[no-any-return]
 

@@ -1,0 +1,102 @@
+"""Where each lane of a warp keeps the elements of a tensor-core tile.
+
+The functions take a lane (an ``int`` or an IR expression) and an element number ``e`` of
+that lane's fragment and return the element's ``(row, col)`` in the tile; the same arithmetic
+serves the lowering (IR expressions) and the reference semantics and tests (Python ints).
+``mma.sync`` m16n8k16 with 16-bit inputs (PTX ISA, "Matrix Fragments for mma.m16n8k16 with
+floating point type"): with ``g = lane // 4`` and ``t = lane % 4``,
+
+- matrixA (16x16, m x k), 8 elements: ``row = g + 8 * ((e // 2) % 2)``,
+  ``col = 2 * t + e % 2 + 8 * (e // 4)``;
+- matrixB (16x8, k x n), 4 elements: ``row = 2 * t + e % 2 + 8 * (e // 2)``, ``col = g``;
+- accumulator (16x8), 4 elements: ``row = g + 8 * (e // 2)``, ``col = 2 * t + e % 2``.
+
+``ldmatrix`` (m8n8, 16-bit): lanes ``8 j .. 8 j + 7`` give the row addresses of matrix ``j``;
+register ``j`` of lane ``l`` receives row ``l // 4``, columns ``2 (l % 4)`` and ``+ 1`` of
+matrix ``j`` (with ``.trans``: column ``l // 4``, rows ``2 (l % 4)`` and ``+ 1``). Loading a
+16x16 matrixA tile as four 8x8 matrices (top-left, bottom-left, top-right, bottom-right) gives
+exactly the matrixA layout above; a 16x8 matrixB tile stored k-major (rows of ``n``) as two
+transposed 8x8 matrices (top, bottom) gives the matrixB layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeVar
+
+from ..ir import Expr
+
+L = TypeVar("L", int, Expr)
+
+TILE_SHAPE = {
+    "m16n8k16.matrixA": (16, 16),
+    "m16n8k16.matrixB": (16, 8),
+    "m16n8k16.accumulator": (16, 8),
+    "wmma.matrix_a": (16, 16),
+    "wmma.matrix_b": (16, 16),
+    "wmma.accumulator": (16, 16),
+}
+"""Tile shape (rows, cols) of each warp fragment scope."""
+LANE_ELEMENTS = {"m16n8k16.matrixA": 8, "m16n8k16.matrixB": 4, "m16n8k16.accumulator": 4}
+"""Elements each lane holds of one tile of an ``mma`` fragment scope."""
+WARP = 32
+
+
+def matrix_a(lane: L, e: int) -> tuple[L, L]:
+    """``(row, col)`` of element ``e`` of ``lane``'s matrixA fragment."""
+    return lane // 4 + 8 * ((e // 2) % 2), lane % 4 * 2 + (e % 2 + 8 * (e // 4))
+
+
+def matrix_b(lane: L, e: int) -> tuple[L, L]:
+    """``(row, col)`` (k, n) of element ``e`` of ``lane``'s matrixB fragment."""
+    return lane % 4 * 2 + (e % 2 + 8 * (e // 2)), lane // 4
+
+
+def accumulator(lane: L, e: int) -> tuple[L, L]:
+    """``(row, col)`` of element ``e`` of ``lane``'s accumulator fragment."""
+    return lane // 4 + 8 * (e // 2), lane % 4 * 2 + e % 2
+
+
+LAYOUT = {
+    "m16n8k16.matrixA": matrix_a,
+    "m16n8k16.matrixB": matrix_b,
+    "m16n8k16.accumulator": accumulator,
+}
+"""The per-lane layout of each ``mma`` fragment scope."""
+
+
+def ldmatrix_row(lane: L, num: int) -> tuple[L, L]:
+    """``(row, col)`` within the loaded tile of the row whose address ``lane`` gives to
+    ``ldmatrix.x{num}`` (matrices stacked top-to-bottom, then left-to-right)."""
+    if num == 4:
+        return lane % 16, lane // 16 * 8
+    if num == 2:
+        return lane % 16, lane * 0
+    return lane % 8, lane * 0
+
+
+_MEMORY = ("global", "shared", "shared.dyn", "local")
+_MMA_OPERAND = ("m16n8k16.matrixA", "m16n8k16.matrixB")
+_WMMA_OPERAND = ("wmma.matrix_a", "wmma.matrix_b")
+TILE_OP_SCOPES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "mma_sync_m16n8k16": (("m16n8k16.accumulator",), ("m16n8k16.matrixA",), ("m16n8k16.matrixB",)),
+    "mma_load_matrix": (_MMA_OPERAND, ("shared", "shared.dyn")),
+    "mma_fill": (("m16n8k16.accumulator",),),
+    "mma_store": (_MEMORY, ("m16n8k16.accumulator",)),
+    "wmma_sync": (("wmma.accumulator",), ("wmma.matrix_a",), ("wmma.matrix_b",)),
+    "wmma_load_matrix": (_WMMA_OPERAND, _MEMORY),
+    "wmma_fill": (("wmma.accumulator",),),
+    "wmma_store": (_MEMORY, ("wmma.accumulator",)),
+}
+"""The storage scopes each address operand of a warp tile operation may have."""
+
+
+def tile_op_error(op: str, scopes: Sequence[str]) -> str | None:
+    """Why warp tile operation ``op`` cannot take address operands of ``scopes`` (None: ok)."""
+    allowed = TILE_OP_SCOPES.get(op)
+    if allowed is None:
+        return f"{op} is not a warp tile operation"
+    for k, (scope, ok) in enumerate(zip(scopes, allowed, strict=True)):
+        if scope not in ok:
+            return f"{op}: operand {k} is in scope {scope!r}, expected one of {list(ok)}"
+    return None

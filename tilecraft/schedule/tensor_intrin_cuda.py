@@ -1,0 +1,181 @@
+"""Built-in CUDA tensor intrinsics: ``mma.sync`` m16n8k16 with ``ldmatrix`` (sm_80+) and WMMA
+16x16x16 (sm_70+).
+
+Every intrinsic works on one warp's tiles. ``mma.sync`` m16n8k16 (fp16 or bf16 in, fp32
+accumulate): operand A is a 16x16 ``m16n8k16.matrixA`` tile (m x k), B a 16x8
+``m16n8k16.matrixB`` tile (k x n), the accumulator a 16x8 ``m16n8k16.accumulator`` tile. A and
+B are loaded from row-major shared-memory tiles (``ldmatrix`` x4, and x2 with ``.trans`` for
+B); the accumulator is filled with a constant and stored to global or shared memory. WMMA works
+on 16x16 tiles of the ``wmma.*`` scopes, fp16 in and fp32 accumulate, row-major operands.
+
+Names (the ``{dt}`` part is ``f16`` or ``bf16``):
+
+==============================  ==========================================================
+``mma_m16n8k16_{dt}{dt}f32``    C[16x8] += A[16x16] @ B[16x8]
+``mma_load_a_16x16_{dt}``       matrixA tile <- shared tile (``ldmatrix.x4``)
+``mma_load_b_16x8_{dt}``        matrixB tile <- shared tile (``ldmatrix.x2.trans``)
+``mma_fill_16x8_f32``           accumulator tile <- 0
+``mma_store_16x8_f32_{scope}``  global / shared tile <- accumulator tile
+``wmma_load_a_16x16_f16``       matrix_a tile <- shared tile
+``wmma_load_b_16x16_f16``       matrix_b tile <- shared tile
+``wmma_16x16x16_f16f16f32``     C[16x16] += A[16x16] @ B[16x16]
+``wmma_fill_16x16_f32``         accumulator tile <- 0
+``wmma_store_16x16_f32_{scope}``  global / shared tile <- accumulator tile
+==============================  ==========================================================
+"""
+
+from __future__ import annotations
+
+from ..ir import PrimFunc
+from ..script import parse
+from .tensor_intrin import register_tensor_intrin
+
+MMA_DTYPES = {"f16": "float16", "bf16": "bfloat16"}
+
+
+def _func(params: str, reads: str, writes: str, body: str) -> PrimFunc:
+    text = (
+        f"@T.prim_func\ndef intrin({params}):\n"
+        f'    with T.block("root"):\n'
+        f"        T.reads({reads})\n"
+        f"        T.writes({writes})\n"
+        + "".join(f"        {line}\n" for line in body.strip("\n").splitlines())
+    )
+    out = parse(text)
+    assert isinstance(out, PrimFunc)
+    return out
+
+
+def _buf(name: str, shape: tuple[int, int], dt: str, scope: str) -> str:
+    return f'{name}: T.Buffer({shape}, "{dt}", scope="{scope}")'
+
+
+def _whole(name: str, shape: tuple[int, int]) -> str:
+    return f"{name}[0:{shape[0]}, 0:{shape[1]}]"
+
+
+def _matmul(prefix: str, a: tuple[int, int], b: tuple[int, int], dt: str, intrin_op: str) -> None:
+    """Register ``C[m x n] += A[m x k] @ B[k x n]`` (``prefix`` scopes, fp32 accumulate)."""
+    m, k = a
+    n = b[1]
+    scopes = {
+        "mma": ("m16n8k16.matrixA", "m16n8k16.matrixB", "m16n8k16.accumulator"),
+        "wmma": ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator"),
+    }[prefix]
+    params = ", ".join(
+        (
+            _buf("A", a, dt, scopes[0]),
+            _buf("B", b, dt, scopes[1]),
+            _buf("C", (m, n), "float32", scopes[2]),
+        )
+    )
+    reads = ", ".join((_whole("C", (m, n)), _whole("A", a), _whole("B", b)))
+    desc = _func(
+        params,
+        reads,
+        _whole("C", (m, n)),
+        f"""
+for i, j, k in T.grid({m}, {n}, {k}):
+    with T.block("update"):
+        vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+        T.reads(C[vi, vj], A[vi, vk], B[vk, vj])
+        T.writes(C[vi, vj])
+        C[vi, vj] = C[vi, vj] + T.Cast("float32", A[vi, vk]) * T.Cast("float32", B[vk, vj])
+""",
+    )
+    impl = _func(
+        params, reads, _whole("C", (m, n)), f"T.evaluate(T.{intrin_op}(C[0, 0], A[0, 0], B[0, 0]))"
+    )
+    short = "f16" if dt == "float16" else "bf16"
+    name = (
+        f"mma_m16n8k16_{short}{short}f32" if prefix == "mma" else f"wmma_16x16x16_{short}{short}f32"
+    )
+    register_tensor_intrin(name, desc, impl)
+
+
+def _copy(name: str, shape: tuple[int, int], dt: str, src: str, dst: str, op: str) -> None:
+    """Register ``dst[tile] = src[tile]`` implemented by ``op(dst, src)``."""
+    params = f"{_buf('S', shape, dt, src)}, {_buf('D', shape, dt, dst)}"
+    desc = _func(
+        params,
+        _whole("S", shape),
+        _whole("D", shape),
+        f"""
+for i, j in T.grid({shape[0]}, {shape[1]}):
+    with T.block("copy"):
+        vi, vj = T.axis.remap("SS", [i, j])
+        T.reads(S[vi, vj])
+        T.writes(D[vi, vj])
+        D[vi, vj] = S[vi, vj]
+""",
+    )
+    impl = _func(
+        params, _whole("S", shape), _whole("D", shape), f"T.evaluate(T.{op}(D[0, 0], S[0, 0]))"
+    )
+    register_tensor_intrin(name, desc, impl)
+
+
+def _fill(name: str, shape: tuple[int, int], scope: str, op: str) -> None:
+    """Register ``C[tile] = 0`` (fp32) implemented by ``op(C, 0)``."""
+    params = _buf("C", shape, "float32", scope)
+    desc = _func(
+        params,
+        "",
+        _whole("C", shape),
+        f"""
+for i, j in T.grid({shape[0]}, {shape[1]}):
+    with T.block("fill"):
+        vi, vj = T.axis.remap("SS", [i, j])
+        T.reads()
+        T.writes(C[vi, vj])
+        C[vi, vj] = T.float32(0.0)
+""",
+    )
+    impl = _func(params, "", _whole("C", shape), f"T.evaluate(T.{op}(C[0, 0], T.float32(0.0)))")
+    register_tensor_intrin(name, desc, impl)
+
+
+def register_cuda_intrinsics() -> None:
+    """Register every built-in CUDA tensor intrinsic (see the module docstring)."""
+    for short, dt in MMA_DTYPES.items():
+        _matmul("mma", (16, 16), (16, 8), dt, "mma_sync_m16n8k16")
+        _copy(
+            f"mma_load_a_16x16_{short}",
+            (16, 16),
+            dt,
+            "shared",
+            "m16n8k16.matrixA",
+            "mma_load_matrix",
+        )
+        _copy(
+            f"mma_load_b_16x8_{short}", (16, 8), dt, "shared", "m16n8k16.matrixB", "mma_load_matrix"
+        )
+    _fill("mma_fill_16x8_f32", (16, 8), "m16n8k16.accumulator", "mma_fill")
+    _matmul("wmma", (16, 16), (16, 16), "float16", "wmma_sync")
+    _copy(
+        "wmma_load_a_16x16_f16", (16, 16), "float16", "shared", "wmma.matrix_a", "wmma_load_matrix"
+    )
+    _copy(
+        "wmma_load_b_16x16_f16", (16, 16), "float16", "shared", "wmma.matrix_b", "wmma_load_matrix"
+    )
+    _fill("wmma_fill_16x16_f32", (16, 16), "wmma.accumulator", "wmma_fill")
+    for scope in ("global", "shared"):
+        _copy(
+            f"mma_store_16x8_f32_{scope}",
+            (16, 8),
+            "float32",
+            "m16n8k16.accumulator",
+            scope,
+            "mma_store",
+        )
+        _copy(
+            f"wmma_store_16x16_f32_{scope}",
+            (16, 16),
+            "float32",
+            "wmma.accumulator",
+            scope,
+            "wmma_store",
+        )
+
+
+register_cuda_intrinsics()
