@@ -335,7 +335,7 @@ def test_lockstep_check_detects_a_wrong_fragment_layout() -> None:
 def test_tensorized_schedule_has_the_serial_meaning_of_the_gemm(kind: str) -> None:
     func = make_gemm(256, 128, 64)
     sch = (schedule_mma_gemm if kind == "mma" else schedule_wmma_gemm)(func)
-    check_numeric(func, sch.func, emulate_gpu=True, target=SM80)
+    check_numeric(func, sch.func, emulate_gpu="serial", target=SM80)
 
 
 @pytest.mark.parametrize(

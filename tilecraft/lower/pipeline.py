@@ -47,7 +47,8 @@ def get_pipeline(
     tgt = as_target(target)
     keep_threads = tgt.is_gpu and not emulate_gpu
     return [
-        *([ExpandWarpTiles()] if emulate_gpu else []),  # serial meaning of tensor intrinsics
+        # a warp tile op (tensorized mma/WMMA) runs on the CPU by its serial meaning
+        *([] if keep_threads else [ExpandWarpTiles()]),
         CollectStorageAlign(),
         LowerInitBlock(),
         PlanAllocations(),
