@@ -253,8 +253,21 @@ def test_reindex_rejects_shared_nest() -> None:
     conv = sch.get_block("conv2d")
     sch.compute_at(pad, sch.get_loops(conv)[-1])
     assert_fails_unchanged(sch, "reindex", conv, ("read", 0), match="shares its loop nest")
-    assert_fails_unchanged(sch, "cache_read", conv, 0, "local", match="shares its loop nest")
     assert_fails_unchanged(sch, "cache_write", pad, 0, "local", match="shares its loop nest")
+
+
+def test_cache_read_inside_the_shared_nest() -> None:
+    """cache_read after compute_at (a cache chain) stages the copy inside the shared loop."""
+    before = conv2d(4, 6)
+    sch = tc.Schedule(before)
+    pad = sch.get_block("pad_temp")
+    conv = sch.get_block("conv2d")
+    last = sch.get_loops(conv)[-1]
+    sch.compute_at(pad, last)
+    copy = sch.cache_read(conv, 0, "local")
+    assert any(sch.get(lp) is sch.get(last) for lp in sch.get_loops(copy))
+    assert_same_result(before, sch.func)
+    verify_trace_roundtrip(sch, before)
 
 
 def test_reindex_rejects_buffer_read_and_written() -> None:

@@ -21,6 +21,7 @@ from .compact_buffer import CompactBufferAllocation
 from .convert_blocks_to_loops import ConvertBlocksToLoops
 from .expose_shape_vars import ExposeShapeVars
 from .flatten_buffer import FlattenBuffer
+from .gpu_thread_loops import HoistSharedAllocations, LowerVirtualThreads
 from .lower_init_block import LowerInitBlock
 from .lower_thread_bindings import LowerThreadBindings
 from .plan_allocations import PlanAllocations
@@ -41,15 +42,29 @@ def get_pipeline(
         CPU targets reject thread-bound loops unless ``emulate_gpu``; CUDA targets keep them.
     emulate_gpu
         Lower thread-bound loops to serial loops (GPU emulation on the CPU).
+
+    For a CUDA target, buffers are compacted with their thread loops still bound (a shared
+    buffer's box covers its thread block, a local one's one thread; see
+    :class:`CompactBufferAllocation`), then shared allocations move above the thread loops
+    and ``vthread`` loops become unrolled loops.
     """
     tgt = as_target(target)
     keep_threads = tgt.is_gpu and not emulate_gpu
+    threads: list[FunctionPass] = (
+        [
+            CompactBufferAllocation(keep_shared_pitch=True),
+            HoistSharedAllocations(),
+            LowerVirtualThreads(),
+        ]
+        if keep_threads
+        else [LowerThreadBindings(emulate_gpu), CompactBufferAllocation()]
+    )
     return [
         CollectStorageAlign(),
         LowerInitBlock(),
-        PlanAllocations(),
+        PlanAllocations(shared_at_threads=not keep_threads),
         ConvertBlocksToLoops(),
-        *([] if keep_threads else [LowerThreadBindings(emulate_gpu), CompactBufferAllocation()]),
+        *threads,
         ExposeShapeVars(),
         FlattenBuffer(),
         Simplify(),

@@ -50,6 +50,7 @@ from ._blockutil import (
     prune_alignment,
     replace_buffers,
 )
+from ._cache_chain import cache_read_in_nest, shares_nest
 from ._cache_common import check_alignment_agrees as check_alignment_agrees
 from ._cache_common import check_alone_in_nest as check_alone_in_nest
 from ._cache_common import check_buffer_index as check_buffer_index
@@ -147,9 +148,10 @@ def cache_read(
             requires="the cached buffer has at most one writer",
             locations=[r.block.name for r in writers],
         )
+    nested = False
     if writers:
         top0, _ = top_level_child(func, writers[0])
-        check_alone_in_nest(prim, top0, writers[0], buf, chosen)
+        nested = shares_nest(top0, writers[0], chosen)
     cache = Buffer(
         fresh_buffer_name(func, f"{buf.name}_{storage_scope.replace('.', '_')}"),
         buf.shape,
@@ -157,6 +159,9 @@ def cache_read(
         storage_scope,
     )
     name = _tree.fresh_name(func, cache.name)
+    if nested:  # a cache chain: the copy goes inside the nest the producer shares
+        func = cache_read_in_nest(prim, func, writers[0], chosen, buf, cache, name)
+        return add_alloc(func, cache, func.body), name
     region = whole_written_region(func, buf) if writers else BufferRegion.full(buf).region
     mapping: dict[int, Stmt | None] = {
         id(r): r.update(block=replace_buffers(r.block, {buf: cache})) for r in chosen
