@@ -18,14 +18,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import CodegenError
 from ..ir import (
     Allocate,
     Buffer,
     BufferLoad,
     BufferStore,
+    Call,
+    Cast,
     DataType,
     Expr,
+    FloatImm,
     For,
     ForKind,
     IntImm,
@@ -33,11 +38,12 @@ from ..ir import (
     PrimFunc,
     Stmt,
     Var,
+    dtype,
 )
 from ..lower.gpu_nodes import ThreadSync, WarpShuffle
 from ..lower.gpu_pipeline import lower_gpu
 from ..lower.gpu_split_host_device import GPUProgram, Kernel, dyn_shared_layout
-from ..lower.gpu_vectorize import VECTOR_ATTR, vector_plan
+from ..lower.gpu_vectorize import VECTOR_ATTR, is_vector_access, vector_plan
 from ..target import Target, as_target
 from ._bounds import Bound
 from ._names import CUDA_RESERVED
@@ -73,6 +79,8 @@ _VECTOR = {
     ("float32", 4): "float4",
     ("int32", 2): "int2",
     ("int32", 4): "int4",
+    ("float64", 2): "double2",
+    ("int64", 2): "longlong2",
     ("float16", 2): "__half2",
     ("bfloat16", 2): "__nv_bfloat162",
 }
@@ -129,6 +137,14 @@ template <typename T> __device__ __forceinline__ T tc_udiv(T a, T b) {
 )
 
 
+HALF_PRELUDE = "".join(
+    f"template <> __device__ __forceinline__ __half tc_{fn}<__half>(__half a, __half b) "
+    f"{{ __half m = b {op} a ? b : a; return __hisnan(b) ? b : m; }}\n"
+    for fn, op in (("min", "<"), ("max", ">"))
+)
+"""NaN-propagating min/max of native half values (with cuda_fp16.h)."""
+
+
 def storage_type(dt: DataType) -> str:
     """The CUDA type storing one element of ``dt``."""
     if dt.lanes != 1:
@@ -174,7 +190,8 @@ class CUDACodegen:
             head.append("#include <cuda_fp16.h>")
         if self.uses_bf16:
             head.append("#include <cuda_bf16.h>")
-        return join_unit(["\n".join(head) + "\n", PRELUDE, *self.bodies])
+        prelude = PRELUDE + (HALF_PRELUDE if self.uses_f16 else "")
+        return join_unit(["\n".join(head) + "\n", prelude, *self.bodies])
 
 
 class _KernelEmitter(SourceEmitter):
@@ -206,9 +223,9 @@ class _KernelEmitter(SourceEmitter):
         self.cg = cg
         self.k = kernel
         self.written = written_buffers(kernel.body, (BufferStore, WarpShuffle))
-        self.load_override: dict[int, str] = {}
+        self.load_override: dict[int, str] = {}  # template over {lane} (x/y/z/w) or {index}
         self.var_override: dict[int, str] = {}
-        self.lane = "x"
+        self.lane = 0
         self.launch = dict(
             zip(("blockIdx.x", "blockIdx.y", "blockIdx.z"), kernel.grid, strict=True)
         )
@@ -243,6 +260,53 @@ class _KernelEmitter(SourceEmitter):
     def storage_type(self, dt: DataType) -> str:
         return storage_type(dt)
 
+    def native_half(self, dt: DataType) -> bool:
+        """``dt`` is computed in its own type: float16 on a GPU with half arithmetic (sm_53+)."""
+        return str(dt) == "float16" and self.cg.target.compute_capability >= 53
+
+    def compute_type(self, dt: DataType) -> str:
+        return "__half" if self.native_half(dt) else compute_type(dt)
+
+    def load(self, e: BufferLoad) -> str:
+        return self.element(e) if self.native_half(e.dtype) else super().load(e)
+
+    def stored(self, dt: DataType, value: Expr) -> str:
+        if self.native_half(dt) and self.native_half(value.dtype):
+            return self.expr(value)
+        return super().stored(dt, value)
+
+    def cast(self, e: Cast) -> str:
+        src, dst = e.value.dtype, e.dtype
+        if not (self.native_half(src) or self.native_half(dst)):
+            return super().cast(e)
+        self.note_half("float16")
+        value = self.expr(e.value)
+        if self.native_half(src) and self.native_half(dst):
+            return value
+        if self.native_half(dst):
+            return f"__float2half((float)({value}))"
+        if dst.is_bool:
+            return f"(__half2float({value}) != 0.0f)"
+        return f"(({self.compute_type(dst)})(__half2float({value})))"
+
+    def call(self, e: Call) -> str:
+        if not any(self.native_half(a.dtype) for a in e.args):
+            return super().call(e)
+        # math functions run in float (exact to half precision); the result is rounded back
+        f32 = dtype("float32")
+        args = tuple(Cast(f32, a) if self.native_half(a.dtype) else a for a in e.args)
+        out = e.dtype if not self.native_half(e.dtype) else f32
+        text = super().call(Call(out, e.op, args))
+        if not self.native_half(e.dtype):
+            return text
+        return f"__float2half({text})"
+
+    def float_literal(self, e: FloatImm) -> str:
+        if not self.native_half(e.dtype):
+            return super().float_literal(e)
+        bits = int(np.asarray(e.value, dtype=np.float16).view(np.uint16))
+        return f"__ushort_as_half((unsigned short){bits:#06x}u)"  # exact, no conversion
+
     def buffer_param(self, p: Buffer) -> None:
         self._note_dtype(p.dtype)
 
@@ -265,7 +329,9 @@ class _KernelEmitter(SourceEmitter):
     def element(self, e: BufferLoad) -> str:
         self._note_dtype(e.dtype)
         over = self.load_override.get(id(e))
-        return f"{over}.{self.lane}" if over is not None else super().element(e)
+        if over is None:
+            return super().element(e)
+        return over.format(lane=_LANE[self.lane % 4], index=self.lane)
 
     def var(self, e: Var) -> str:
         over = self.var_override.get(id(e))
@@ -273,7 +339,7 @@ class _KernelEmitter(SourceEmitter):
 
     def helper_fn(self, fn: str, dt: DataType) -> str:
         unsigned = "u" if dt.is_uint and fn not in ("min", "max") else ""
-        return f"tc_{unsigned}{fn}<{compute_type(dt)}>"
+        return f"tc_{unsigned}{fn}<{self.compute_type(dt)}>"
 
     def non_finite(self, v: float, single: bool) -> str:
         if single:
@@ -286,7 +352,7 @@ class _KernelEmitter(SourceEmitter):
 
     # CUDA-only statements -------------------------------------------------------------
     def shuffle(self, s: WarpShuffle) -> None:
-        ctype = compute_type(s.value.dtype)
+        ctype = self.compute_type(s.value.dtype)
         value = f"({ctype})({self.expr(s.value)})"
         lane = self.expr(s.lane)
         fn = "__shfl_down_sync" if s.kind == "down" else "__shfl_sync"
@@ -367,32 +433,59 @@ class _KernelEmitter(SourceEmitter):
             )
         store = plan.store
         lanes = plan.lanes
-        vtype = _VECTOR[(str(store.buffer.dtype), lanes)]
         self.out.emit("{")
         self.out.level += 1
         for i, (load, base) in enumerate(plan.loads):
+            if not is_vector_access(load.buffer):
+                continue  # a register tile: one scalar per lane
             name = f"tc_vec{i}"
-            ltype = _VECTOR[(str(load.buffer.dtype), lanes)]
+            vtype, view = _vector_type(load.buffer.dtype, lanes)
             self.out.emit(
-                f"const {ltype} {name} = "
-                f"*(const {ltype}*)({self.buf(load.buffer)} + {self.expr(base)});"
+                f"const {vtype} {name} = "
+                f"*(const {vtype}*)({self.buf(load.buffer)} + {self.expr(base)});"
             )
-            self.load_override[id(load)] = name
-        self.out.emit(f"{vtype} tc_vout;")
+            if view is None:
+                self.load_override[id(load)] = name + ".{lane}"
+            else:
+                self.out.emit(f"const {view}* {name}_e = (const {view}*)&{name};")
+                self.load_override[id(load)] = name + "_e[{index}]"
+        vector_store = is_vector_access(store.buffer)
+        vtype, view = _vector_type(store.buffer.dtype, lanes)
+        if vector_store:
+            self.out.emit(f"{vtype} tc_vout;")
+            if view is not None:
+                self.out.emit(f"{view}* tc_vout_e = ({view}*)&tc_vout;")
         self.defined.add(id(s.loop_var))
         half = str(store.buffer.dtype) in ("float16", "bfloat16")
         for lane in range(lanes):
             self.var_override[id(s.loop_var)] = str(lane)
-            self.lane = _LANE[lane]
+            self.lane = lane
             text = self.stored(store.buffer.dtype, store.value) if half else self.expr(store.value)
-            self.out.emit(f"tc_vout.{_LANE[lane]} = {text};")
+            if not vector_store:
+                index = self.expr(store.indices[0])
+                self.out.emit(f"{self.buf(store.buffer)}[{index}] = {text};")
+            elif view is None:
+                self.out.emit(f"tc_vout.{_LANE[lane]} = {text};")
+            else:
+                self.out.emit(f"tc_vout_e[{lane}] = {text};")
         self.var_override.pop(id(s.loop_var), None)
         for load, _ in plan.loads:
             self.load_override.pop(id(load), None)
-        dst = f"{self.buf(store.buffer)} + {self.expr(plan.store_base)}"
-        self.out.emit(f"*({vtype}*)({dst}) = tc_vout;")
+        if vector_store:
+            dst = f"{self.buf(store.buffer)} + {self.expr(plan.store_base)}"
+            self.out.emit(f"*({vtype}*)({dst}) = tc_vout;")
         self.out.level -= 1
         self.out.emit("}")
+
+
+def _vector_type(dt: DataType, lanes: int) -> tuple[str, str | None]:
+    """The CUDA type of a ``lanes``-wide access of ``dt``, and the element type to view it as
+    (None: the type has ``.x/.y/.z/.w`` members)."""
+    named = _VECTOR.get((str(dt), lanes))
+    if named is not None:
+        return named, None
+    carrier = {32: "unsigned int", 64: "uint2", 128: "uint4"}[dt.bits * lanes]
+    return carrier, storage_type(dt)
 
 
 @dataclass(frozen=True, eq=False)

@@ -223,3 +223,57 @@ def _overlap(ea: np.ndarray, ta: np.ndarray, eb: np.ndarray, tb: np.ndarray) -> 
     np.minimum.at(lo, keys, tids)
     np.maximum.at(hi, keys, tids)
     return bool(np.any(lo[both] != hi[both]))
+
+
+def reads_foreign(
+    writes: Sequence[Footprint],
+    reads: Sequence[Footprint],
+    depth: int,
+    launch: Mapping[str, int],
+) -> bool | None:
+    """True when a thread reads, through ``reads``, an element that only other threads write.
+
+    This is the question for per-thread storage: each thread has its own copy, so writing the
+    same element from every thread is fine, but reading one that this thread never writes and
+    another thread does gets this thread's unwritten copy. Arguments as for
+    :func:`crosses_threads`; ``depth`` loops are common to every access.
+    """
+    if not writes or not reads:
+        return False
+    grid = _Grid(launch)
+    everything = [*writes, *reads]
+    used = {id(v) for fp in everything for i in fp.indices for v in collect_vars(i)}
+    fixed_loops = [
+        lp
+        for lp in everything[0].loops[:depth]
+        if not is_thread_loop(lp) and id(lp.loop_var) in used
+    ]
+    samples = [_samples(lp) for lp in fixed_loops]
+    if any(s is None for s in samples):
+        return None
+    for combo in itertools.islice(itertools.product(*samples), 64):  # type: ignore[arg-type]
+        fixed = {id(lp.loop_var): v for lp, v in zip(fixed_loops, combo, strict=True)}
+        wp = [_points(fp, grid, depth, fixed) for fp in writes]
+        rp = [_points(fp, grid, depth, fixed) for fp in reads]
+        if any(p is None for p in wp + rp):
+            return None
+        we = np.concatenate([p[0] for p in wp])  # type: ignore[index]
+        wt = np.concatenate([p[1] for p in wp])  # type: ignore[index]
+        re = np.concatenate([p[0] for p in rp])  # type: ignore[index]
+        rt = np.concatenate([p[1] for p in rp])  # type: ignore[index]
+        if _foreign(we, wt, re, rt):
+            return True
+    return False
+
+
+def _foreign(we: np.ndarray, wt: np.ndarray, re: np.ndarray, rt: np.ndarray) -> bool:
+    """Some read (element, thread) hits a written element but no write of that thread."""
+    if we.size == 0 or re.size == 0:
+        return False
+    _, inv = np.unique(np.concatenate([we, re]), axis=0, return_inverse=True)
+    inv = inv.ravel()
+    kw, kr = inv[: len(we)], inv[len(we) :]
+    written = np.isin(kr, kw)
+    base = int(max(wt.max(initial=0), rt.max(initial=0))) + 1
+    own = np.isin(kr * base + rt, kw * base + wt)
+    return bool(np.any(written & ~own))

@@ -21,6 +21,7 @@ from .compact_buffer import CompactBufferAllocation
 from .convert_blocks_to_loops import ConvertBlocksToLoops
 from .expose_shape_vars import ExposeShapeVars
 from .flatten_buffer import FlattenBuffer
+from .gpu_check_local import CheckLocalPrivate
 from .gpu_thread_loops import HoistSharedAllocations, LowerVirtualThreads
 from .lower_init_block import LowerInitBlock
 from .lower_thread_bindings import LowerThreadBindings
@@ -52,6 +53,7 @@ def get_pipeline(
     keep_threads = tgt.is_gpu and not emulate_gpu
     threads: list[FunctionPass] = (
         [
+            CheckLocalPrivate(),
             CompactBufferAllocation(keep_shared_pitch=True),
             HoistSharedAllocations(),
             LowerVirtualThreads(),
