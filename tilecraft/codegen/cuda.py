@@ -287,6 +287,8 @@ class _KernelEmitter(SourceEmitter):
             return f"__float2half((float)({value}))"
         if dst.is_bool:
             return f"(__half2float({value}) != 0.0f)"
+        if str(dst) == "float32":
+            return f"__half2float({value})"
         return f"(({self.compute_type(dst)})(__half2float({value})))"
 
     def call(self, e: Call) -> str:
