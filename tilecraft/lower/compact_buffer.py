@@ -62,9 +62,10 @@ class _AccessRegions:
     variable per thread index (``fixed`` collects those thread loops' extents).
     """
 
-    def __init__(self, buf: Buffer, relaxed: dict[Var, Range]) -> None:
+    def __init__(self, buf: Buffer, relaxed: dict[Var, Range], fix_threads: bool = True) -> None:
         self.buf = buf
         self.relaxed = relaxed
+        self.fix_threads = fix_threads
         self.loops: list[For] = []
         self.inner_lets: set[int] = set()
         self.accesses: list[tuple[tuple[Expr, ...], dict[Var, Range]]] = []
@@ -83,6 +84,8 @@ class _AccessRegions:
         """A hardware-thread loop whose threads each own a copy: a fixed value per copy."""
         tag = loop.thread or ""
         if loop.kind is not ForKind.THREAD_BINDING or tag.startswith("vthread"):
+            return False
+        if not self.fix_threads and tag.startswith("threadIdx"):
             return False
         return (
             not thread_relaxes(self.buf.scope, tag)
@@ -147,12 +150,35 @@ def compact_region(
     than the first whose box starts at 0 everywhere keeps its extent (see
     :class:`CompactBufferAllocation`). Returns the box and the variables standing for the
     fixed thread indices its minimums may use (by thread tag).
+
+    A thread loop that does not share the buffer is first taken as a fixed value per thread
+    (the box moves with the thread); if a box ranging over such ``threadIdx`` loops is smaller
+    (an access under a loop with a smaller extent than the block's), that one is used.
     """
+    fixed = _box(alloc, outer, enclosing, keep_pitch, fix_threads=True)
+    if fixed is not None and not fixed[1]:
+        return fixed  # no thread-dependent offset: ranging over the threads gives no less
+    ranging = _box(alloc, outer, enclosing, keep_pitch, fix_threads=False)
+    if fixed is None or (ranging is not None and _size(ranging[0]) < _size(fixed[0])):
+        return ranging
+    return fixed
+
+
+def _size(box: list[Range]) -> float:
+    total = 1.0
+    for r in box:
+        total *= r.extent.value if isinstance(r.extent, IntImm) else float("inf")
+    return total
+
+
+def _box(
+    alloc: Allocate, outer: Analyzer, enclosing: Sequence[For], keep_pitch: bool, fix_threads: bool
+) -> tuple[list[Range], dict[str, Var]] | None:
     buf = alloc.buffer
     relaxed = {
         lp.loop_var: Range(lp.min, lp.extent) for lp in enclosing if relaxed_loop(buf.scope, lp)
     }
-    col = _AccessRegions(buf, relaxed)
+    col = _AccessRegions(buf, relaxed, fix_threads)
     col.stmt(alloc.body)
     if not col.accesses:
         return None
@@ -188,7 +214,8 @@ def compact_region(
         out.append(r if shrinks else Range(IntImm(extent.dtype, 0), extent))
     if all(r.extent is e for r, e in zip(out, buf.shape, strict=True)):
         return None
-    return out, col.canon_vars
+    used = {id(v) for r in out for v in collect_vars(r.min)}
+    return out, {t: v for t, v in col.canon_vars.items() if id(v) in used}
 
 
 def _bind_fixed(col: _AccessRegions, ana: Analyzer) -> bool:

@@ -27,6 +27,7 @@ from .lower_init_block import LowerInitBlock
 from .lower_thread_bindings import LowerThreadBindings
 from .plan_allocations import PlanAllocations
 from .simplify import Simplify
+from .unroll_loops import UnrollLoops
 
 LOWERED_ATTR = "tc.lowered"
 """Function attribute set on the output of :func:`lower`."""
@@ -67,6 +68,7 @@ def get_pipeline(
         PlanAllocations(shared_at_threads=not keep_threads),
         ConvertBlocksToLoops(),
         *threads,
+        UnrollLoops(),
         ExposeShapeVars(),
         FlattenBuffer(),
         Simplify(),
