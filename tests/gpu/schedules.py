@@ -10,14 +10,13 @@ the sizes from the function, so the tests run the same schedule on small shapes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 import tilecraft as tc
 from tilecraft.ir import PrimFunc, Var
-from tilecraft.schedule import BlockRV, LoopRV, Schedule
+from tilecraft.schedule import BlockRV, Schedule
 
 Dim = int | Var
 
