@@ -89,9 +89,9 @@ def schedule_gemm(func: PrimFunc, tiles: GemmTiles = GemmTiles()) -> Schedule:
         shared = sch.cache_read(c, index, "shared")
         sch.compute_at(shared, ko)
         _cooperative_fetch(sch, shared, tiles.threads, 16 // itemsize)
-        # rows padded by 16 bytes (a 128-byte line plus 16): the threads of a warp reading a
+        # row pitch 16 bytes past a multiple of 64: the two thread rows of a warp reading a
         # column of A hit different banks, and rows stay 16-byte aligned for vector stores
-        sch.storage_align(shared, 0, 0, 128 // itemsize, 16 // itemsize)
+        sch.storage_align(shared, 0, 0, 64 // itemsize, 16 // itemsize)
         local = sch.cache_read(c, index, "local")
         sch.compute_at(local, ki)
         if index == 1:

@@ -437,20 +437,20 @@ class _KernelEmitter(SourceEmitter):
         lanes = plan.lanes
         self.out.emit("{")
         self.out.level += 1
-        for i, (load, base) in enumerate(plan.loads):
+        loaded: dict[tuple[int, str], str] = {}  # one vector load per buffer and address
+        for load, base in plan.loads:
             if not is_vector_access(load.buffer):
                 continue  # a register tile: one scalar per lane
-            name = f"tc_vec{i}"
+            address = f"{self.buf(load.buffer)} + {self.expr(base)}"
+            key = (id(load.buffer), address)
             vtype, view = _vector_type(load.buffer.dtype, lanes)
-            self.out.emit(
-                f"const {vtype} {name} = "
-                f"*(const {vtype}*)({self.buf(load.buffer)} + {self.expr(base)});"
-            )
-            if view is None:
-                self.load_override[id(load)] = name + ".{lane}"
-            else:
-                self.out.emit(f"const {view}* {name}_e = (const {view}*)&{name};")
-                self.load_override[id(load)] = name + "_e[{index}]"
+            if key not in loaded:
+                name = loaded[key] = f"tc_vec{len(loaded)}"
+                self.out.emit(f"const {vtype} {name} = *(const {vtype}*)({address});")
+                if view is not None:
+                    self.out.emit(f"const {view}* {name}_e = (const {view}*)&{name};")
+            name = loaded[key]
+            self.load_override[id(load)] = name + (".{lane}" if view is None else "_e[{index}]")
         vector_store = is_vector_access(store.buffer)
         vtype, view = _vector_type(store.buffer.dtype, lanes)
         if vector_store:
