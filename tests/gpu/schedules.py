@@ -51,7 +51,7 @@ class GemmTiles:
     threads: tuple[int, int] = (8, 16)
     per_thread: tuple[int, int] = (4, 4)
     k_tile: int | None = None  # None: 512 bits of k per row (16 float32, 32 float16)
-    unroll: int = 512
+    unroll: int = 1024
 
 
 def schedule_gemm(func: PrimFunc, tiles: GemmTiles = GemmTiles()) -> Schedule:
