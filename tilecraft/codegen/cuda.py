@@ -18,19 +18,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..errors import CodegenError
 from ..ir import (
     Allocate,
     Buffer,
     BufferLoad,
     BufferStore,
-    Call,
-    Cast,
     DataType,
     Expr,
-    FloatImm,
     For,
     ForKind,
     IntImm,
@@ -38,7 +33,6 @@ from ..ir import (
     PrimFunc,
     Stmt,
     Var,
-    dtype,
 )
 from ..lower.gpu_nodes import ThreadSync, WarpShuffle
 from ..lower.gpu_pipeline import lower_gpu
@@ -46,10 +40,10 @@ from ..lower.gpu_split_host_device import GPUProgram, Kernel, dyn_shared_layout
 from ..lower.gpu_vectorize import VECTOR_ATTR, is_vector_access, vector_plan
 from ..target import Target, as_target
 from ._bounds import Bound
+from ._cuda_half import HALF_PRELUDE, NativeHalf, vector_type
 from ._names import CUDA_RESERVED
 from .base import (
     MATH_UNARY,
-    SourceEmitter,
     banner,
     compute_type_of,
     contains,
@@ -73,16 +67,6 @@ _STORAGE = {
     "float64": "double",
     "float16": "__half",
     "bfloat16": "__nv_bfloat16",
-}
-_VECTOR = {
-    ("float32", 2): "float2",
-    ("float32", 4): "float4",
-    ("int32", 2): "int2",
-    ("int32", 4): "int4",
-    ("float64", 2): "double2",
-    ("int64", 2): "longlong2",
-    ("float16", 2): "__half2",
-    ("bfloat16", 2): "__nv_bfloat162",
 }
 _LANE = "xyzw"
 
@@ -137,14 +121,6 @@ template <typename T> __device__ __forceinline__ T tc_udiv(T a, T b) {
 )
 
 
-HALF_PRELUDE = "".join(
-    f"template <> __device__ __forceinline__ __half tc_{fn}<__half>(__half a, __half b) "
-    f"{{ __half m = b {op} a ? b : a; return __hisnan(b) ? b : m; }}\n"
-    for fn, op in (("min", "<"), ("max", ">"))
-)
-"""NaN-propagating min/max of native half values (with cuda_fp16.h)."""
-
-
 def storage_type(dt: DataType) -> str:
     """The CUDA type storing one element of ``dt``."""
     if dt.lanes != 1:
@@ -194,7 +170,7 @@ class CUDACodegen:
         return join_unit(["\n".join(head) + "\n", prelude, *self.bodies])
 
 
-class _KernelEmitter(SourceEmitter):
+class _KernelEmitter(NativeHalf):
     """Emit one kernel: ``extern "C" __global__`` signature, then its statements."""
 
     LANG = "CUDA"
@@ -260,54 +236,8 @@ class _KernelEmitter(SourceEmitter):
     def storage_type(self, dt: DataType) -> str:
         return storage_type(dt)
 
-    def native_half(self, dt: DataType) -> bool:
-        """``dt`` is computed in its own type: float16 on a GPU with half arithmetic (sm_53+)."""
-        return str(dt) == "float16" and self.cg.target.compute_capability >= 53
-
-    def compute_type(self, dt: DataType) -> str:
-        return "__half" if self.native_half(dt) else compute_type(dt)
-
-    def load(self, e: BufferLoad) -> str:
-        return self.element(e) if self.native_half(e.dtype) else super().load(e)
-
-    def stored(self, dt: DataType, value: Expr) -> str:
-        if self.native_half(dt) and self.native_half(value.dtype):
-            return self.expr(value)
-        return super().stored(dt, value)
-
-    def cast(self, e: Cast) -> str:
-        src, dst = e.value.dtype, e.dtype
-        if not (self.native_half(src) or self.native_half(dst)):
-            return super().cast(e)
-        self.note_half("float16")
-        value = self.expr(e.value)
-        if self.native_half(src) and self.native_half(dst):
-            return value
-        if self.native_half(dst):
-            return f"__float2half((float)({value}))"
-        if dst.is_bool:
-            return f"(__half2float({value}) != 0.0f)"
-        if str(dst) == "float32":
-            return f"__half2float({value})"
-        return f"(({self.compute_type(dst)})(__half2float({value})))"
-
-    def call(self, e: Call) -> str:
-        if not any(self.native_half(a.dtype) for a in e.args):
-            return super().call(e)
-        # math functions run in float (exact to half precision); the result is rounded back
-        f32 = dtype("float32")
-        args = tuple(Cast(f32, a) if self.native_half(a.dtype) else a for a in e.args)
-        out = e.dtype if not self.native_half(e.dtype) else f32
-        text = super().call(Call(out, e.op, args))
-        if not self.native_half(e.dtype):
-            return text
-        return f"__float2half({text})"
-
-    def float_literal(self, e: FloatImm) -> str:
-        if not self.native_half(e.dtype):
-            return super().float_literal(e)
-        bits = int(np.asarray(e.value, dtype=np.float16).view(np.uint16))
-        return f"__ushort_as_half((unsigned short){bits:#06x}u)"  # exact, no conversion
+    def half_target(self) -> bool:
+        return self.cg.target.compute_capability >= 53
 
     def buffer_param(self, p: Buffer) -> None:
         self._note_dtype(p.dtype)
@@ -443,7 +373,7 @@ class _KernelEmitter(SourceEmitter):
                 continue  # a register tile: one scalar per lane
             address = f"{self.buf(load.buffer)} + {self.expr(base)}"
             key = (id(load.buffer), address)
-            vtype, view = _vector_type(load.buffer.dtype, lanes)
+            vtype, view = vector_type(load.buffer.dtype, lanes, storage_type(load.buffer.dtype))
             if key not in loaded:
                 name = loaded[key] = f"tc_vec{len(loaded)}"
                 self.out.emit(f"const {vtype} {name} = *(const {vtype}*)({address});")
@@ -452,7 +382,7 @@ class _KernelEmitter(SourceEmitter):
             name = loaded[key]
             self.load_override[id(load)] = name + (".{lane}" if view is None else "_e[{index}]")
         vector_store = is_vector_access(store.buffer)
-        vtype, view = _vector_type(store.buffer.dtype, lanes)
+        vtype, view = vector_type(store.buffer.dtype, lanes, storage_type(store.buffer.dtype))
         if vector_store:
             self.out.emit(f"{vtype} tc_vout;")
             if view is not None:
@@ -478,16 +408,6 @@ class _KernelEmitter(SourceEmitter):
             self.out.emit(f"*({vtype}*)({dst}) = tc_vout;")
         self.out.level -= 1
         self.out.emit("}")
-
-
-def _vector_type(dt: DataType, lanes: int) -> tuple[str, str | None]:
-    """The CUDA type of a ``lanes``-wide access of ``dt``, and the element type to view it as
-    (None: the type has ``.x/.y/.z/.w`` members)."""
-    named = _VECTOR.get((str(dt), lanes))
-    if named is not None:
-        return named, None
-    carrier = {32: "unsigned int", 64: "uint2", 128: "uint4"}[dt.bits * lanes]
-    return carrier, storage_type(dt)
 
 
 @dataclass(frozen=True, eq=False)

@@ -128,7 +128,9 @@ def cache_read(
 
     Rewrite: a block ``"A_shared"`` (``A_shared[v] = A[v]`` over the whole buffer) is placed
     after the buffer's producer (at the start of the function for a parameter); ``block`` and
-    the chosen consumers (default: every reader) read ``A_shared`` instead.
+    the chosen consumers (default: every reader) read ``A_shared`` instead. When chosen readers
+    share the producer's loop nest (it was moved by ``compute_at``), the copy goes inside that
+    nest instead (see :mod:`._cache_chain`).
 
     Returns the new function and the name of the copy block.
     """
