@@ -68,7 +68,7 @@ def get_pipeline(
         PlanAllocations(shared_at_threads=not keep_threads),
         ConvertBlocksToLoops(),
         *threads,
-        UnrollLoops(),
+        UnrollLoops(roll=emulate_gpu),
         ExposeShapeVars(),
         FlattenBuffer(),
         Simplify(),

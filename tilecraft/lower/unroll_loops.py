@@ -75,8 +75,9 @@ def _declares(s: Stmt) -> bool:
 
 
 class _Unroller(Mutator):
-    def __init__(self) -> None:
+    def __init__(self, roll: bool = False) -> None:
         super().__init__()
+        self.roll = roll
         self.scopes: list[tuple[int, bool]] = []  # (max steps, explicit) of enclosing pragmas
 
     def visit_For(self, loop: For) -> Stmt:  # noqa: N802
@@ -91,6 +92,8 @@ class _Unroller(Mutator):
         new: For = self.generic_visit(loop)
         if scope is not None:
             self.scopes.pop()
+        if self.roll:
+            return new.update(kind=ForKind.SERIAL) if new.kind is ForKind.UNROLLED else new
         active = scope or (self.scopes[-1] if self.scopes else None)
         return new if active is None else self._unroll(new, *active)
 
@@ -114,8 +117,19 @@ class _Unroller(Mutator):
 
 
 class UnrollLoops(FunctionPass):
-    """Unroll the loops under ``pragma_auto_unroll_max_step`` (see the module docstring)."""
+    """Unroll the loops under ``pragma_auto_unroll_max_step`` (see the module docstring).
+
+    Parameters
+    ----------
+    roll
+        Consume the pragmas but keep every loop rolled, ``unroll`` ones included (GPU
+        emulation on the CPU, where the C compiler's time on fully unrolled register tiles
+        matters and the loops' speed does not; the meaning is the same).
+    """
+
+    def __init__(self, roll: bool = False) -> None:
+        self.roll = roll
 
     def transform_function(self, func: PrimFunc) -> PrimFunc:
         """Return ``func`` with the pragmas applied and removed."""
-        return func.update(body=_Unroller().visit(func.body))
+        return func.update(body=_Unroller(self.roll).visit(func.body))
