@@ -291,3 +291,16 @@ def test_narrow_vector_and_half_kernels_compile() -> None:
         src = cuda_source(_vector_kernel(4096, dtype, lanes).mod, GPU)
         info = ptxas_info(src, "sm_90")
         assert all(not s.spills for s in info.values())
+
+
+def test_half_scalar_parameter_keeps_the_float_the_runtime_passes() -> None:
+    from tilecraft.ir import Buffer, BufferStore, Var
+
+    a, b = Buffer("A", (64,), "float16"), Buffer("B", (64,), "float16")
+    s, tx = Var("s", "float16"), Var("tx")
+    store = BufferStore(b, a[tx] * s, (tx,))
+    func = PrimFunc((a, b, s), For(tx, 0, 64, ForKind.THREAD_BINDING, store, thread="threadIdx.x"))
+    src = cuda_source(func, GPU)
+    assert "float s_f32) {" in src
+    assert "const __half s = __float2half(s_f32);" in src
+    assert "B[tx] = (A[tx] * s);" in src

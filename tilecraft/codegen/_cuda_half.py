@@ -10,9 +10,11 @@ type (``uint4`` viewed as eight ``__half`` for a ``half8`` access).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
-from ..ir import BufferLoad, Call, Cast, DataType, Expr, FloatImm, dtype
+from ..ir import Buffer, BufferLoad, Call, Cast, DataType, Expr, FloatImm, Var, dtype
 from .base import SourceEmitter
 
 HALF_PRELUDE = "".join(
@@ -55,6 +57,20 @@ class NativeHalf(SourceEmitter):
     def native_half(self, dt: DataType) -> bool:
         """``dt`` is computed in its own type: float16 on a GPU with half arithmetic."""
         return str(dt) == "float16" and self.half_target()
+
+    def params(self, params: Iterable[Buffer | Var]) -> list[str]:
+        """As the shared emitter, but a float16 scalar keeps the ``float`` the runtime passes
+        (:meth:`half_prologue` converts it once)."""
+        params = list(params)
+        args = super().params(params)
+        self.prologue: list[str] = []
+        for k, p in enumerate(params):
+            if isinstance(p, Var) and self.native_half(p.dtype):
+                name = self.names.get(p, p.name)
+                wide = self.names.get((p, "float"), f"{name}_f32")
+                args[k] = f"float {wide}"
+                self.prologue.append(f"const __half {name} = __float2half({wide});")
+        return args
 
     def compute_type(self, dt: DataType) -> str:
         return "__half" if self.native_half(dt) else super().compute_type(dt)

@@ -218,6 +218,8 @@ class _KernelEmitter(NativeHalf):
         self.out.level += 1
         if self.k.dyn_shared:
             self.out.emit("extern __shared__ __align__(16) unsigned char tc_dyn_smem[];")
+        for line in self.prologue:
+            self.out.emit(line)
         self.stmt(self.k.body)
         self.out.level -= 1
         self.out.emit("}")
