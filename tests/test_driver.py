@@ -112,7 +112,9 @@ def test_bad_arguments_raise_tilecraft_errors() -> None:
     with pytest.raises(GraphError, match="no parameter named"):
         tc.compile(case.mod, "cpu", params={"fc9.weight": case.params["fc1.weight"]})
     with pytest.raises(GraphError, match="dtype float64"):
-        tc.compile(case.mod, "cpu", params={"fc1.weight": case.params["fc1.weight"].astype("float64")})
+        tc.compile(
+            case.mod, "cpu", params={"fc1.weight": case.params["fc1.weight"].astype("float64")}
+        )
     with pytest.raises(ArgumentTypeError, match="expected an IRModule or PrimFunc"):
         tc.compile("forward")  # type: ignore[arg-type]
     a = tc.te.placeholder((4,), "float32", name="A")
