@@ -65,8 +65,8 @@ def test_bound_weights_fold_parameter_only_work() -> None:
     case = models.small("resnet18_block_small")
     exe = tc.compile(case.mod, "cpu", params=case.params)
     assert sorted(n for n, _ in exe.mod.prim_funcs()) == [
-        "fused_conv2d_multiply1_add1_add2_relu",
-        "fused_conv2d_multiply1_add1_relu",
+        "fused_conv2d_multiply_add_add1_relu",
+        "fused_conv2d_multiply_add_relu",
     ]
     unbound = tc.compile(case.mod, "cpu")
     assert len(list(unbound.mod.prim_funcs())) > 2

@@ -272,6 +272,30 @@ def test_fold_constants_evaluates_parameter_only_chains() -> None:
     np.testing.assert_allclose(got, xv @ e + e.sum(0), rtol=1e-5, atol=1e-5)
 
 
+def test_data_movement_of_constants_is_folded_by_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a weight transpose or reshape needs no compiled kernel (TinyLlama: 2 s of compile time)
+    from tilecraft.graph.transform import fold_constants
+
+    def no_build(*args: object, **kw: object) -> None:
+        raise AssertionError("FoldConstants built kernels for pure data movement")
+
+    monkeypatch.setattr(fold_constants, "build", no_build)
+    bb = GraphBuilder()
+    x = bb.param("x", (2, 6), "float32")
+    w = bb.param("w", (3, 4), "float32")
+    t = bb.emit("reshape", [bb.emit("permute_dims", [w])], {"shape": (2, 6)})
+    mod = tc.IRModule({"main": bb.finish(bb.emit("add", [x, t]), "main")})
+    wv = np.arange(12, dtype="float32").reshape(3, 4)
+    folded = FoldConstants()(BindParams({"w": wv})(mod))
+    consts = [b.value.data for b in folded["main"].bindings if isinstance(b.value, Constant)]
+    np.testing.assert_array_equal(consts[-1], wv.T.reshape(2, 6))
+    assert consts[-1].flags.c_contiguous
+    monkeypatch.undo()
+    xv = np.ones((2, 6), "float32")
+    out = tc.build(get_pipeline("zero")(folded), "cpu")["main"](xv)
+    np.testing.assert_array_equal(out, xv + wv.T.reshape(2, 6))
+
+
 def test_fold_constants_leaves_a_module_without_constants_alone() -> None:
     mod = _weighted()
     assert FoldConstants()(mod) is mod
