@@ -115,9 +115,9 @@ def _evaluate(func: Function, folds: list[_Fold], lib: object) -> Function:
     }
     replaced: dict[int, Binding] = {}
     for fold in folds:
-        if fold.move is not None:
+        if fold.move is not None:  # a view: the Constant below makes the one contiguous copy
             (arg,) = fold.binding.value.args
-            values[id(fold.binding.var)] = np.ascontiguousarray(fold.move(values[id(arg)]))
+            values[id(fold.binding.var)] = fold.move(values[id(arg)])
         for name, args, out in fold.calls:
             shape = out.type.static_shape()
             assert shape is not None
@@ -125,7 +125,9 @@ def _evaluate(func: Function, folds: list[_Fold], lib: object) -> Function:
             lib[name](*(values[id(a)] for a in args), result)  # type: ignore[index]
             values[id(out)] = result
         var = fold.binding.var
-        replaced[id(fold.binding)] = Binding(var, Constant(var.type, values[id(var)]))
+        constant = Constant(var.type, values[id(var)])
+        values[id(var)] = constant.data  # C-contiguous, for the kernels of later folds
+        replaced[id(fold.binding)] = Binding(var, constant)
     return rebuild(func, [replaced.get(id(b), b) for b in func.bindings])
 
 
