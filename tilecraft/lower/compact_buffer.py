@@ -53,6 +53,10 @@ from ..ir import (
 from ..ir.transform import FunctionPass
 from ..ir.visitor import iter_children
 
+SMALL_BOX = 1 << 16
+"""Largest constant extent a symbolic dimension is shrunk to without proof that it fits: the
+box covers every access either way, and this size cannot overflow an index."""
+
 
 class _AccessRegions:
     """Collect, for one buffer, each access's indices with the inner loops around it.
@@ -201,12 +205,13 @@ def _box(
             not pitch
             and isinstance(r.extent, IntImm)
             and r.extent.value >= 1
-            # a symbolic extent shrinks only to a box provably inside it: the bound of an
-            # index such as ``x % n`` with ``n`` unknown is the whole int32 range
+            # a symbolic extent shrinks to a box provably inside it, or to a small one: the
+            # bound of an index such as ``x % n`` with ``n`` unknown is the whole int32 range,
+            # while a register tile guarded by ``i * 8 + ii < n`` covers 8 rows whatever ``n``
             and (
                 r.extent.value < extent.value
                 if isinstance(extent, IntImm)
-                else outer.can_prove(r.extent <= extent)
+                else r.extent.value <= SMALL_BOX or outer.can_prove(r.extent <= extent)
             )
             and not any(id(v) in inner for v in collect_vars(r.min))
         )
