@@ -19,6 +19,7 @@ from typing import Any
 import tilecraft as tc
 from tilecraft.ir import Block, BufferStore, IterKind, PrimFunc, Select, post_order_visit
 from tilecraft.schedule import BlockRV, LoopRV, Schedule
+from tilecraft.schedule.tensor_intrin import register_tensor_intrin
 
 te, topi = tc.te, tc.topi
 Action = Callable[[], Any]
@@ -427,6 +428,57 @@ def step_decompose_padding(sch: Schedule, rng: random.Random) -> Action | None:
     return lambda: sch.decompose_padding(blk, lp)
 
 
+# ------------------------------------------------------------------------------------------
+# block-structure steps: blockize, tensorize (with the campaign's own toy intrinsics, whose
+# implementations are plain statements a CPU build runs), and the postprocessing marker
+def _elementwise_intrin(name: str, op: str) -> None:
+    """Register ``C[0:4] = A[0:4] <op>`` (desc: a block loop; impl: two unrolled halves)."""
+    head = '@T.prim_func\ndef f(A: T.Buffer((4,), "float32"), C: T.Buffer((4,), "float32")):\n'
+    root = '    with T.block("root"):\n        T.reads(A[0:4])\n        T.writes(C[0:4])\n'
+    desc = (
+        f"{head}{root}        for i in range(4):\n"
+        '            with T.block("c"):\n                vi = T.axis.spatial(4, i)\n'
+        f"                T.reads(A[vi])\n                T.writes(C[vi])\n"
+        f"                C[vi] = A[vi] {op}\n"
+    )
+    impl = (
+        f"{head}{root}        for h in range(2):\n"
+        f"            C[h * 2] = A[h * 2] {op}\n            C[h * 2 + 1] = A[h * 2 + 1] {op}\n"
+    )
+    parsed = [tc.script.parse(t) for t in (desc, impl)]
+    register_tensor_intrin(name, *parsed, override=True)  # type: ignore[arg-type]
+
+
+CAMPAIGN_INTRINS = {"campaign_add_one4": "+ T.float32(1.0)", "campaign_double4": "* T.float32(2.0)"}
+for _name, _op in CAMPAIGN_INTRINS.items():
+    _elementwise_intrin(_name, _op)
+
+
+def step_blockize(sch: Schedule, rng: random.Random) -> Action | None:
+    loops = _pick_loops(sch, rng)
+    if not _has(sch, "blockize") or not loops:
+        return None
+    lp = rng.choice(loops)
+    return lambda: sch.blockize(lp)
+
+
+def step_tensorize(sch: Schedule, rng: random.Random) -> Action | None:
+    """Split a block's innermost loop by 4 (when it is longer) and tensorize the 4-loop with
+    a campaign intrinsic; it applies only where the block computes that intrinsic."""
+    loops = _pick_loops(sch, rng)
+    if not _has(sch, "tensorize") or not loops:
+        return None
+    inner, intrin = loops[-1], rng.choice(sorted(CAMPAIGN_INTRINS))
+    if _extent(sch, inner) > 4 and rng.random() < 0.8:
+        parts = sch.try_(sch.split, inner, factors=[None, 4])
+        inner = parts[-1] if parts else inner
+    return lambda: sch.tensorize(inner, intrin)
+
+
+def step_postproc(sch: Schedule, rng: random.Random) -> Action | None:
+    return sch.enter_postproc if _has(sch, "enter_postproc") and rng.random() < 0.5 else None
+
+
 STEPS: list[Step] = [
     step_split,
     step_tile,
@@ -447,4 +499,7 @@ STEPS: list[Step] = [
     step_block_layout,
     step_pad_einsum,
     step_decompose_padding,
+    step_blockize,
+    step_tensorize,
+    step_postproc,
 ]

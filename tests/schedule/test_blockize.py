@@ -97,6 +97,22 @@ def test_blockize_iterator_without_inner_loop_keeps_its_full_domain() -> None:
     verify_trace_roundtrip(sch, before)
 
 
+
+def test_blockize_keeps_a_symbolic_domain_without_inner_loop() -> None:
+    """An iterator with no inner part keeps its domain even when it is symbolic (every
+    extent is a multiple of 1); the rows stay ``n``."""
+    before = _scale("n")
+    sch = Schedule(before)
+    _, j = sch.get_loops(sch.get_block("B"))
+    _, j1 = sch.split(j, [None, 4])
+    outer = sch.get(sch.blockize(j1))
+    assert isinstance(outer, tc.ir.Block)
+    assert str(outer.iter_vars[0].dom.extent) == "n"
+    assert outer.iter_vars[1].dom.extent.value == 2
+    tc.ir.verify(sch.func)
+    check_numeric(before, sch.func, shape_vars={"n": 5})
+    verify_trace_roundtrip(sch, before)
+
 # ------------------------------------------------------------------------------------------
 # one failure per requirement
 def test_blockize_requires_a_perfect_nest_around_one_block() -> None:

@@ -154,7 +154,7 @@ def _divide(realize: BlockRealize, loops: list[For], top: For) -> list[_Division
                 top,
                 where=[realize.block.name],
             )
-        if const_value(iv.dom.min) != 0 or dom_ext is None or dom_ext % ext:
+        if ext > 1 and (const_value(iv.dom.min) != 0 or dom_ext is None or dom_ext % ext):
             raise _fail(
                 f'the domain of "{iv.var.name}" is not a multiple of {ext} from 0',
                 "each iterator's domain starts at 0 and its extent is a multiple of its inner "
@@ -227,11 +227,14 @@ def _iter_vars(
     vmap: dict[Var, Expr] = {}
     for k, (iv, d) in enumerate(zip(blk.iter_vars, divs, strict=True)):
         dt = iv.var.dtype
-        dom_ext = const_value(iv.dom.extent) or 0
         vo, vi = Var(names[2 * k], dt), Var(names[2 * k + 1], dt)
-        outer_ivs.append(
-            IterVar(vo, Range(IntImm(dt, 0), IntImm(dt, dom_ext // d.extent)), iv.kind)
-        )
+        if d.extent > 1:  # _divide checked: a constant domain from 0, a multiple of E
+            dom_ext = const_value(iv.dom.extent) or 0
+            outer_ivs.append(
+                IterVar(vo, Range(IntImm(dt, 0), IntImm(dt, dom_ext // d.extent)), iv.kind)
+            )
+        else:  # no inner part: the outer iterator keeps the domain, symbolic or offset
+            outer_ivs.append(IterVar(vo, iv.dom, iv.kind))
         if d.extent > 1:
             inner_ivs.append(IterVar(vi, Range(IntImm(dt, 0), IntImm(dt, d.extent)), iv.kind))
         vmap[iv.var] = vo * d.extent + vi if d.extent > 1 else vo
