@@ -97,7 +97,6 @@ def test_blockize_iterator_without_inner_loop_keeps_its_full_domain() -> None:
     verify_trace_roundtrip(sch, before)
 
 
-
 def test_blockize_keeps_a_symbolic_domain_without_inner_loop() -> None:
     """An iterator with no inner part keeps its domain even when it is symbolic (every
     extent is a multiple of 1); the rows stay ``n``."""
@@ -112,6 +111,7 @@ def test_blockize_keeps_a_symbolic_domain_without_inner_loop() -> None:
     tc.ir.verify(sch.func)
     check_numeric(before, sch.func, shape_vars={"n": 5})
     verify_trace_roundtrip(sch, before)
+
 
 # ------------------------------------------------------------------------------------------
 # one failure per requirement
