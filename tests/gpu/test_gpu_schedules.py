@@ -23,7 +23,8 @@ ARCHS = ("sm_80", "sm_90")
 
 
 def _emulate(sch: Schedule, func: PrimFunc, **kw: object) -> None:
-    check_numeric(sch.func, func, emulate_gpu=True, target=SM90, **kw)  # type: ignore[arg-type]
+    """Equal to the unscheduled function, run GPU-lowered under the race checker."""
+    check_numeric(sch.func, func, emulate_gpu="racecheck", target=SM90, **kw)  # type: ignore[arg-type]
 
 
 def _syncs(func: PrimFunc) -> list[int]:
