@@ -8,7 +8,8 @@ CPU ABI of :mod:`.c` â€” one argument per parameter of the *lowered* function â€
 program's host steps: allocate global temporaries, launch each kernel through the emulator
 runtime (:mod:`.emulate_runtime`) with its grid and block extents evaluated from the
 arguments, free. The runtime and the intrinsics the kernels use
-(:mod:`.emulate_intrinsics`) are added to the unit once.
+(:mod:`.emulate_intrinsics`; the tensor-core ones are registered by
+:mod:`.tensor_core_emulator`) are added to the unit once.
 
 Options: ``bounds_check`` checks every access against its buffer's flat extent (an
 out-of-range access is skipped and reported); ``racecheck`` adds the race checker (shared-memory
@@ -39,6 +40,7 @@ from ._names import C_RESERVED
 from .base import prim_funcs_of, symbol_table
 from .c import CCodegen, _FunctionEmitter, storage_ctype
 from .emulate_runtime import RUNTIME
+from .tensor_core_emulator import INTRINSICS as _TENSOR_CORE  # registers them
 
 __all__ = ["EmulatorSource", "Site", "SiteKind", "build_emulator_source"]
 

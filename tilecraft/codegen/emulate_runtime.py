@@ -46,8 +46,9 @@ STACK_BASE_BYTES = 64 * 1024
 ERROR_KINDS = {1: "conflict", 2: "uninitialized", 3: "out of bounds", 4: "barrier",
                5: "collective", 6: "launch"}  # fmt: skip
 """``tc_emu_record.kind`` codes."""
-FLAG_WRITE, FLAG_OTHER_WRITE, FLAG_SAME = 1, 2, 4
-"""``tc_emu_record.flags`` bits: this access writes; the earlier one wrote; same value."""
+FLAG_WRITE, FLAG_OTHER_WRITE, FLAG_SAME, FLAG_ASYNC = 1, 2, 4, 8
+"""``tc_emu_record.flags`` bits: this access writes; the earlier one wrote; same value; the
+element is the destination of an asynchronous copy still in flight (its issuer: ``other``)."""
 
 _TYPES = r"""
 #define TC_EMU_WARP 32
@@ -65,7 +66,9 @@ _TYPES = r"""
 enum { TC_EMU_RUNNABLE, TC_EMU_AT_BARRIER, TC_EMU_AT_COLLECTIVE, TC_EMU_DONE };
 enum { TC_EMU_CONFLICT = 1, TC_EMU_UNINIT, TC_EMU_OOB, TC_EMU_BARRIER, TC_EMU_COLLECTIVE,
        TC_EMU_LAUNCH };
-enum { TC_EMU_F_WRITE = 1, TC_EMU_F_OTHER_WRITE = 2, TC_EMU_F_SAME = 4 };
+enum { TC_EMU_F_WRITE = 1, TC_EMU_F_OTHER_WRITE = 2, TC_EMU_F_SAME = 4, TC_EMU_F_ASYNC = 8 };
+/* shadow gen of an element a cp.async of this block will write (issued, not yet waited for) */
+#define TC_EMU_PENDING 0x80000000u
 
 typedef struct {
   int64_t count;       /* faults since the runtime last cleared the record */
@@ -87,7 +90,7 @@ typedef struct {
 typedef struct tc_emu_async {
   unsigned char* dst;
   const unsigned char* src;
-  int64_t bytes;
+  int64_t bytes, index;  /* bytes; element index of dst in its buffer */
   tc_emu_shadow* shadow;
   int32_t itemsize, site, group, pad;
 } tc_emu_async;
@@ -185,9 +188,11 @@ static inline void tc_emu_shared_read(tc_emu_thread* t, tc_emu_shadow* e, int32_
                                       int64_t i) {
   tc_emu_block* b = t->blk;
   int16_t me = (int16_t)t->linear;
-  if (__builtin_expect(e->gen != b->gen, 0))
-    tc_emu_report(b, me, TC_EMU_UNINIT, site, i, 0, -1, -1, 0, 0);
-  else if (__builtin_expect(e->w_epoch == b->epoch && e->writer != me, 0))
+  if (__builtin_expect(e->gen != b->gen, 0)) {
+    int pending = e->gen == (b->gen | TC_EMU_PENDING);
+    tc_emu_report(b, me, TC_EMU_UNINIT, site, i, 0, pending ? e->writer : -1, -1,
+                  pending ? TC_EMU_F_ASYNC : 0, 0);
+  } else if (__builtin_expect(e->w_epoch == b->epoch && e->writer != me, 0))
     tc_emu_report(b, me, TC_EMU_CONFLICT, site, i, 0, e->writer, -1, TC_EMU_F_OTHER_WRITE, 0);
   if (e->r_epoch != b->epoch) {
     e->r_epoch = b->epoch;
@@ -202,7 +207,10 @@ static inline void tc_emu_shared_write(tc_emu_thread* t, tc_emu_shadow* e, int32
                                        int64_t i, int same) {
   tc_emu_block* b = t->blk;
   int16_t me = (int16_t)t->linear;
-  if (__builtin_expect(e->w_epoch == b->epoch && e->writer != me, 0)) {
+  if (__builtin_expect(e->gen == (b->gen | TC_EMU_PENDING), 0)) {
+    int32_t flags = TC_EMU_F_WRITE | TC_EMU_F_OTHER_WRITE | TC_EMU_F_ASYNC;
+    tc_emu_report(b, me, TC_EMU_CONFLICT, site, i, 0, e->writer, -1, flags, 0);
+  } else if (__builtin_expect(e->w_epoch == b->epoch && e->writer != me, 0)) {
     int32_t flags = TC_EMU_F_WRITE | TC_EMU_F_OTHER_WRITE | (same ? TC_EMU_F_SAME : 0);
     tc_emu_report(b, me, TC_EMU_CONFLICT, site, i, 0, e->writer, -1, flags, 0);
   } else if (__builtin_expect(e->r_epoch == b->epoch, 0)) {

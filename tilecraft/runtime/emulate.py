@@ -34,7 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from ..codegen.emulate import EmulatorSource, Site, SiteKind, build_emulator_source
-from ..codegen.emulate_runtime import ERROR_KINDS, FLAG_OTHER_WRITE, FLAG_SAME, FLAG_WRITE
+from ..codegen.emulate_runtime import (
+    ERROR_KINDS,
+    FLAG_ASYNC,
+    FLAG_OTHER_WRITE,
+    FLAG_SAME,
+    FLAG_WRITE,
+)
 from ..errors import BuildError, EmulationError, RaceCheckError, RaceKind
 from ..ir import IRModule, PrimFunc
 from ..target import Target
@@ -176,6 +182,8 @@ def _site_text(site: Site | None) -> str:
 def _conflict(f: _Fault) -> RaceCheckError:
     assert f.site is not None
     assert f.thread is not None
+    if f.flags & FLAG_ASYNC:
+        return _in_flight(f, "stores", "an asynchronous copy overwrites it whenever it lands")
     this = "stores" if f.flags & FLAG_WRITE else "loads"
     earlier = "stored" if f.flags & FLAG_OTHER_WRITE else "loaded"
     buf = f.site.buffer
@@ -195,9 +203,29 @@ def _conflict(f: _Fault) -> RaceCheckError:
     return RaceCheckError(msg, kind=RaceKind.CONFLICT, **f.fields(buf))
 
 
+def _in_flight(f: _Fault, verb: str, why: str) -> RaceCheckError:
+    """An access to the destination of a cp.async that is still in flight."""
+    assert f.site is not None
+    assert f.thread is not None
+    buf = f.site.buffer
+    own = f.other is None or f.other == f.thread
+    issuer = "its own" if own else f"thread {_text(f.other or f.thread)}'s"
+    msg = (
+        f"{f.function}: {f.site.scope} memory race in {f.where()}: thread {_text(f.thread)} "
+        f"{verb} {buf}[{f.index}] in barrier phase {f.phase} while {issuer} "
+        f"asynchronous copy (cp.async) to it is in flight ({why}). Hint: the issuing thread "
+        "must wait for its group (cp.async.wait_group) before the access, with a barrier "
+        f"between the wait and other threads' accesses{f.more()}"
+    )
+    kind = RaceKind.UNINITIALIZED if verb == "loads" else RaceKind.CONFLICT
+    return RaceCheckError(msg, kind=kind, **f.fields(buf))
+
+
 def _uninitialized(f: _Fault) -> RaceCheckError:
     assert f.site is not None
     assert f.thread is not None
+    if f.flags & FLAG_ASYNC:
+        return _in_flight(f, "loads", "its bytes are not there before the wait")
     buf, scope = f.site.buffer, f.site.scope
     owner = "the block" if scope.startswith("shared") else "the thread"
     hint = (
