@@ -112,6 +112,7 @@ def kernel_shares(exe: Any, entry: str, args: Sequence[Any], runs: int) -> list[
     per_run = []
     for _ in range(runs):
         time.sleep(SETTLE_S)
+        exe[entry](*args)  # wake the worker threads: a profile right after the pause times that
         totals: dict[str, float] = {}
         for name, seconds in exe.profile(entry, *args):
             totals[name] = totals.get(name, 0.0) + seconds

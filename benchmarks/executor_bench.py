@@ -9,11 +9,10 @@ tensor: validated and converted in Python first) show what the argument checks c
 
 Part 2 — both tutorial models (the reference tutorial's Linear 768->768, ReLU, LayerNorm,
 Linear 768->256 and the MetaSchedule tutorial's Linear 784->256, ReLU, Linear 256->10) at
-batch 1 and 64, through ``get_pipeline("default", params=...)`` (weights bound, read in
-place) and the native executor, against numpy float32 in the same run. The kernels are
-still unscheduled (no rules yet), so the ratio is far from 1; ``sum kernels`` is the time
-measured around each kernel call inside the entry and ``overhead`` the rest of the same
-forward (median over calls, each timed whole from Python).
+batch 1 and 64 (``tests/models/tutorial.py``), compiled by ``tc.compile`` (weights bound,
+CPU rules) and run by the native executor, against numpy float32 in the same run; ``sum
+kernels`` is the time measured around each kernel call inside the entry and ``overhead`` the
+rest of the same forward (median over calls, each timed whole from Python).
 The "zero + Python executor" column is the path before this work (transposes recomputed,
 one Python call per kernel).
 
@@ -37,30 +36,16 @@ _REMOVED = {
 }
 
 import argparse  # noqa: E402
-import importlib.util  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
-from pathlib import Path  # noqa: E402
-from types import ModuleType  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
+from _models import models, np_float32  # noqa: E402
 
 import tilecraft as tc  # noqa: E402
-from tilecraft.frontend import nn  # noqa: E402
 from tilecraft.graph import GraphBuilder, Legalize, get_pipeline  # noqa: E402
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-
-
-def _example(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _block(fn: Callable[[], object], number: int) -> float:
@@ -164,31 +149,6 @@ def overhead_table(rounds: int) -> None:
     print()
 
 
-def _np_demo(x: np.ndarray, p: dict[str, np.ndarray]) -> np.ndarray:
-    h = np.maximum(x @ p["fc1.weight"].T + p["fc1.bias"], 0)
-    mu = h.mean(-1, keepdims=True)
-    var = ((h - mu) ** 2).mean(-1, keepdims=True)
-    h = (h - mu) / np.sqrt(var + np.float32(1e-5)) * p["norm.weight"] + p["norm.bias"]
-    return h @ p["fc2.weight"].T + p["fc2.bias"]
-
-
-def _np_metaschedule(x: np.ndarray, p: dict[str, np.ndarray]) -> np.ndarray:
-    return np.maximum(x @ p["fc1.weight"].T + p["fc1.bias"], 0) @ p["fc2.weight"].T
-
-
-class MetaScheduleModel(nn.Module):
-    """The MetaSchedule tutorial's model: Linear 784->256 (bias), ReLU, Linear 256->10."""
-
-    def __init__(self) -> None:
-        self.fc1 = nn.Linear(784, 256)
-        self.relu = nn.ReLU()
-        self.fc2 = nn.Linear(256, 10, bias=False)
-
-    def forward(self, x: nn.Tensor) -> nn.Tensor:
-        """fc2(relu(fc1(x)))."""
-        return self.fc2(self.relu(self.fc1(x)))
-
-
 def split_forward(f: Any, args: tuple[Any, ...], calls: int) -> tuple[float, float]:
     """Median (kernel seconds, overhead seconds) of native forwards: each call is timed as a
     whole and its kernels inside the entry, so the overhead is that of the same call."""
@@ -210,23 +170,24 @@ def split_forward(f: Any, args: tuple[Any, ...], calls: int) -> tuple[float, flo
     return statistics.median(kernels), statistics.median(overheads)
 
 
-def model_row(name: str, model: nn.Module, width: int, batch: int, rounds: int) -> str:
-    """Time one model at one batch size; the table row."""
-    mod, params = model.export({"forward": {"x": nn.spec.Tensor((batch, width), "float32")}})
-    reference = _np_demo if width == 768 else _np_metaschedule
-    x = np.random.default_rng(batch).standard_normal((batch, width)).astype("float32")
+def model_row(case: Any, rounds: int) -> str:
+    """Time one tutorial model case; the table row."""
+    f = tc.compile(case.mod, "cpu", params=case.params)["forward"]
     with tc.Target("cpu"):
-        f = tc.build(get_pipeline("default", params=params)(mod), "cpu")["forward"]
-        old = tc.build(get_pipeline("zero")(mod), "cpu")["forward"]
-    weights = tuple(params.values())
-    np.testing.assert_allclose(f(x), reference(x, params), rtol=1e-3, atol=1e-3)
+        old = tc.build(get_pipeline("zero")(case.mod), "cpu")["forward"]
+    (x,) = case.inputs
+    reference = np_float32(case)
+    weights = tuple(case.params.values())
+    np.testing.assert_allclose(f(x), case.expected(), rtol=case.rtol, atol=case.atol)
+    batch = x.shape[0]
     calls = 100 if batch == 1 else 3
     ours, theirs, before = per_call(
-        [lambda: f(x), lambda: reference(x, params), lambda: old.run((x, *weights))],
+        [lambda: f(x), reference, lambda: old.run((x, *weights))],
         rounds,
         calls,
     )
     kernels, overhead = split_forward(f, (x,), 5 * calls * rounds)
+    name = case.name.removeprefix("tutorial_").rsplit("_", 1)[0]
     return (
         f"{name:<18}{batch:>6}{theirs * 1e6:>12.1f}{ours * 1e6:>12.1f}{kernels * 1e6:>13.1f}"
         f"{overhead * 1e6:>11.2f}{theirs / ours:>8.3f}{before * 1e6:>14.1f}"
@@ -235,18 +196,17 @@ def model_row(name: str, model: nn.Module, width: int, batch: int, rounds: int) 
 
 def model_table(rounds: int) -> None:
     """Part 2 (see the module docstring)."""
-    print("Part 2: tutorial models, default pipeline with bound weights, native executor")
+    print("Part 2: tutorial models, tc.compile (bound weights, CPU rules), native executor")
     header = (
         f"{'model':<18}{'batch':>6}{'numpy us':>12}{'ours us':>12}{'sum kernels':>13}"
         f"{'overhead':>11}{'ratio':>8}{'zero+Python':>14}"
     )
     print(header)
     print("-" * len(header))
-    demo = _example("quickstart_model").DemoModel
     for batch in (1, 64):
-        print(model_row("reference 768", demo(), 768, batch, rounds))
-        print(model_row("metaschedule 784", MetaScheduleModel(), 784, batch, rounds))
-    print("ratio = numpy time / ours (>1: tilecraft faster); kernels are unscheduled")
+        for name in ("reference", "metaschedule"):
+            print(model_row(models.tutorial.case(name, batch), rounds))
+    print("ratio = numpy time / ours (>1: tilecraft faster)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,20 +1,26 @@
-"""Quick start: compile the reference tutorial's model on the CPU and check it against numpy.
+"""Quick start: compile the reference tutorial's model with ``tc.compile`` and race numpy.
 
 Linear 768->768, ReLU, LayerNorm 768, Linear 768->256 on a (1, 768) input: export the model,
-run the "zero" pipeline (legalize every operator to a PrimFunc, fuse), build with
-``tc.build``, run, and compare with a numpy implementation. Prints the kernels, the graph
-function ``forward``, the max abs error and a per-kernel time table.
+compile it the default way (``tc.compile``: the "default" graph pipeline with the weights
+bound, so parameter-only work such as weight transposes is done once at compile time; the CPU
+schedule rules; build), run it and compare with numpy. Prints the ``explain`` table (which rule
+scheduled each kernel, its time and share of the model's time) and the model's time against
+numpy's, measured in the same run.
 
-    python examples/quickstart_model.py
+    python examples/quickstart_model.py [--batch N]
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
+import time
+from collections.abc import Callable
 
 import numpy as np
 
 import tilecraft as tc
+from tilecraft import rules as dl
 from tilecraft.frontend import nn
 
 
@@ -41,45 +47,54 @@ def reference(x: np.ndarray, p: dict[str, np.ndarray]) -> np.ndarray:
     return h @ p["fc2.weight"].T + p["fc2.bias"]
 
 
-def kernel_times(
-    exe: tc.graph.Executable, args: list[np.ndarray], runs: int = 5
-) -> list[tuple[str, float]]:
-    """Median seconds of each kernel call of ``forward`` over ``runs`` runs (after a warm-up)."""
-    exe["forward"](*args)
-    samples = [exe.profile("forward", *args) for _ in range(runs)]
-    return [
-        (name, statistics.median(run[i][1] for run in samples))
-        for i, (name, _) in enumerate(samples[0])
-    ]
+def numpy_forward(x: np.ndarray, p: dict[str, np.ndarray]) -> np.ndarray:
+    """The model in numpy float32, as a numpy user writes it: the baseline to beat."""
+    h = np.maximum(x @ p["fc1.weight"].T + p["fc1.bias"], 0)
+    mu = h.mean(-1, keepdims=True)
+    var = ((h - mu) ** 2).mean(-1, keepdims=True)
+    h = (h - mu) / np.sqrt(var + np.float32(1e-5)) * p["norm.weight"] + p["norm.bias"]
+    return h @ p["fc2.weight"].T + p["fc2.bias"]
 
 
-def main() -> float:
-    """Export, compile, run, compare and profile; returns the max abs error."""
-    mod, params = DemoModel().export({"forward": {"x": nn.spec.Tensor((1, 768), "float32")}})
-    with tc.Target("cpu"):
-        mod = tc.graph.get_pipeline("zero")(mod)
-    exe = tc.build(mod, target="cpu")
+def median_seconds(fn: Callable[[], object], budget_s: float = 0.3, rounds: int = 5) -> float:
+    """Median time of one call of ``fn``: ``rounds`` rounds of calls for ``budget_s`` each."""
+    fn()
+    samples = []
+    for _ in range(rounds):
+        end = time.perf_counter() + budget_s
+        while time.perf_counter() < end:
+            start = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
 
-    calls = [b.value.func for b in mod["forward"].bindings]
-    print(f"PrimFuncs after the 'zero' pipeline ({len(calls)} calls):")
-    for name in dict.fromkeys(calls):
-        print(f"  {name}")
-    print(f"\n{mod['forward'].script()}\n")
 
-    x = np.random.default_rng(0).standard_normal((1, 768)).astype("float32")
-    args = [x, *params.values()]
-    out = exe["forward"](*args)
+def main(batch: int = 1, timing_s: float = 1.5) -> float:
+    """Export, compile, check, explain and time (``timing_s`` seconds for each of the two
+    forwards); returns the max abs error against numpy."""
+    spec = {"forward": {"x": nn.spec.Tensor((batch, 768), "float32")}}
+    mod, params = DemoModel().export(spec)
+    exe = tc.compile(mod, target="cpu", params=params)  # the weights are bound: exe["forward"](x)
+
+    x = np.random.default_rng(0).standard_normal((batch, 768)).astype("float32")
+    out = exe["forward"](x)
     err = float(np.abs(out - reference(x, params)).max())
     print(f"output {out.shape} {out.dtype}; max abs error vs numpy: {err:.2e}\n")
 
-    times = kernel_times(exe, args)
-    total = sum(t for _, t in times)
-    print(f"{'kernel':<24}{'time (us)':>12}{'share':>8}")
-    for name, t in times:
-        print(f"{name:<24}{t * 1e6:>12.1f}{t / total:>8.0%}")
-    print(f"{'total':<24}{total * 1e6:>12.1f}")
+    # which rule scheduled each kernel, and where the time goes: the same graph pipeline as
+    # tc.compile, then the rules explained and each scheduled kernel timed alone
+    with tc.Target("cpu"):
+        graph_mod = tc.graph.get_pipeline("default", params=params)(mod)
+    print(dl.explain(graph_mod, dl.cpu.default_rules(), target="cpu", profile=True))
+
+    ours = median_seconds(lambda: exe["forward"](x), timing_s / 5)
+    theirs = median_seconds(lambda: numpy_forward(x, params), timing_s / 5)
+    print(f"\nforward, batch {batch}: tilecraft {ours * 1e6:.1f} us, numpy {theirs * 1e6:.1f} us; "
+          f"tilecraft / numpy = {ours / theirs:.2f} (<= 1: at most numpy's time)")  # fmt: skip
     return err
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=1, help="rows of the input (default 1)")
+    main(parser.parse_args().batch)

@@ -36,6 +36,7 @@ LAYERS: list[set[str]] = [
     {"rules"},
     {"tune"},
     {"dispatch"},
+    {"driver"},
     {"cli"},
 ]
 UNRANKED = {"testing", "__init__", "__main__"}

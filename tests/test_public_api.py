@@ -84,6 +84,7 @@ def test_model_surface() -> None:
             return self.relu(self.fc1(x))
 
     mod, params = Model().export({"forward": {"x": nn.spec.Tensor((1, 16), "float32")}})
+    exported = mod
     with tc.Target("cpu"):
         mod = tc.graph.get_pipeline("zero")(mod)
     exe = tc.build(mod, target="cpu")
@@ -91,7 +92,15 @@ def test_model_surface() -> None:
     out = exe["forward"](x, *params.values())
     w, bias = params["fc1.weight"], params["fc1.bias"]
     assert w.shape == (8, 16)
-    np.testing.assert_allclose(out, np.maximum(x @ w.T + bias, 0), rtol=1e-5, atol=1e-5)
+    want = np.maximum(x @ w.T + bias, 0)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+    # the default path: zero + fold parameter-only work + default rules + build
+    mod = exported
+    exe = tc.compile(mod, target="cpu", params=params)  # params bound: exe["forward"](x)
+    np.testing.assert_allclose(exe["forward"](x), want, rtol=1e-5, atol=1e-5)
+    exe = tc.compile(mod, target="cpu")  # unbound: exe["forward"](x, *params.values())
+    np.testing.assert_allclose(exe["forward"](x, *params.values()), want, rtol=1e-5, atol=1e-5)
 
 
 def test_decorator_form() -> None:
@@ -114,7 +123,17 @@ def test_dir_lists_only_names_that_resolve_and_help_works() -> None:
     import pydoc
 
     names = dir(tc)
-    for sub in ("ir", "te", "topi", "schedule", "runtime", "build", "Schedule", "Target"):
+    for sub in (
+        "ir",
+        "te",
+        "topi",
+        "schedule",
+        "runtime",
+        "build",
+        "compile",
+        "Schedule",
+        "Target",
+    ):
         assert sub in names
     for name in names:
         assert getattr(tc, name) is not None, name  # no ModuleNotFoundError, no AttributeError

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # what the lazy attributes are, for type checkers and IDEs
     from . import arith as arith
     from . import codegen as codegen
     from . import config as config
+    from . import driver as driver
     from . import frontend as frontend
     from . import graph as graph
     from . import lower as lower
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # what the lazy attributes are, for type checkers and IDEs
     from . import testing as testing
     from . import topi as topi
     from . import tune as tune
+    from .driver import compile as compile
     from .ir import IRModule as IRModule
     from .ir import PrimFunc as PrimFunc
     from .runtime.build import build as build
@@ -54,6 +56,7 @@ _SUBMODULES = frozenset(
 _LAZY_ATTRS = {
     "Schedule": ("tilecraft.schedule", "Schedule"),
     "build": ("tilecraft.runtime", "build"),
+    "compile": ("tilecraft.driver", "compile"),
     "IRModule": ("tilecraft.ir", "IRModule"),
     "PrimFunc": ("tilecraft.ir", "PrimFunc"),
 }

@@ -21,7 +21,7 @@ SMALL = {c.name: c for c in models.cases("small")}
 
 
 def compile_default(case: ModelCase) -> tc.graph.Executable:
-    """The default pipeline with bound weights, then build (what tc.compile will do)."""
+    """The default pipeline with bound weights, then build, no rules (tc.compile adds them)."""
     with tc.Target("cpu"):
         return tc.build(get_pipeline("default", params=case.params)(case.mod), "cpu")
 

@@ -16,7 +16,7 @@ from emulator_schedules import (
     GPU,
     make_reverse_rows,
     make_rotate_through_shared,
-    make_stencil,
+    make_stencil_cooperative,
 )
 
 import tilecraft as tc
@@ -230,7 +230,10 @@ def test_local_staging_fixture_is_reported() -> None:
 
 @pytest.mark.parametrize(
     ("make", "fixture"),
-    [(make_stencil, "missing_barrier_stencil"), (make_reverse_rows, "local_staging_reverse")],
+    [
+        (make_stencil_cooperative, "missing_barrier_stencil"),
+        (make_reverse_rows, "local_staging_reverse"),
+    ],
 )
 def test_schedule_api_reproduces_the_bug_until_the_lowering_is_fixed(make, fixture) -> None:  # type: ignore[no-untyped-def]
     """The schedules lower to the buggy fixture programs while the lowering has the bugs; the

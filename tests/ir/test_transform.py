@@ -324,7 +324,8 @@ def test_timing_report_tree_and_dict() -> None:
     assert top["name"] == "lower"
     assert top["calls"] == 2
     names = [c["name"] for c in top["children"]]
-    assert names[:4] == [
+    assert names[:5] == [
+        "ExpandWarpTiles",
         "CollectStorageAlign",
         "LowerInitBlock",
         "PlanAllocations",
@@ -337,7 +338,7 @@ def test_timing_report_tree_and_dict() -> None:
     lines = report.splitlines()
     assert lines[0].split() == ["pass", "time", "(ms)", "share", "calls"]
     assert lines[1].startswith("lower ")
-    assert lines[2].startswith("  CollectStorageAlign ")
+    assert lines[2].startswith("  ExpandWarpTiles ")
     assert lines[-1].startswith("total")
     assert str(timing) == report
     timing.clear()
@@ -418,7 +419,7 @@ def test_lower_hooks_still_see_each_pass_and_outer_instruments_too() -> None:
     rec = RecordPasses()
     with PassContext(instruments=[rec]):
         tc.lower.lower(_func(), hooks=[lambda name, before, after: seen.append(name)])
-    assert seen[:2] == ["CollectStorageAlign", "LowerInitBlock"]
+    assert seen[:3] == ["ExpandWarpTiles", "CollectStorageAlign", "LowerInitBlock"]
     assert "lower" not in seen  # Sequentials are not reported to hooks
     assert rec.names[: len(seen)] == seen
     assert rec.names[-1] == "lower"

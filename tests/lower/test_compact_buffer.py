@@ -103,6 +103,28 @@ def test_symbolic_extent_is_left_alone():
     assert allocations(CompactBufferAllocation()(func)) == {"tmp": (64,)}
 
 
+def test_guarded_register_tile_of_a_symbolic_extent_becomes_tile_sized():
+    # regression: rows split by 4 under a symbolic row count are guarded (i * 4 + ii < m);
+    # the tile's box is 4 rows whatever m, but "4 <= m" is unprovable, so the local tile kept
+    # the whole symbolic (m, 16) shape: a heap allocation per tile, no registers (the Llama
+    # prefill's projections ran at a quarter of their speed)
+    m = Var("m", "int32")
+    a = tc.te.placeholder((m, 32), "float32", name="A")
+    b = tc.te.placeholder((32, 16), "float32", name="B")
+    func = tc.te.create_prim_func([a, b, tc.topi.matmul(a, b)])
+    sch = tc.Schedule(func)
+    mm = sch.get_block("matmul")
+    i, j, k = sch.get_loops(mm)
+    io, ii = sch.split(i, [None, 4])
+    sch.reorder(io, j, k, ii)
+    acc = sch.cache_write(mm, 0, "local")
+    sch.reverse_compute_at(acc, io)
+    lowered = CompactBufferAllocation()(to_loops(sch.func))
+    assert allocations(lowered) == {"matmul_local": (4, 16)}
+    for rows in (1, 5, 8):
+        check_numeric(sch.func, func, shape_vars={"m": rows}, rtol=1e-5, atol=1e-5)
+
+
 def test_offset_box_inside_outer_loop_runs_correctly():
     # tmp is allocated per outer iteration o and touched at [o * 4 + 1, o * 4 + 4]
     A = Buffer("A", (32,), "float32")

@@ -268,7 +268,8 @@ def test_lower_pipeline_hooks_and_module():
     text_before = func.script()
     seen = []
     low = lower(func, hooks=[lambda name, before, after: seen.append(name)])
-    assert seen[:4] == [
+    assert seen[:5] == [
+        "ExpandWarpTiles",
         "CollectStorageAlign",
         "LowerInitBlock",
         "PlanAllocations",

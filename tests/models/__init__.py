@@ -9,11 +9,19 @@ inputs = case``) with its float64 numpy reference:
   downsampling); ``tutorial``: the two tutorial MLPs.
 
 ``cases(size)`` lists them all (``"small"`` for the default test run, ``"full"`` for the
-sizes of the issue). Tests import this package as ``models`` (``tests/`` is on ``sys.path``
+sizes of the issue; ``small(name)`` one of the first); ``pipelined(case, ...)`` gives a case's
+module after a graph pipeline and ``kernels(size)`` every distinct kernel the models hand to
+the schedule rules. Tests import this package as ``models`` (``tests/`` is on ``sys.path``
 under pytest); benchmarks load it through ``benchmarks/_models.py``.
 """
 
 from __future__ import annotations
+
+import functools
+
+import tilecraft as tc
+from tilecraft.graph import get_pipeline
+from tilecraft.ir import IRModule, PrimFunc, structural_hash
 
 from . import bert as bert
 from . import llama as llama
@@ -36,3 +44,39 @@ def cases(size: str = "small") -> list[ModelCase]:
         resnet.case(resnet.DOWNSAMPLE if full else resnet.SMALL_DOWNSAMPLE),
         *(tutorial.case(m, b) for m in ("reference", "metaschedule") for b in (1, 64)),
     ]
+
+
+@functools.cache
+def small(name: str) -> ModelCase:
+    """The case of ``cases("small")`` named ``name`` (built once per process: do not mutate)."""
+    found = {c.name: c for c in cases("small")}
+    if name not in found:
+        raise KeyError(f"no small model case {name!r}; cases: {sorted(found)}")
+    return found[name]
+
+
+def pipelined(case: ModelCase, pipeline: str = "zero", bind: bool = False) -> IRModule:
+    """``case.mod`` after the graph pipeline ``pipeline`` for the CPU (bound weights: ``bind``)."""
+    with tc.Target("cpu"):
+        return get_pipeline(pipeline, params=case.params if bind else None)(case.mod)
+
+
+@functools.cache
+def kernels(size: str = "small") -> dict[str, PrimFunc]:
+    """Every distinct kernel of :func:`cases` ``(size)``, by ``"<case>/<pipeline>/<kernel>"``.
+
+    The kernels of each case's "zero" pipeline (weights as arguments: their transposes and the
+    batch-norm folds are kernels too) and of its "default" pipeline with the weights bound
+    (what ``tc.compile`` schedules), in that order; a kernel structurally equal to one seen
+    before is left out.
+    """
+    out: dict[str, PrimFunc] = {}
+    seen: set[str] = set()
+    for case in cases(size):
+        for pipeline in ("zero", "default"):
+            for name, func in pipelined(case, pipeline, bind=pipeline == "default").prim_funcs():
+                key = structural_hash(func)
+                if key not in seen:
+                    seen.add(key)
+                    out[f"{case.name}/{pipeline}/{name}"] = func
+    return out

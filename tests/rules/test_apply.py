@@ -8,9 +8,9 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 
+import models
 import numpy as np
 import pytest
-import rule_models as rm
 
 import tilecraft as tc
 from tilecraft import rules as dl
@@ -44,7 +44,7 @@ def vectorize_rule(func: PrimFunc, target: tc.Target, tunable: bool) -> tc.Sched
 
 # -- the reference tutorial's examples ---------------------------------------------------------
 def test_tutorial_probing_finds_which_rule_takes_each_function() -> None:
-    mod = rm.model_module("quickstart_b1")
+    mod = models.pipelined(models.small("tutorial_reference_b1"))
     rules = OrderedDict([("Matmul", dl.cpu.Matmul()), ("GEMV", dl.cpu.GEMV())])
     rule_assignment: dict[str, str] = {}
     for rule_name, rule in rules.items():
@@ -82,7 +82,7 @@ def my_tile_and_vectorize(func: PrimFunc, target: tc.Target, tunable: bool) -> t
 
 
 def test_tutorial_custom_rule_joins_the_chain() -> None:
-    mod = rm.model_module("quickstart_b1")
+    mod = models.pipelined(models.small("tutorial_reference_b1"))
     with CPU:
         custom_mod = dl.ApplyDefaultSchedule(
             dl.cpu.Matmul(),

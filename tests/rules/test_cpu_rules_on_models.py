@@ -1,6 +1,9 @@
-"""Every CPU rule, alone and together, on every kernel of the tutorial, BERT, Llama and ResNet
-models, under ``strict=True``: no exception, and each kernel is either declined with a reason
-or scheduled into a function numerically equal to the unscheduled one."""
+"""Every CPU rule, alone and in the default list, through ``ApplyDefaultSchedule(strict=True)``
+on the module of every issue-12 model (``tests/models``: the Llama layer's decode and
+prefill, the BERT layer, both ResNet blocks, both tutorial models; small sizes): no exception,
+each kernel declined with a reason or scheduled into a function numerically equal to the
+unscheduled one; ``explain`` gives every Llama kernel but pure data movement to a rule other
+than ``Fallback`` (at the TinyLlama sizes too)."""
 
 from __future__ import annotations
 
@@ -8,92 +11,109 @@ import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
+import models
 import numpy as np
 import pytest
-import rule_models as rm
 
 import tilecraft as tc
 from tilecraft import rules as dl
 from tilecraft.ir import PrimFunc
 
 CPU = tc.Target("cpu")
-SHAPE_VARS = {"seq_len": 5}
+CASES = [c.name for c in models.cases("small")]
 
 
-def _check(func: PrimFunc, scheduled: PrimFunc) -> None:
-    names = {v.name for b in func.buffer_params for v in b.shape_vars()}
-    # reductions run in another order: float32 sums of up to a few hundred terms
-    tc.testing.check_numeric(
-        scheduled, func, rtol=1e-4, atol=1e-5,
-        shape_vars={k: v for k, v in SHAPE_VARS.items() if k in names},
-    )  # fmt: skip
-
-
-def _rule_sets() -> dict[str, list[dl.ScheduleRule]]:
-    return {
-        "Matmul": [dl.cpu.Matmul()],
-        "GEMV": [dl.cpu.GEMV()],
-        "both": [dl.cpu.Matmul(), dl.cpu.GEMV()],
-    }
-
-
-@pytest.mark.parametrize("model", sorted(rm.MODELS))
-def test_every_kernel_declined_with_a_reason_or_scheduled_and_equal(model: str) -> None:
-    mod = rm.model_module(model)
-    taken: dict[str, set[str]] = {}
-    for label, rules in _rule_sets().items():
-        with CPU:
-            out = dl.ApplyDefaultSchedule(*rules, strict=True)(mod)
-        for name, func in mod.prim_funcs():
-            outcome = dl.try_rules(func, rules, CPU, strict=True)
-            new = out[name]
-            assert isinstance(new, PrimFunc)
+@pytest.mark.parametrize("pipeline", ["zero", "default"])
+@pytest.mark.parametrize("name", CASES)
+def test_every_kernel_declined_with_a_reason_or_scheduled(name: str, pipeline: str) -> None:
+    """Each rule alone (``try_rules([rule], strict=True)``, what the pass runs per function)
+    and the default list through the pass itself, strict: no exception, a reason for every
+    decline, and the pass takes each kernel with the first rule that accepts it alone, never
+    with ``Fallback``. (Each rule's schedule is checked numerically, kernel by kernel, in
+    test_cpu_rule_models.py.)"""
+    mod = models.pipelined(models.small(name), pipeline, bind=pipeline == "default")
+    with CPU:
+        out = dl.ApplyDefaultSchedule(*dl.cpu.default_rules(), strict=True)(mod)
+    for kernel, func in mod.prim_funcs():
+        takers = []
+        for rule in dl.cpu.default_rules():
+            outcome = dl.try_rules(func, [rule], CPU, strict=True)
             if outcome.rule is None:
-                assert new is func
-                assert outcome.declines, name
-                assert all(d.reason for _, d in outcome.declines), (name, outcome.declines)
-                continue
-            assert new.attrs[dl.SCHEDULE_RULE_ATTR] == outcome.rule
-            taken.setdefault(name, set()).add(f"{label}:{outcome.rule}")
-            if label != "both":  # the combined run takes the same schedules
-                _check(func, new)
-    assert taken, f"no rule took any kernel of {model}"
+                assert [(r, bool(d.reason)) for r, d in outcome.declines] == [(rule.name, True)]
+            else:
+                takers.append(outcome.rule)
+        new = out[kernel]
+        assert isinstance(new, PrimFunc)
+        assert new.attrs[dl.SCHEDULE_RULE_ATTR] == takers[0] != "Fallback", (kernel, takers)
+        assert takers[-1] == "Fallback"
+
+
+def _data_movement(name: str) -> bool:
+    """A kernel that only moves data: transposes, reshapes, concatenations (no arithmetic)."""
+    ops = name.removeprefix("fused_").split("_")
+    moves = ("transpose", "reshape", "concatenate")
+    return all(op.rstrip("0123456789") in moves for op in ops)
+
+
+@pytest.mark.parametrize("size", ["small", pytest.param("full", marks=pytest.mark.slow)])
+def test_explain_gives_every_llama_kernel_to_a_rule_other_than_fallback(size: str) -> None:
+    for case in models.cases(size)[:2]:  # decode, prefill
+        assert case.name.startswith("llama")
+        report = dl.explain(models.pipelined(case, "default"), dl.cpu.default_rules(), CPU)
+        taken = {f.name: f.rule for f in report.functions}
+        assert None not in taken.values(), report
+        fallback = sorted(n for n, rule in taken.items() if rule == "Fallback")
+        assert all(_data_movement(n) for n in fallback), (case.name, fallback)
+        assert "GEMV" in taken.values() if "decode" in case.name else "Matmul" in taken.values()
+
+
+def test_data_movement_names() -> None:
+    assert _data_movement("fused_transpose3_reshape6_concatenate1")
+    assert _data_movement("reshape3")
+    assert not _data_movement("fused_reshape1_rotary_embedding1_transpose1")
+    assert not _data_movement("rms_norm")
 
 
 def test_models_kernels_go_to_the_expected_rules() -> None:
     expect = {
-        "quickstart_b1": {"fused_matmul_add_relu": "GEMV", "fused_matmul1_add1": "GEMV"},
-        "quickstart_b64": {"fused_matmul_add_relu": "Matmul", "fused_matmul1_add1": "Matmul"},
-        "mlp_b1": {"fused_matmul_add_relu": "GEMV", "matmul1": "GEMV"},
-        "mlp_b64": {"fused_matmul_add_relu": "Matmul", "matmul1": "Matmul"},
-        "llama_prefill": {"matmul": "Matmul", "fused_matmul1_silu_multiply": "Matmul",
-                          "fused_matmul2_add": "Matmul"},
-        "llama_decode": {"matmul": "GEMV", "fused_matmul1_silu_multiply": "GEMV"},
-        "bert": {"fused_matmul1_add2_gelu": "Matmul", "fused_matmul2_add_add1": "Matmul"},
-        "resnet_block": {"fused_conv2d_add_relu": "Matmul", "fused_conv2d_add_add1_relu": "Matmul"},
+        "tutorial_reference_b1": {"fused_matmul_add_relu": "GEMV", "fused_matmul1_add1": "GEMV",
+                                  "layer_norm": "GeneralReduction"},
+        "tutorial_reference_b64": {"fused_matmul_add_relu": "Matmul",
+                                   "fused_matmul1_add1": "Matmul"},
+        "tutorial_metaschedule_b1": {"fused_matmul_add_relu": "GEMV", "matmul1": "GEMV"},
+        "tutorial_metaschedule_b64": {"fused_matmul_add_relu": "Matmul", "matmul1": "Matmul"},
+        "llama_prefill_small": {"matmul": "Matmul", "fused_matmul4_silu_multiply1": "Matmul",
+                                "fused_matmul5_add": "Matmul", "rms_norm": "Reduction",
+                                "softmax": "GeneralReduction"},
+        "llama_decode_small": {"matmul": "GEMV", "fused_matmul4_silu_multiply1": "GEMV",
+                               "fused_matmul2_multiply_causal_mask": "Matmul",
+                               "fused_concatenate_reshape3": "Injective"},
+        "bert_layer_small": {"fused_matmul3_add2_gelu": "Matmul",
+                             "fused_matmul4_add_add1": "Matmul"},
+        "resnet18_block_small": {"fused_conv2d_multiply_add_relu": "Matmul",
+                                 "fused_conv2d_multiply_add_add1_relu": "Matmul"},
     }  # fmt: skip
-    rules = [dl.cpu.Matmul(), dl.cpu.GEMV()]
-    for model, want in expect.items():
+    for name, want in expect.items():
         with CPU:
-            out = dl.ApplyDefaultSchedule(*rules, strict=True)(rm.model_module(model))
+            mod = models.pipelined(models.small(name), "default", bind=True)
+            out = dl.ApplyDefaultSchedule(*dl.cpu.default_rules(), strict=True)(mod)
         got = {n: f.attrs.get(dl.SCHEDULE_RULE_ATTR) for n, f in out.prim_funcs()}
-        for name, rule in want.items():
-            assert got[name] == rule, (model, name, got)
-        assert got.get("layer_norm") is None
-        assert got.get("transpose") is None
+        assert {n: got[n] for n in want} == want, name
 
 
-@pytest.mark.parametrize(("model", "shape"), [("quickstart_b64", (64, 768)),
-                                             ("llama_prefill", (1, 7, 64)),
-                                             ("resnet_block", (1, 16, 14, 14))])  # fmt: skip
-def test_scheduled_model_runs_like_the_unscheduled_one(model: str, shape: tuple[int, ...]) -> None:
-    mod, params = rm.model_and_params(model)
+@pytest.mark.parametrize(
+    "name", ["tutorial_reference_b64", "llama_prefill_small", "resnet18_block_small"]
+)
+def test_scheduled_model_runs_like_the_unscheduled_one(name: str) -> None:
+    case = models.small(name)
+    mod = models.pipelined(case)
     with CPU:
-        scheduled = dl.ApplyDefaultSchedule(dl.cpu.Matmul(), dl.cpu.GEMV(), strict=True)(mod)
-    x = np.random.default_rng(0).standard_normal(shape).astype("float32")
-    want = tc.build(mod, target="cpu")["forward"](x, *params.values())
-    got = tc.build(scheduled, target="cpu")["forward"](x, *params.values())
+        scheduled = dl.ApplyDefaultSchedule(*dl.cpu.default_rules(), strict=True)(mod)
+    args = [*case.inputs, *case.params.values()]
+    want = tc.build(mod, target="cpu")[case.entry](*args)
+    got = tc.build(scheduled, target="cpu")[case.entry](*args)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, case.expected(), rtol=case.rtol, atol=case.atol)
 
 
 def _topi_workloads() -> dict[str, Callable[[], PrimFunc]]:

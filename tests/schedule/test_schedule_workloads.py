@@ -17,7 +17,7 @@ from compute_workloads import (
 
 import tilecraft as tc
 import tilecraft.schedule as tcs
-from tilecraft.ir import structural_equal
+from tilecraft.ir import Select, post_order_visit, structural_equal
 from tilecraft.testing import assert_fails_unchanged, verify_trace_roundtrip
 
 RFACTORED = """
@@ -118,17 +118,29 @@ def test_rfactor_failures() -> None:
     assert_fails_unchanged(sch, "rfactor", yi, match="0 reduction blocks")
     # factor_axis out of range
     assert_fails_unchanged(sch, "rfactor", k, factor_axis=3, match="factor_axis")
-    # a predicate (non-divisible split)
-    sch2 = tc.Schedule(before)
-    _, k2 = sch2.get_loops(sch2.get_block("S"))
-    _, k2i = sch2.split(k2, factors=[None, 3])
-    assert_fails_unchanged(sch2, "rfactor", k2i, match="predicate")
     # no init (after decompose_reduction)
     sch3 = tc.Schedule(before)
     s3 = sch3.get_block("S")
     _i3, k3 = sch3.get_loops(s3)
     sch3.decompose_reduction(s3, k3)
     assert_fails_unchanged(sch3, "rfactor", k3, match="has no init")
+
+
+@pytest.mark.parametrize("factor_axis", [0, 1])
+def test_rfactor_of_a_guarded_split(factor_axis: int) -> None:
+    """A split that does not divide: the guard moves into the rf block's contribution."""
+    before = row_sum_scale(8)
+    sch = tc.Schedule(before)
+    _, k = sch.get_loops(sch.get_block("S"))
+    _, ki = sch.split(k, factors=[None, 3])
+    rf = sch.rfactor(ki, factor_axis)
+    selects: list[object] = []
+    post_order_visit(
+        sch.get(rf).body, lambda n: selects.append(n) if isinstance(n, Select) else None
+    )
+    assert len(selects) == 1  # the guarded contribution
+    assert_same_result(before, sch.func)
+    verify_trace_roundtrip(sch, before)
 
 
 def test_rfactor_rejects_non_combiner_body() -> None:
@@ -253,8 +265,21 @@ def test_reindex_rejects_shared_nest() -> None:
     conv = sch.get_block("conv2d")
     sch.compute_at(pad, sch.get_loops(conv)[-1])
     assert_fails_unchanged(sch, "reindex", conv, ("read", 0), match="shares its loop nest")
-    assert_fails_unchanged(sch, "cache_read", conv, 0, "local", match="shares its loop nest")
     assert_fails_unchanged(sch, "cache_write", pad, 0, "local", match="shares its loop nest")
+
+
+def test_cache_read_inside_the_shared_nest() -> None:
+    """cache_read after compute_at (a cache chain) stages the copy inside the shared loop."""
+    before = conv2d(4, 6)
+    sch = tc.Schedule(before)
+    pad = sch.get_block("pad_temp")
+    conv = sch.get_block("conv2d")
+    last = sch.get_loops(conv)[-1]
+    sch.compute_at(pad, last)
+    copy = sch.cache_read(conv, 0, "local")
+    assert any(sch.get(lp) is sch.get(last) for lp in sch.get_loops(copy))
+    assert_same_result(before, sch.func)
+    verify_trace_roundtrip(sch, before)
 
 
 def test_reindex_rejects_buffer_read_and_written() -> None:

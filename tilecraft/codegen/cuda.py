@@ -41,14 +41,14 @@ from ..ir import (
 from ..lower.gpu_nodes import ThreadSync, WarpShuffle
 from ..lower.gpu_pipeline import lower_gpu
 from ..lower.gpu_split_host_device import GPUProgram, Kernel, dyn_shared_layout
-from ..lower.gpu_vectorize import VECTOR_ATTR, vector_plan
+from ..lower.gpu_vectorize import VECTOR_ATTR, is_vector_access, vector_plan
 from ..lower.software_pipeline import ASYNC_COPY_ATTR
 from ..target import Target, as_target
 from ._bounds import Bound
+from ._cuda_half import HALF_PRELUDE, NativeHalf, vector_type
 from ._names import CUDA_RESERVED
 from .base import (
     MATH_UNARY,
-    SourceEmitter,
     banner,
     compute_type_of,
     contains,
@@ -80,14 +80,6 @@ _STORAGE = {
     "float64": "double",
     "float16": "__half",
     "bfloat16": "__nv_bfloat16",
-}
-_VECTOR = {
-    ("float32", 2): "float2",
-    ("float32", 4): "float4",
-    ("int32", 2): "int2",
-    ("int32", 4): "int4",
-    ("float16", 2): "__half2",
-    ("bfloat16", 2): "__nv_bfloat162",
 }
 _LANE = "xyzw"
 
@@ -190,7 +182,7 @@ class CUDACodegen:
             head.append("#include <cuda_bf16.h>")
         if "wmma" in self.features:
             head.append("#include <mma.h>")
-        preludes = [PRELUDE]
+        preludes = [PRELUDE + (HALF_PRELUDE if self.uses_f16 else "")]
         if "f16" in self.features:
             preludes.append(TENSOR_CORE_PRELUDE)
         if "bf16" in self.features:
@@ -198,7 +190,7 @@ class CUDACodegen:
         return join_unit(["\n".join(head) + "\n", *preludes, *self.bodies])
 
 
-class _KernelEmitter(SourceEmitter):
+class _KernelEmitter(NativeHalf):
     """Emit one kernel: ``extern "C" __global__`` signature, then its statements."""
 
     LANG = "CUDA"
@@ -229,9 +221,9 @@ class _KernelEmitter(SourceEmitter):
         self.written = written_buffers(kernel.body, (BufferStore, WarpShuffle))
         self.written |= written_by_device_calls(kernel.body)
         self.features = cg.features
-        self.load_override: dict[int, str] = {}
+        self.load_override: dict[int, str] = {}  # template over {lane} (x/y/z/w) or {index}
         self.var_override: dict[int, str] = {}
-        self.lane = "x"
+        self.lane = 0
         self.launch = dict(
             zip(("blockIdx.x", "blockIdx.y", "blockIdx.z"), kernel.grid, strict=True)
         )
@@ -248,6 +240,8 @@ class _KernelEmitter(SourceEmitter):
         self.out.level += 1
         if self.k.dyn_shared:
             self.out.emit("extern __shared__ __align__(16) unsigned char tc_dyn_smem[];")
+        for line in self.prologue:
+            self.out.emit(line)
         self.stmt(self.k.body)
         self.out.level -= 1
         self.out.emit("}")
@@ -278,6 +272,9 @@ class _KernelEmitter(SourceEmitter):
             return
         super().stmt(s)
 
+    def half_target(self) -> bool:
+        return self.cg.target.compute_capability >= 53
+
     def buffer_param(self, p: Buffer) -> None:
         self._note_dtype(p.dtype)
 
@@ -300,7 +297,9 @@ class _KernelEmitter(SourceEmitter):
     def element(self, e: BufferLoad) -> str:
         self._note_dtype(e.dtype)
         over = self.load_override.get(id(e))
-        return f"{over}.{self.lane}" if over is not None else super().element(e)
+        if over is None:
+            return super().element(e)
+        return over.format(lane=_LANE[self.lane % 4], index=self.lane)
 
     def var(self, e: Var) -> str:
         over = self.var_override.get(id(e))
@@ -308,7 +307,7 @@ class _KernelEmitter(SourceEmitter):
 
     def helper_fn(self, fn: str, dt: DataType) -> str:
         unsigned = "u" if dt.is_uint and fn not in ("min", "max") else ""
-        return f"tc_{unsigned}{fn}<{compute_type(dt)}>"
+        return f"tc_{unsigned}{fn}<{self.compute_type(dt)}>"
 
     def non_finite(self, v: float, single: bool) -> str:
         if single:
@@ -321,7 +320,7 @@ class _KernelEmitter(SourceEmitter):
 
     # CUDA-only statements -------------------------------------------------------------
     def shuffle(self, s: WarpShuffle) -> None:
-        ctype = compute_type(s.value.dtype)
+        ctype = self.compute_type(s.value.dtype)
         value = f"({ctype})({self.expr(s.value)})"
         lane = self.expr(s.lane)
         fn = "__shfl_down_sync" if s.kind == "down" else "__shfl_sync"
@@ -406,30 +405,47 @@ class _KernelEmitter(SourceEmitter):
             )
         store = plan.store
         lanes = plan.lanes
-        vtype = _VECTOR[(str(store.buffer.dtype), lanes)]
         self.out.emit("{")
         self.out.level += 1
-        for i, (load, base) in enumerate(plan.loads):
-            name = f"tc_vec{i}"
-            ltype = _VECTOR[(str(load.buffer.dtype), lanes)]
-            self.out.emit(
-                f"const {ltype} {name} = "
-                f"*(const {ltype}*)({self.buf(load.buffer)} + {self.expr(base)});"
-            )
-            self.load_override[id(load)] = name
-        self.out.emit(f"{vtype} tc_vout;")
+        loaded: dict[tuple[int, str], str] = {}  # one vector load per buffer and address
+        for load, base in plan.loads:
+            if not is_vector_access(load.buffer):
+                continue  # a register tile: one scalar per lane
+            address = f"{self.buf(load.buffer)} + {self.expr(base)}"
+            key = (id(load.buffer), address)
+            vtype, view = vector_type(load.buffer.dtype, lanes, storage_type(load.buffer.dtype))
+            if key not in loaded:
+                name = loaded[key] = f"tc_vec{len(loaded)}"
+                self.out.emit(f"const {vtype} {name} = *(const {vtype}*)({address});")
+                if view is not None:
+                    self.out.emit(f"const {view}* {name}_e = (const {view}*)&{name};")
+            name = loaded[key]
+            self.load_override[id(load)] = name + (".{lane}" if view is None else "_e[{index}]")
+        vector_store = is_vector_access(store.buffer)
+        vtype, view = vector_type(store.buffer.dtype, lanes, storage_type(store.buffer.dtype))
+        if vector_store:
+            self.out.emit(f"{vtype} tc_vout;")
+            if view is not None:
+                self.out.emit(f"{view}* tc_vout_e = ({view}*)&tc_vout;")
         self.defined.add(id(s.loop_var))
         half = str(store.buffer.dtype) in ("float16", "bfloat16")
         for lane in range(lanes):
             self.var_override[id(s.loop_var)] = str(lane)
-            self.lane = _LANE[lane]
+            self.lane = lane
             text = self.stored(store.buffer.dtype, store.value) if half else self.expr(store.value)
-            self.out.emit(f"tc_vout.{_LANE[lane]} = {text};")
+            if not vector_store:
+                index = self.expr(store.indices[0])
+                self.out.emit(f"{self.buf(store.buffer)}[{index}] = {text};")
+            elif view is None:
+                self.out.emit(f"tc_vout.{_LANE[lane]} = {text};")
+            else:
+                self.out.emit(f"tc_vout_e[{lane}] = {text};")
         self.var_override.pop(id(s.loop_var), None)
         for load, _ in plan.loads:
             self.load_override.pop(id(load), None)
-        dst = f"{self.buf(store.buffer)} + {self.expr(plan.store_base)}"
-        self.out.emit(f"*({vtype}*)({dst}) = tc_vout;")
+        if vector_store:
+            dst = f"{self.buf(store.buffer)} + {self.expr(plan.store_base)}"
+            self.out.emit(f"*({vtype}*)({dst}) = tc_vout;")
         self.out.level -= 1
         self.out.emit("}")
 

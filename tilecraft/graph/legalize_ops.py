@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 from .. import te, topi
 from ..ir import Attrs
+from ._grouped_reshape import grouped_reshape
 from .ir import TensorType
 from .op import OPS, LegalizeFn, attr_float, attr_int, attr_optional_float, int_tuple
 from .op_types import (
@@ -108,8 +109,9 @@ def _permute(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
 
 
 def _reshape(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
-    # the inferred type holds the resolved target shape (-1 and names of symbolic extents)
-    return topi.reshape(args[0], out.shape)
+    # the inferred type holds the resolved target shape (-1 and names of symbolic extents);
+    # splits and merges of neighbouring axes avoid dividing by symbolic extents
+    return grouped_reshape(args[0], out.shape) or topi.reshape(args[0], out.shape)
 
 
 def _concat(args: Args, attrs: Attrs, out: TensorType) -> Tensor:

@@ -30,8 +30,8 @@ def _default() -> Sequential:
     return Sequential(
         [
             FuseTransposeMatmul(),
-            Legalize(),
             FoldConstants(),
+            Legalize(),
             AnnotateOpPattern(),
             FuseOps(),
             FuseTIR(),
@@ -51,8 +51,8 @@ def get_pipeline(name: str = "zero", params: Mapping[str, Any] | None = None) ->
     operator becomes an unscheduled PrimFunc and fusable chains are merged.
 
     ``"default"``: FuseTransposeMatmul (matmuls read transposed weights in their stored
-    layout), Legalize, FoldConstants (bindings of constants only are computed once, here),
-    then the rest of "zero".
+    layout, or a bound weight is transposed once, see the pass), FoldConstants (bindings of
+    constants only are computed once, here), then "zero".
 
     Parameters
     ----------

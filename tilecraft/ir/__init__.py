@@ -75,6 +75,8 @@ from .structural import register_enum as register_enum
 from .structural import register_node as register_node
 from .structural import structural_equal as structural_equal
 from .structural import structural_hash as structural_hash
+from .thread_scope import relaxed_loop as relaxed_loop
+from .thread_scope import thread_relaxes as thread_relaxes
 from .verify import verify as verify
 from .visitor import Mutator as Mutator
 from .visitor import Visitor as Visitor

@@ -20,10 +20,13 @@ from .expose_shape_vars import shape_vars as shape_vars
 from .flatten_buffer import FlattenBuffer as FlattenBuffer
 from .flatten_buffer import aligned_strides as aligned_strides
 from .flatten_buffer import linear_index as linear_index
+from .gpu_check_local import CheckLocalPrivate as CheckLocalPrivate
 from .gpu_compact_thread_dims import CompactThreadDims as CompactThreadDims
 from .gpu_pipeline import get_gpu_pipeline as get_gpu_pipeline
 from .gpu_pipeline import lower_gpu as lower_gpu
 from .gpu_pipeline import lower_gpu_function as lower_gpu_function
+from .gpu_thread_loops import HoistSharedAllocations as HoistSharedAllocations
+from .gpu_thread_loops import LowerVirtualThreads as LowerVirtualThreads
 from .lower_init_block import LowerInitBlock as LowerInitBlock
 from .lower_thread_bindings import LowerThreadBindings as LowerThreadBindings
 from .lower_warp_fragments import CompactTensorCoreBuffers as CompactTensorCoreBuffers
@@ -34,3 +37,6 @@ from .pipeline import lower as lower
 from .plan_allocations import PlanAllocations as PlanAllocations
 from .simplify import Simplify as Simplify
 from .software_pipeline import InjectSoftwarePipeline as InjectSoftwarePipeline
+from .unroll_loops import AUTO_UNROLL as AUTO_UNROLL
+from .unroll_loops import UNROLL_EXPLICIT as UNROLL_EXPLICIT
+from .unroll_loops import UnrollLoops as UnrollLoops

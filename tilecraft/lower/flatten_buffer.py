@@ -4,7 +4,8 @@ Before: blocks are gone (:class:`~tilecraft.lower.ConvertBlocksToLoops`); buffer
 with constant or symbolic extents.
 After:  every buffer — parameters and allocations — has rank 1 and extent the product of its
 old extents (a rank-0 buffer gets extent 1); each access ``B[i, j, k]`` on a buffer of shape
-``(n0, n1, n2)`` becomes ``B[(i * n1 + j) * n2 + k]``. Buffer identity is kept per buffer.
+``(n0, n1, n2)`` becomes ``B[(i * n1 + j) * n2 + k]``, computed in int64 when the buffer has
+2^31 elements or more. Buffer identity is kept per buffer.
 
 An allocated buffer named in the ``tc.storage_align`` table (see
 :class:`~tilecraft.lower.CollectStorageAlign`) is laid out with padded strides instead: going
@@ -32,6 +33,7 @@ from ..ir import (
     PrimFunc,
     as_expr,
     cast,
+    dtype,
     post_order_visit,
 )
 from ..ir.transform import FunctionPass
@@ -41,6 +43,9 @@ from .collect_storage_align import (
     storage_align_table,
 )
 
+_INT32_MAX = 2**31 - 1
+int64 = dtype("int64")
+
 
 def _product(shape: tuple[Expr, ...]) -> Expr:
     if not shape:
@@ -48,17 +53,32 @@ def _product(shape: tuple[Expr, ...]) -> Expr:
     total: Expr = shape[0]
     for s in shape[1:]:
         if isinstance(total, IntImm) and isinstance(s, IntImm):
-            total = IntImm(total.dtype, total.value * s.value)
+            value = total.value * s.value
+            dt = total.dtype if value <= _INT32_MAX or total.dtype.bits > 32 else int64
+            total = IntImm(dt, value)
         else:
             total = total * cast(s, total.dtype)
     return total
 
 
+def needs_int64(shape: tuple[Expr, ...]) -> bool:
+    """True when a buffer of constant ``shape`` has more elements than int32 can index."""
+    total = 1
+    for s in shape:
+        if not isinstance(s, IntImm):
+            return False
+        total *= s.value
+    return total > _INT32_MAX
+
+
 def linear_index(shape: tuple[Expr, ...], indices: tuple[Expr, ...]) -> Expr:
-    """The row-major offset of ``indices`` in a buffer of ``shape``."""
+    """The row-major offset of ``indices`` in a buffer of ``shape`` (computed in int64 when the
+    buffer has more elements than int32 can index)."""
     if not indices:
         return as_expr(0)
     offset = indices[0]
+    if needs_int64(shape) and offset.dtype.bits < 64:
+        offset = cast(offset, int64)
     for extent, idx in zip(shape[1:], indices[1:], strict=True):
         dt = offset.dtype if offset.dtype.bits >= idx.dtype.bits else idx.dtype
         offset = cast(offset, dt) * cast(extent, dt) + cast(idx, dt)
@@ -98,6 +118,8 @@ def aligned_strides(
     dt = shape[0].dtype if shape else as_expr(0).dtype
     for extent in shape:
         dt = extent.dtype if extent.dtype.bits > dt.bits else dt
+    if needs_int64(shape):
+        dt = int64  # padded strides only grow: an int32 count would overflow
     stride: Expr = IntImm(dt, 1)
     strides: list[Expr] = []
     for d in reversed(range(len(shape))):

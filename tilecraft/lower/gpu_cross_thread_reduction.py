@@ -198,6 +198,21 @@ class _Lowerer(Mutator):
                 "value` with ⊕ in + * max min and an init storing into out[i]",
             )
         reduce_ids = self._reduce_var_ids(realize)
+        chain_ids = {id(lp.loop_var) for lp in chain}
+        outside = sorted(
+            v.name
+            for v in {id(v): v for val in realize.iter_values for v in collect_vars(val)}.values()
+            if id(v) in reduce_ids and id(v) not in chain_ids
+        )
+        if outside:
+            # the rewrite writes init ⊕ (this nest's reduction): a reduce loop outside the
+            # nest would overwrite the result of its previous iterations
+            raise self.fail(
+                block,
+                f"loop(s) {outside} outside the thread-bound reduce loop also drive its "
+                "reduce iterators; make the thread-bound loop the outermost reduce loop "
+                "(reorder it above the serial reduce loops)",
+            )
         spatial_ids = {
             id(v)
             for iv, val in zip(block.iter_vars, realize.iter_values, strict=True)

@@ -4,64 +4,55 @@ Before: lowered GPU code (flat buffers, thread-bound loops, shared-scope allocat
 After:  a :class:`~.gpu_nodes.ThreadSync` stands before every statement that touches a shared
 buffer location another thread of the block touched since the last barrier, when one of the
 two accesses is a write (read-after-write, write-after-read, write-after-write); and at the end
-of a loop body when such a dependence is carried from one iteration into the next. Accesses of
-one thread to its own locations (the same index, injective in the thread indices) need no
-barrier, and no barrier is added anywhere else. Barriers are never placed under a branch whose
-condition depends on the thread index (every thread must reach them); a dependence that would
-need one there raises :class:`~tilecraft.errors.LowerError`.
+of a loop body when such a dependence is carried from one iteration into the next (the
+write-after-read of a shared tile reused by every iteration of a ``k`` loop). Whether two
+accesses touch one element from two threads is decided by evaluating them over every thread
+of the block and every iteration of the loops between them (:mod:`._thread_access`); a thread
+is the block's whole thread index, so a statement no ``threadIdx.y`` loop encloses is run by
+every ``threadIdx.y`` value. Where that cannot be decided a barrier is added; nowhere else.
+Barriers are never placed under a branch whose condition depends on the thread index (every
+thread must reach them); a dependence that would need one there raises
+:class:`~tilecraft.errors.LowerError`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
 
 from ..errors import LowerError
 from ..ir import (
-    Add,
     Allocate,
     Buffer,
     BufferLoad,
     BufferStore,
-    Cast,
     Evaluate,
     Expr,
-    FloorDiv,
-    FloorMod,
     For,
     ForKind,
     IfThenElse,
     IntImm,
     LetStmt,
-    Max,
-    Min,
-    Mul,
     Node,
     PrimFunc,
     SeqStmt,
     Stmt,
-    Sub,
-    Var,
     collect_vars,
     post_order_visit,
     seq,
-    structural_equal,
 )
 from ..ir.transform import FunctionPass
+from ._thread_access import Footprint, crosses_threads, launch_extents
 from .gpu_nodes import ThreadSync, WarpShuffle
+from .gpu_vectorize import VECTOR_ATTR
 
 _SHARED = ("shared", "shared.dyn")
-_MAX_ENUM = 4096
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Access:
     buffer: Buffer
-    index: Expr
     write: bool
-    threads: tuple[For, ...]  # enclosing threadIdx loops
+    where: Footprint  # the flat index and every loop around it in the kernel
 
 
 @dataclass
@@ -71,82 +62,51 @@ class _Summary:
     barrier: bool = False
 
 
-def _eval(e: Expr, env: dict[int, np.ndarray]) -> np.ndarray | None:
-    """Vectorized integer evaluation of index expressions (None: not supported)."""
-    if isinstance(e, IntImm):
-        return np.asarray(e.value, dtype=np.int64)
-    if isinstance(e, Var):
-        return env.get(id(e), np.asarray(0, dtype=np.int64))
-    if isinstance(e, Cast):
-        return _eval(e.value, env)
-    ops: dict[type, Any] = {
-        Add: np.add,
-        Sub: np.subtract,
-        Mul: np.multiply,
-        FloorDiv: np.floor_divide,
-        FloorMod: np.mod,
-        Min: np.minimum,
-        Max: np.maximum,
-    }
-    fn = ops.get(type(e))
-    if fn is None:
-        return None
-    a, b = _eval(e.a, env), _eval(e.b, env)  # type: ignore[attr-defined]
-    if a is None or b is None:
-        return None
-    if fn in (np.floor_divide, np.mod) and np.any(b == 0):
-        return None
-    return fn(a, b)  # type: ignore[no-any-return]
-
-
-def _thread_private(a: _Access, b: _Access) -> bool:
-    """True when ``a`` and ``b`` touch, in every thread, a location no other thread touches."""
-    if not structural_equal(a.index, b.index):
-        return False
-    loops = [lp for lp in a.threads if not (isinstance(lp.extent, IntImm) and lp.extent.value == 1)]
-    if any(not isinstance(lp.extent, IntImm) for lp in loops):
-        return False
-    exts = [lp.extent.value for lp in loops]  # type: ignore[attr-defined]
-    if int(np.prod(exts, dtype=np.int64)) > _MAX_ENUM:
-        return False
-    grids = np.meshgrid(*[np.arange(n, dtype=np.int64) for n in exts], indexing="ij")
-    env = {id(lp.loop_var): g.ravel() for lp, g in zip(loops, grids, strict=True)}
-    values = _eval(a.index, env)
-    if values is None:
-        return False
-    values = np.broadcast_to(values, (int(np.prod(exts, dtype=np.int64)),))
-    return len(np.unique(values)) == values.size
-
-
-def _conflict(earlier: list[_Access], later: list[_Access]) -> bool:
-    for a in earlier:
-        for b in later:
-            if a.buffer is b.buffer and (a.write or b.write) and not _thread_private(a, b):
-                return True
-    return False
-
-
 class _Planner:
     def __init__(self, func_name: str) -> None:
         self.func_name = func_name
-        self.threads: list[For] = []
+        self.loops: list[For] = []  # every loop around the statement, in the kernel
         self.thread_vars: set[int] = set()
+        self.launch: dict[str, int] | None = None  # the block's extents, in a kernel
+        self.memo: dict[tuple[int, int, int], bool] = {}
 
     def accesses(self, s: Stmt) -> list[_Access]:
         found: list[_Access] = []
-        ctx = tuple(self.threads)
+        ctx = tuple(self.loops)
 
         def fn(n: Node) -> None:
             if isinstance(n, BufferLoad) and n.buffer.scope in _SHARED:
-                found.append(_Access(n.buffer, n.indices[0], False, ctx))
+                found.append(_Access(n.buffer, False, Footprint(n.indices, ctx)))
 
         for value in _exprs(s):
             post_order_visit(value, fn)
         if isinstance(s, BufferStore) and s.buffer.scope in _SHARED:
-            found.append(_Access(s.buffer, s.indices[0], True, ctx))
+            found.append(_Access(s.buffer, True, Footprint(s.indices, ctx)))
         elif isinstance(s, WarpShuffle) and s.buffer.scope in _SHARED:
-            found.append(_Access(s.buffer, s.index, True, ctx))
+            found.append(_Access(s.buffer, True, Footprint((s.index,), ctx)))
         return found
+
+    def conflict(self, earlier: list[_Access], later: list[_Access]) -> bool:
+        """Some pair (one a write) touches an element from two threads of the block; the
+        loops around the current point take one value for both accesses."""
+        depth = len(self.loops)
+        for a in earlier:
+            for b in later:
+                if a.buffer is b.buffer and (a.write or b.write) and self._crosses(a, b, depth):
+                    return True
+        return False
+
+    def _crosses(self, a: _Access, b: _Access, depth: int) -> bool:
+        key = (id(a), id(b), depth)
+        hit = self.memo.get(key)
+        if hit is None:
+            got = (
+                None
+                if self.launch is None
+                else crosses_threads(a.where, b.where, depth, self.launch)
+            )
+            hit = self.memo[key] = got is not False  # undecided: a barrier is the safe side
+        return hit
 
     def plan(self, s: Stmt) -> tuple[Stmt, _Summary]:
         if isinstance(s, SeqStmt):
@@ -176,7 +136,7 @@ class _Planner:
         pending: list[_Access] = []
         for c in stmts:
             new, cs = self.plan(c)
-            if _conflict(pending, cs.head):
+            if self.conflict(pending, cs.head):
                 out.append(ThreadSync())
                 summ.barrier = True
                 pending = []
@@ -193,18 +153,24 @@ class _Planner:
 
     def loop(self, s: For) -> tuple[Stmt, _Summary]:
         is_thread = s.kind is ForKind.THREAD_BINDING
+        root = is_thread and not self.loops  # the kernel: its block's extents
+        if root:
+            self.launch = launch_extents(_loops_under(s))
         if is_thread and (s.thread or "").startswith("threadIdx"):
-            self.threads.append(s)
             self.thread_vars.add(id(s.loop_var))
+        self.loops.append(s)
         try:
             body, summ = self.plan(s.body)
         finally:
-            if is_thread and self.threads and self.threads[-1] is s:
-                self.threads.pop()
+            self.loops.pop()
+            if root:
+                self.launch = None
         if is_thread:
             return s.update(body=body), summ
         single = isinstance(s.extent, IntImm) and s.extent.value <= 1
-        if not single and _conflict(summ.tail, summ.head):
+        # the lanes of a vector loop run at once in one thread: no barrier between them
+        lanes = s.kind is ForKind.VECTORIZED or VECTOR_ATTR in s.annotations
+        if not single and not lanes and self.conflict(summ.tail, summ.head):
             body = seq(body, ThreadSync())
             return s.update(body=body), _Summary(summ.head, [], True)
         return s.update(body=body), summ
@@ -225,6 +191,17 @@ class _Planner:
             return new, _Summary(cond + ts.head + es.head, ts.tail + es.tail, True)
         everything = cond + ts.head + ts.tail + es.head + es.tail
         return new, _Summary(everything, list(everything), False)
+
+
+def _loops_under(s: Stmt) -> list[For]:
+    found: list[For] = []
+
+    def fn(n: Node) -> None:
+        if isinstance(n, For):
+            found.append(n)
+
+    post_order_visit(s, fn)
+    return found
 
 
 def _exprs(s: Stmt) -> list[Expr]:

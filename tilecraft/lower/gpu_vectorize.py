@@ -2,11 +2,15 @@
 
 Before: lowered GPU code (flat buffers); loops may be ``ForKind.VECTORIZED``.
 After:  a vectorized loop ``for v in range(L)`` whose body is one store ``C[b + v] = f(...)``,
-where every load is either ``X[b' + v]`` or independent of ``v``, ``L`` is a supported vector
-width for the dtypes involved (2 or 4 lanes of 32-bit values, 2 of 16-bit floats) and every
-base ``b``/``b'`` is provably a multiple of ``L`` (so each access is aligned to its vector size),
-carries the annotation ``tc.vector_lanes = L`` and is emitted as one vector access per buffer.
-Any other vectorized loop becomes an unrolled loop (same meaning, scalar accesses).
+where every load is either ``X[b' + v]`` or independent of ``v``, carries the annotation
+``tc.vector_lanes = L`` when every such access of global or shared memory moves 32, 64 or 128
+bits (2 or 4 lanes of 32-bit values, 2 of 64-bit, 2, 4 or 8 of 16-bit, 4, 8 or 16 of 8-bit:
+``half8`` and ``char16`` are 128-bit accesses), its base ``b``/``b'`` is provably a multiple of
+``L`` (so the access is aligned to its vector size), and at least one access is of global or
+shared memory. It is emitted as one vector access per such buffer; accesses of ``local``
+buffers (register tiles, with no alignment guarantee) stay one scalar per lane, so a register
+tile is stored back, or filled, with vector accesses of memory. Any other vectorized loop
+becomes an unrolled loop (same meaning, scalar accesses).
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ from dataclasses import dataclass
 from ..arith import Analyzer
 from ..ir import (
     Add,
+    Buffer,
     BufferLoad,
     BufferStore,
     Cast,
+    DataType,
     Expr,
     For,
     ForKind,
@@ -36,7 +42,7 @@ from ..ir import (
 from ..ir.transform import FunctionPass
 
 VECTOR_ATTR = "tc.vector_lanes"
-_LANES = {"float32": (2, 4), "int32": (2, 4), "float16": (2,), "bfloat16": (2,)}
+_VECTOR_BITS = (32, 64, 128)
 
 
 @dataclass(frozen=True)
@@ -81,11 +87,7 @@ def vector_plan(loop: For) -> VectorPlan | None:
     var = loop.loop_var
     ana = Analyzer()
     base = _contiguous_base(store.indices[0], var, ana)
-    if (
-        base is None
-        or not _fits(str(store.buffer.dtype), lanes, store.buffer.scope)
-        or not divisible(base, lanes)
-    ):
+    if base is None or not _fits(store.buffer.dtype, lanes, store.buffer.scope, base):
         return None
     loads: list[tuple[BufferLoad, Expr]] = []
     ok = True
@@ -94,11 +96,7 @@ def vector_plan(loop: For) -> VectorPlan | None:
         nonlocal ok
         if isinstance(n, BufferLoad) and uses_var(n.indices[0], var):
             b = _contiguous_base(n.indices[0], var, ana)
-            if (
-                b is None
-                or not _fits(str(n.buffer.dtype), lanes, n.buffer.scope)
-                or not divisible(b, lanes)
-            ):
+            if b is None or not _fits(n.buffer.dtype, lanes, n.buffer.scope, b):
                 ok = False
             else:
                 loads.append((n, b))
@@ -106,14 +104,27 @@ def vector_plan(loop: For) -> VectorPlan | None:
             ok = False  # a broadcast read of the written buffer: keep scalar order
 
     post_order_visit(store.value, fn)
-    if not ok or uses_var(base, var):
+    memory = store.buffer.scope != "local" or any(ld.buffer.scope != "local" for ld, _ in loads)
+    if not ok or not memory or uses_var(base, var):
         return None
     return VectorPlan(lanes, store, base, tuple(loads))
 
 
-def _fits(dt: str, lanes: int, scope: str = "global") -> bool:
-    # register arrays have no alignment guarantee: only global/shared memory is vectorized
-    return scope != "local" and lanes in _LANES.get(dt, ())
+def is_vector_access(buf: Buffer) -> bool:
+    """True when a planned access of ``buf`` is one vector access (else one scalar per lane)."""
+    return buf.scope != "local"
+
+
+def _fits(dt: DataType, lanes: int, scope: str, base: Expr) -> bool:
+    # register arrays have no alignment guarantee: their lanes stay scalars (any lanes fit)
+    if scope == "local":
+        return True
+    return (
+        dt.lanes == 1
+        and not dt.is_bool
+        and dt.bits * lanes in _VECTOR_BITS
+        and divisible(base, lanes)
+    )
 
 
 def _is_zero(e: Expr) -> bool:

@@ -23,10 +23,13 @@ from .convert_blocks_to_loops import ConvertBlocksToLoops
 from .expand_warp_tiles import ExpandWarpTiles
 from .expose_shape_vars import ExposeShapeVars
 from .flatten_buffer import FlattenBuffer
+from .gpu_check_local import CheckLocalPrivate
+from .gpu_thread_loops import HoistSharedAllocations, LowerVirtualThreads
 from .lower_init_block import LowerInitBlock
 from .lower_thread_bindings import LowerThreadBindings
 from .plan_allocations import PlanAllocations
 from .simplify import Simplify
+from .unroll_loops import UnrollLoops
 
 LOWERED_ATTR = "tc.lowered"
 """Function attribute set on the output of :func:`lower`."""
@@ -43,17 +46,33 @@ def get_pipeline(
         CPU targets reject thread-bound loops unless ``emulate_gpu``; CUDA targets keep them.
     emulate_gpu
         Lower thread-bound loops to serial loops (GPU emulation on the CPU).
+
+    For a CUDA target, buffers are compacted with their thread loops still bound (a shared
+    buffer's box covers its thread block, a local one's one thread; see
+    :class:`CompactBufferAllocation`), then shared allocations move above the thread loops
+    and ``vthread`` loops become unrolled loops.
     """
     tgt = as_target(target)
     keep_threads = tgt.is_gpu and not emulate_gpu
+    threads: list[FunctionPass] = (
+        [
+            CheckLocalPrivate(),
+            CompactBufferAllocation(keep_shared_pitch=True),
+            HoistSharedAllocations(),
+            LowerVirtualThreads(),
+        ]
+        if keep_threads
+        else [LowerThreadBindings(emulate_gpu), CompactBufferAllocation()]
+    )
     return [
         # a warp tile op (tensorized mma/WMMA) runs on the CPU by its serial meaning
         *([] if keep_threads else [ExpandWarpTiles()]),
         CollectStorageAlign(),
         LowerInitBlock(),
-        PlanAllocations(),
+        PlanAllocations(shared_at_threads=not keep_threads),
         ConvertBlocksToLoops(),
-        *([] if keep_threads else [LowerThreadBindings(emulate_gpu), CompactBufferAllocation()]),
+        *threads,
+        UnrollLoops(roll=emulate_gpu),
         ExposeShapeVars(),
         FlattenBuffer(),
         Simplify(),

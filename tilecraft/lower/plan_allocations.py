@@ -8,7 +8,8 @@ the accesses sit in several of its statements). Unused buffers are dropped.
 Two rules keep the placement correct when a buffer carries values across loop iterations:
 a buffer written by a reduction block is placed above the outermost loop that drives one of
 the block's reduce iterators (the accumulator lives across those iterations), and a
-``shared``-scope buffer is placed above every ``threadIdx`` loop (all threads see one copy).
+``shared``-scope buffer is placed above every ``threadIdx`` loop (all threads see one copy;
+CUDA lowering turns this off: it relaxes shared buffers over thread loops when compacting).
 An allocation is never hoisted out of the block that declared it. A buffer allocated inside a
 block's body is local to that block: its regions leave the block's ``reads``/``writes``.
 """
@@ -56,8 +57,9 @@ class _Target:
 class _AccessCollector:
     """Record, for each planned buffer, the paths of all statements that access it."""
 
-    def __init__(self, planned: dict[int, Buffer]) -> None:
+    def __init__(self, planned: dict[int, Buffer], shared_at_threads: bool = True) -> None:
         self.planned = planned
+        self.shared_at_threads = shared_at_threads
         self.paths: dict[int, list[list[_Step]]] = {k: [] for k in planned}
         self.owner_path: dict[int, list[_Step]] = {}
         self.path: list[_Step] = []
@@ -71,7 +73,7 @@ class _AccessCollector:
         for cut, written in self.cuts:
             if key in written and cut < len(pos) - 1:
                 pos = [*self.path[:cut], (self.path[cut][0], -1)]
-        if buf.scope in ("shared", "shared.dyn"):
+        if self.shared_at_threads and buf.scope in ("shared", "shared.dyn"):
             for i, (node, _) in enumerate(pos[:-1]):
                 if isinstance(node, For) and (node.thread or "").startswith("threadIdx"):
                     pos = [*pos[:i], (node, -1)]
@@ -260,7 +262,18 @@ class _Placer(Mutator):
 
 
 class PlanAllocations(FunctionPass):
-    """Move block-allocated buffers to ``Allocate`` nodes at their narrowest covering scope."""
+    """Move block-allocated buffers to ``Allocate`` nodes at their narrowest covering scope.
+
+    Parameters
+    ----------
+    shared_at_threads
+        Place a ``shared`` buffer above every ``threadIdx`` loop (the serial meaning: all
+        threads see one copy). False (CUDA lowering, whose compaction relaxes a shared buffer
+        over the thread loops around it) places it where its accesses meet, like the others.
+    """
+
+    def __init__(self, shared_at_threads: bool = True) -> None:
+        self.shared_at_threads = shared_at_threads
 
     def transform_function(self, func: PrimFunc) -> PrimFunc:
         """Plan the intermediate allocations of ``func``."""
@@ -274,7 +287,7 @@ class PlanAllocations(FunctionPass):
         post_order_visit(func.body, fn)
         if not planned:
             return func
-        collector = _AccessCollector(planned)
+        collector = _AccessCollector(planned, self.shared_at_threads)
         collector.stmt(func.body)
         wraps: dict[int, list[tuple[_Target, Buffer]]] = {}
         for key, buf in planned.items():

@@ -38,10 +38,13 @@ class BufferPrimitives:
         """Stage read buffer ``read_buffer_index`` of ``block`` through a new buffer.
 
         Requires: the index selects a read; the scope is global, shared, shared.dyn or
-        local; each consumer given reads the buffer; the buffer has at most one writer, and
-        no reader shares the writer's outermost loop nest.
+        local; each consumer given reads the buffer; the buffer has at most one writer; the
+        readers sharing the writer's loop nest lie after it under one loop.
         Rewrite: a copy block ``A_local[v] = A[v]`` goes after the producer (first, for a
-        parameter); the readers read ``A_local``. Returns the copy block.
+        parameter); the readers read ``A_local``. When readers share the producer's nest
+        (after ``compute_at``: a cache chain), the copy goes right after the producer inside
+        the deepest loop holding both, covering what the readers there read. Returns the copy
+        block.
         """
         return _bridge.cache_read(
             self.state, block, read_buffer_index, storage_scope, consumer_blocks
@@ -114,7 +117,8 @@ class BufferPrimitives:
 
         Requires: exactly one reduction block under ``loop``, with an init and a body
         ``C[s] = C[s] op rhs`` (op one of +, *, max, min); ``loop`` binds reduce iterators
-        only; the block has no predicate; ``-(ndim + 1) <= factor_axis <= ndim``; no loop
+        only; each predicate condition uses reduction loops only, or none (a guarded
+        contribution adds the identity); ``-(ndim + 1) <= factor_axis <= ndim``; no loop
         binds both spatial and reduce iterators; no other block inside the replaced nest
         accesses ``C``; loop ranges independent of the dropped reduction loops.
         Rewrite: ``C[i] += A[i, ko * 4 + ki]`` -> ``C_rf[ki, i] += A[i, ko * 4 + ki]`` and

@@ -275,8 +275,11 @@ class Schedule(BufferPrimitives, TensorPrimitives):
     def bind(self, loop: LoopRV, thread: str) -> None:
         """Bind a serial loop to ``blockIdx.x/y/z``, ``threadIdx.x/y/z`` or ``vthread``.
 
-        Requires: no nested loop on the same axis; blockIdx/vthread bind spatial iterators
-        only, threadIdx may bind reduction iterators (cross-thread reduction).
+        Requires: blockIdx/vthread bind spatial iterators only, threadIdx may bind reduction
+        iterators (cross-thread reduction); a loop nested in (or around) a loop on the same
+        axis iterates the same thread index, so nothing under the inner loop may use the
+        outer loop's variable, the inner extent is at most the outer one, and the blocks under
+        it can run again with the same result (the cooperative fetch of a shared tile).
         """
         _annotate.bind(self.state, loop, thread)
 
@@ -306,6 +309,9 @@ class Schedule(BufferPrimitives, TensorPrimitives):
         Requires: the block is not the root and writes no function output; ``loop`` is not
         above the block; every consumer lies under ``loop``; the needed region is bounded;
         the block has an init or reads no buffer it writes (it may run twice on an element).
+        The region is relaxed over the enclosing thread loops that share the block's buffer
+        (shared: threadIdx and vthread; global: all; local: none), so a shared cache under
+        threadIdx loops covers the whole thread block's tile.
         A root location handle (``sample_compute_location``) keeps the block where it is,
         an inline handle inlines it.
         Rewrite: ``for i: B[i] = ...; for i: for j: C[i, j] = B[i]`` -- compute_at(B, C's i)

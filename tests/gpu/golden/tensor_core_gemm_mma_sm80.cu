@@ -36,6 +36,8 @@ template <typename T> __device__ __forceinline__ T tc_ufloormod(T a, T b) {
 template <typename T> __device__ __forceinline__ T tc_udiv(T a, T b) {
   return b == T(0) ? T(0) : a / b;
 }
+template <> __device__ __forceinline__ __half tc_min<__half>(__half a, __half b) { __half m = b < a ? b : a; return __hisnan(b) ? b : m; }
+template <> __device__ __forceinline__ __half tc_max<__half>(__half a, __half b) { __half m = b > a ? b : a; return __hisnan(b) ? b : m; }
 
 __device__ __forceinline__ unsigned tc_pack_f16(__half a, __half b) {
   return (unsigned)__half_as_ushort(a) | ((unsigned)__half_as_ushort(b) << 16);

@@ -37,6 +37,8 @@ template <typename T> __device__ __forceinline__ T tc_ufloormod(T a, T b) {
 template <typename T> __device__ __forceinline__ T tc_udiv(T a, T b) {
   return b == T(0) ? T(0) : a / b;
 }
+template <> __device__ __forceinline__ __half tc_min<__half>(__half a, __half b) { __half m = b < a ? b : a; return __hisnan(b) ? b : m; }
+template <> __device__ __forceinline__ __half tc_max<__half>(__half a, __half b) { __half m = b > a ? b : a; return __hisnan(b) ? b : m; }
 
 extern "C" __global__ void __launch_bounds__(128) main_kernel0(
     const __half* __restrict__ A,
@@ -59,17 +61,39 @@ extern "C" __global__ void __launch_bounds__(128) main_kernel0(
   for (int ax0_2_ax1_3_fused_0 = 0; ax0_2_ax1_3_fused_0 < 4; ++ax0_2_ax1_3_fused_0) {
     const int ax0_2_ax1_3_fused_1 = (int)threadIdx.y;
     const int ax0_2_ax1_3_fused_2 = (int)threadIdx.x;
-    #pragma unroll
-    for (int ax0_2_ax1_3_fused_3 = 0; ax0_2_ax1_3_fused_3 < 8; ++ax0_2_ax1_3_fused_3) {
-      A_shared[(((((ax0_2_ax1_3_fused_0 * 1280) + (ax0_2_ax1_3_fused_1 * 320)) + ((ax0_2_ax1_3_fused_2 / 4) * 40)) + ((ax0_2_ax1_3_fused_2 % 4) * 8)) + ax0_2_ax1_3_fused_3)] = __float2half(__half2float(A[((((((i0_0 * 524288) + (ax0_2_ax1_3_fused_0 * 131072)) + (ax0_2_ax1_3_fused_1 * 32768)) + ((ax0_2_ax1_3_fused_2 / 4) * 4096)) + ((ax0_2_ax1_3_fused_2 % 4) * 8)) + ax0_2_ax1_3_fused_3)]));
+    {
+      const uint4 tc_vec0 = *(const uint4*)(A + (((((i0_0 * 524288) + (ax0_2_ax1_3_fused_0 * 131072)) + (ax0_2_ax1_3_fused_1 * 32768)) + ((ax0_2_ax1_3_fused_2 / 4) * 4096)) + ((ax0_2_ax1_3_fused_2 % 4) * 8)));
+      const __half* tc_vec0_e = (const __half*)&tc_vec0;
+      uint4 tc_vout;
+      __half* tc_vout_e = (__half*)&tc_vout;
+      tc_vout_e[0] = tc_vec0_e[0];
+      tc_vout_e[1] = tc_vec0_e[1];
+      tc_vout_e[2] = tc_vec0_e[2];
+      tc_vout_e[3] = tc_vec0_e[3];
+      tc_vout_e[4] = tc_vec0_e[4];
+      tc_vout_e[5] = tc_vec0_e[5];
+      tc_vout_e[6] = tc_vec0_e[6];
+      tc_vout_e[7] = tc_vec0_e[7];
+      *(uint4*)(A_shared + ((((ax0_2_ax1_3_fused_0 * 1280) + (ax0_2_ax1_3_fused_1 * 320)) + ((ax0_2_ax1_3_fused_2 / 4) * 40)) + ((ax0_2_ax1_3_fused_2 % 4) * 8))) = tc_vout;
     }
   }
   for (int ax0_ax1_fused_0 = 0; ax0_ax1_fused_0 < 4; ++ax0_ax1_fused_0) {
     const int ax0_ax1_fused_1 = (int)threadIdx.y;
     const int ax0_ax1_fused_2 = (int)threadIdx.x;
-    #pragma unroll
-    for (int ax0_ax1_fused_3 = 0; ax0_ax1_fused_3 < 8; ++ax0_ax1_fused_3) {
-      B_shared[(((((ax0_ax1_fused_0 * 1088) + (ax0_ax1_fused_1 * 272)) + ((ax0_ax1_fused_2 / 16) * 136)) + ((ax0_ax1_fused_2 % 16) * 8)) + ax0_ax1_fused_3)] = __float2half(__half2float(B[((((((ax0_ax1_fused_0 * 32768) + (ax0_ax1_fused_1 * 8192)) + ((ax0_ax1_fused_2 / 16) * 4096)) + (i1_0 * 128)) + ((ax0_ax1_fused_2 % 16) * 8)) + ax0_ax1_fused_3)]));
+    {
+      const uint4 tc_vec0 = *(const uint4*)(B + (((((ax0_ax1_fused_0 * 32768) + (ax0_ax1_fused_1 * 8192)) + ((ax0_ax1_fused_2 / 16) * 4096)) + (i1_0 * 128)) + ((ax0_ax1_fused_2 % 16) * 8)));
+      const __half* tc_vec0_e = (const __half*)&tc_vec0;
+      uint4 tc_vout;
+      __half* tc_vout_e = (__half*)&tc_vout;
+      tc_vout_e[0] = tc_vec0_e[0];
+      tc_vout_e[1] = tc_vec0_e[1];
+      tc_vout_e[2] = tc_vec0_e[2];
+      tc_vout_e[3] = tc_vec0_e[3];
+      tc_vout_e[4] = tc_vec0_e[4];
+      tc_vout_e[5] = tc_vec0_e[5];
+      tc_vout_e[6] = tc_vec0_e[6];
+      tc_vout_e[7] = tc_vec0_e[7];
+      *(uint4*)(B_shared + ((((ax0_ax1_fused_0 * 1088) + (ax0_ax1_fused_1 * 272)) + ((ax0_ax1_fused_2 / 16) * 136)) + ((ax0_ax1_fused_2 % 16) * 8))) = tc_vout;
     }
   }
   __syncthreads();
@@ -77,17 +101,39 @@ extern "C" __global__ void __launch_bounds__(128) main_kernel0(
     for (int ax0_2_ax1_3_fused_0 = 0; ax0_2_ax1_3_fused_0 < 4; ++ax0_2_ax1_3_fused_0) {
       const int ax0_2_ax1_3_fused_1 = (int)threadIdx.y;
       const int ax0_2_ax1_3_fused_2 = (int)threadIdx.x;
-      #pragma unroll
-      for (int ax0_2_ax1_3_fused_3 = 0; ax0_2_ax1_3_fused_3 < 8; ++ax0_2_ax1_3_fused_3) {
-        A_shared[((((((((k_0 + 1) % 2) * 5120) + (ax0_2_ax1_3_fused_0 * 1280)) + (ax0_2_ax1_3_fused_1 * 320)) + ((ax0_2_ax1_3_fused_2 / 4) * 40)) + ((ax0_2_ax1_3_fused_2 % 4) * 8)) + ax0_2_ax1_3_fused_3)] = __float2half(__half2float(A[((((((((i0_0 * 524288) + (ax0_2_ax1_3_fused_0 * 131072)) + (ax0_2_ax1_3_fused_1 * 32768)) + ((ax0_2_ax1_3_fused_2 / 4) * 4096)) + (k_0 * 32)) + ((ax0_2_ax1_3_fused_2 % 4) * 8)) + ax0_2_ax1_3_fused_3) + 32)]));
+      {
+        const uint4 tc_vec0 = *(const uint4*)(A + (((((((i0_0 * 524288) + (ax0_2_ax1_3_fused_0 * 131072)) + (ax0_2_ax1_3_fused_1 * 32768)) + ((ax0_2_ax1_3_fused_2 / 4) * 4096)) + (k_0 * 32)) + ((ax0_2_ax1_3_fused_2 % 4) * 8)) + 32));
+        const __half* tc_vec0_e = (const __half*)&tc_vec0;
+        uint4 tc_vout;
+        __half* tc_vout_e = (__half*)&tc_vout;
+        tc_vout_e[0] = tc_vec0_e[0];
+        tc_vout_e[1] = tc_vec0_e[1];
+        tc_vout_e[2] = tc_vec0_e[2];
+        tc_vout_e[3] = tc_vec0_e[3];
+        tc_vout_e[4] = tc_vec0_e[4];
+        tc_vout_e[5] = tc_vec0_e[5];
+        tc_vout_e[6] = tc_vec0_e[6];
+        tc_vout_e[7] = tc_vec0_e[7];
+        *(uint4*)(A_shared + (((((((k_0 + 1) % 2) * 5120) + (ax0_2_ax1_3_fused_0 * 1280)) + (ax0_2_ax1_3_fused_1 * 320)) + ((ax0_2_ax1_3_fused_2 / 4) * 40)) + ((ax0_2_ax1_3_fused_2 % 4) * 8))) = tc_vout;
       }
     }
     for (int ax0_ax1_fused_0 = 0; ax0_ax1_fused_0 < 4; ++ax0_ax1_fused_0) {
       const int ax0_ax1_fused_1 = (int)threadIdx.y;
       const int ax0_ax1_fused_2 = (int)threadIdx.x;
-      #pragma unroll
-      for (int ax0_ax1_fused_3 = 0; ax0_ax1_fused_3 < 8; ++ax0_ax1_fused_3) {
-        B_shared[((((((((k_0 + 1) % 2) * 4352) + (ax0_ax1_fused_0 * 1088)) + (ax0_ax1_fused_1 * 272)) + ((ax0_ax1_fused_2 / 16) * 136)) + ((ax0_ax1_fused_2 % 16) * 8)) + ax0_ax1_fused_3)] = __float2half(__half2float(B[((((((((k_0 * 131072) + (ax0_ax1_fused_0 * 32768)) + (ax0_ax1_fused_1 * 8192)) + ((ax0_ax1_fused_2 / 16) * 4096)) + (i1_0 * 128)) + ((ax0_ax1_fused_2 % 16) * 8)) + ax0_ax1_fused_3) + 131072)]));
+      {
+        const uint4 tc_vec0 = *(const uint4*)(B + (((((((k_0 * 131072) + (ax0_ax1_fused_0 * 32768)) + (ax0_ax1_fused_1 * 8192)) + ((ax0_ax1_fused_2 / 16) * 4096)) + (i1_0 * 128)) + ((ax0_ax1_fused_2 % 16) * 8)) + 131072));
+        const __half* tc_vec0_e = (const __half*)&tc_vec0;
+        uint4 tc_vout;
+        __half* tc_vout_e = (__half*)&tc_vout;
+        tc_vout_e[0] = tc_vec0_e[0];
+        tc_vout_e[1] = tc_vec0_e[1];
+        tc_vout_e[2] = tc_vec0_e[2];
+        tc_vout_e[3] = tc_vec0_e[3];
+        tc_vout_e[4] = tc_vec0_e[4];
+        tc_vout_e[5] = tc_vec0_e[5];
+        tc_vout_e[6] = tc_vec0_e[6];
+        tc_vout_e[7] = tc_vec0_e[7];
+        *(uint4*)(B_shared + (((((((k_0 + 1) % 2) * 4352) + (ax0_ax1_fused_0 * 1088)) + (ax0_ax1_fused_1 * 272)) + ((ax0_ax1_fused_2 / 16) * 136)) + ((ax0_ax1_fused_2 % 16) * 8))) = tc_vout;
       }
     }
     __syncthreads();

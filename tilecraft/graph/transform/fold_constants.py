@@ -5,14 +5,15 @@ Before: graph functions may hold bindings (operator calls or ``call_tir``s) that
 the weights (a transpose, a re-layout of an operand). After: each such binding is a
 ``Constant`` holding its value; bindings reading it may fold in turn, in order. The values
 are computed by building the PrimFuncs involved for the host CPU (one compilation for the
-whole module; operator calls are legalized on the fly) and running them once. Constants and
+whole module; operator calls are legalized on the fly) and running them once; a transpose or
+reshape operator call is pure data movement and is computed by numpy instead. Constants and
 PrimFuncs nothing uses any more are left to :class:`DeadCodeElimination`. Calls of fused
 groups are not folded: run it before ``FuseOps``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,16 +32,36 @@ from ..ir import (
     rebuild,
 )
 from ..op import GraphError
+from ..op_types import permutation
 from .legalize import legalize_call
 from .names import fresh_name
+
+Move = Callable[[np.ndarray], np.ndarray]
 
 
 @dataclass
 class _Fold:
-    """One binding to fold: the kernels computing it, as (PrimFunc name, args, output)."""
+    """One binding to fold: the kernels computing it, as (PrimFunc name, args, output), or
+    the numpy function moving its one argument's data (``move``)."""
 
     binding: Binding
     calls: list[tuple[str, tuple[TensorVar, ...], TensorVar]]
+    move: Move | None = None
+
+
+def _data_movement(call: OpCall, out: TensorVar) -> Move | None:
+    """numpy's exact equivalent of a pure data-movement operator call, else None.
+
+    A weight transpose or reshape of a large model computed by an unscheduled kernel costs a
+    compilation and a slow naive loop nest (the TinyLlama layer's transposes: about 2 s).
+    """
+    shape = out.type.static_shape()
+    if call.op == "permute_dims" and shape is not None:
+        perm = permutation(call.op, call.attrs, call.args[0].type.ndim)
+        return lambda a: np.transpose(a, perm)
+    if call.op == "reshape" and shape is not None:
+        return lambda a: np.reshape(a, shape)
+    return None
 
 
 class _Planner:
@@ -83,7 +104,8 @@ class _Planner:
                 and b.var.type.static_shape() is not None
             ):
                 constant.add(id(b.var))
-                folds.append(_Fold(b, self.calls_of(b)))
+                move = _data_movement(b.value, b.var) if isinstance(b.value, OpCall) else None
+                folds.append(_Fold(b, [] if move else self.calls_of(b), move))
         return folds
 
 
@@ -93,6 +115,9 @@ def _evaluate(func: Function, folds: list[_Fold], lib: object) -> Function:
     }
     replaced: dict[int, Binding] = {}
     for fold in folds:
+        if fold.move is not None:  # a view: the Constant below makes the one contiguous copy
+            (arg,) = fold.binding.value.args
+            values[id(fold.binding.var)] = fold.move(values[id(arg)])
         for name, args, out in fold.calls:
             shape = out.type.static_shape()
             assert shape is not None
@@ -100,7 +125,9 @@ def _evaluate(func: Function, folds: list[_Fold], lib: object) -> Function:
             lib[name](*(values[id(a)] for a in args), result)  # type: ignore[index]
             values[id(out)] = result
         var = fold.binding.var
-        replaced[id(fold.binding)] = Binding(var, Constant(var.type, values[id(var)]))
+        constant = Constant(var.type, values[id(var)])
+        values[id(var)] = constant.data  # C-contiguous, for the kernels of later folds
+        replaced[id(fold.binding)] = Binding(var, constant)
     return rebuild(func, [replaced.get(id(b), b) for b in func.bindings])
 
 
@@ -119,7 +146,7 @@ class FoldConstants(ModulePass):
                 todo.append((name, func, folds))
         if not todo:
             return mod
-        lib = build(IRModule(dict(planner.needed)), "cpu")
+        lib = build(IRModule(dict(planner.needed)), "cpu") if planner.needed else None
         funcs = dict(mod.functions)
         for name, func, folds in todo:
             funcs[name] = _evaluate(func, folds, lib)

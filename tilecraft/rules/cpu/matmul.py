@@ -13,16 +13,21 @@ The schedule (numbers from :class:`MatmulConfig`, per target):
 * the *vector axis* ``n`` is the innermost non-batch output index; the operand holding it
   (``V``) is *streamed*, the other (``U``) *broadcast*; ``m`` is the innermost non-unit
   spatial iterator of ``U``. For ``C[i, j] = A[i, k] B[k, j]``: ``n = j``, ``V = B``, ``m = i``;
-* loops ``[S, m_oo, V's other, n_o] (fused, parallel) | pack | [U's other, m_o] [K]
-  m_i (unrolled) n_i (vectorized)``: an ``mr x nr`` register tile (``nr`` a multiple of the
-  SIMD width) accumulated in a local buffer the compiler keeps in registers: the
-  intermediate itself (``set_scope``) when an epilogue follows, else a ``cache_write`` copy.
-  A symbolic-shape output has no copy (tilecraft's copy nests need constant extents) and is
-  accumulated in place, where the compiler keeps one row only: ``mr = 1``, ``nr`` doubled;
+* loops ``[S, m_oo, V's other, n_o] (fused, parallel; symbolic extents first, so the fused
+  index is divided by constants only) | pack | [U's other, m_o] [K] m_i (unrolled) n_i
+  (vectorized)``: an ``mr x nr`` register tile (``nr`` a multiple of the SIMD width)
+  accumulated in a local buffer the compiler keeps in registers: the intermediate itself
+  (``set_scope``) when an epilogue follows, else a ``cache_write`` copy. An output whose copy
+  cannot be made is accumulated in place, where the compiler keeps one row only: ``mr = 1``,
+  ``nr`` doubled;
+* ``m`` and ``n`` extents that are symbolic or not a multiple of the tile are padded up to
+  whole tiles (``pad_einsum``: zero-filled copies of the operands before the nest, the output
+  copied back in the write-back), so the micro-kernel has no guard (see :func:`_pad_ragged`);
 * the ``K x nr`` panel of ``V`` read under one ``n_o`` is packed into a contiguous buffer
   (``cache_read``, or the conv's ``reindex`` block, + ``compute_at`` + ``transform_layout``
   putting ``n`` innermost): the micro-kernel reads it at unit stride. A panel small enough
-  for the stack is read in place (see :func:`_pack`);
+  for the stack and already contiguous along ``n`` is read in place; a small strided one is
+  transposed once before the nest (see :func:`_pack`);
 * cache blocking: the register tile lives in registers, the packed panel (``K x nr``) in
   L2; when ``U`` does not fit in half the last-level cache, or the parallel loop has fewer
   iterations than cores, ``m`` is blocked once more (``m_oo``) outside the panels;
@@ -30,7 +35,7 @@ The schedule (numbers from :class:`MatmulConfig`, per target):
   write-back and computed per register tile (``compute_inline`` + ``reverse_compute_at``);
   when that fails they stay after the nest, reading the whole intermediate;
 * the init is hoisted out of the ``K`` loops (``decompose_reduction``);
-* non-divisible and symbolic extents are split with a guard. tilecraft's
+* extents that cannot be padded (a conv's staged read) are split with a guard. tilecraft's
   ``decompose_reduction`` rejects a guarded block (its one-to-one check does not take a
   predicate with an outer offset), so a guarded kernel keeps its init inside: correct, slower.
 """
@@ -41,7 +46,7 @@ import math
 from dataclasses import dataclass, field
 
 from ...codegen.c import STACK_LIMIT_BYTES
-from ...ir import BufferLoad, DataType, Expr, IntImm, PrimFunc, Var
+from ...ir import BufferLoad, DataType, Expr, For, IntImm, PrimFunc, Var
 from ...schedule import BlockRV, IndexMap, LoopRV, Schedule
 from ...schedule.analysis import (
     BlockInfo,
@@ -61,6 +66,7 @@ from ._common import (
     attempt,
     block_node,
     const_int,
+    find_realize,
     loads_of,
     localize_output,
     loop_of_iter,
@@ -172,6 +178,8 @@ class Matmul(CPURule):
         why = _choose_roles(plan)
         if why is not None:
             return Decline(why)
+        # Step 2b. Pad ragged or symbolic m and n to whole register tiles (no guard inside).
+        base, plan = _pad_ragged(base, plan, cfg)
         # Step 3. Tile: [S, m_oo, V other, n_o] [U other, m_o] [K] m_i n_i.
         sch = base.copy()
         probe = base.copy()
@@ -272,6 +280,71 @@ def _choose_roles(plan: _Plan) -> str | None:
     return None
 
 
+def _tile_sizes(plan: _Plan, cfg: MatmulConfig, direct: bool) -> tuple[int, int]:
+    """(mr, nr): the register tile (see :func:`_tile`)."""
+    lanes = cfg.lanes(plan.einsum.output.buffer.dtype)
+    n_ext, m_ext = const_int(plan.doms[id(plan.n)]), const_int(plan.doms[id(plan.m)])
+    nr = pick_tile(n_ext, lanes * cfg.nr_vectors * (2 if direct else 1), lanes)
+    mr = 1 if direct else pick_tile(m_ext, cfg.mr)
+    return mr, nr
+
+
+def _pad_ragged(base: Schedule, plan: _Plan, cfg: MatmulConfig) -> tuple[Schedule, _Plan]:
+    """Pad ``m`` and ``n`` up to whole register tiles when a tile would need a guard.
+
+    A symbolic or non-dividing extent split into register tiles gets a predicate on the
+    micro-kernel, which keeps the init inside the ``K`` loop (``decompose_reduction`` rejects
+    a guarded block) and the guard in the vector loop: several times slower. ``pad_einsum``
+    instead runs the block over padded extents, reading zero-filled copies of the operands
+    made before the nest (cheap next to the product) and copying the wanted part of the output
+    back (that copy, fused into the write-back, is the only guarded step). When padding is
+    not possible (a conv's staged read, an operand indexed by expressions) the guard stays.
+    """
+    mr, nr = _tile_sizes(plan, cfg, direct=False)
+    want = {id(plan.m): mr, id(plan.n): nr}
+    padding = []
+    for iv in block_node(base, plan.main).iter_vars:
+        tile = want.get(id(iv.var), 1)
+        ext = const_int(iv.dom.extent)
+        padding.append(tile if tile > 1 and (ext is None or ext % tile) else 1)
+    if all(p == 1 for p in padding):
+        return base, plan
+    padded = base.copy()
+    if not attempt(padded, padded.pad_einsum, plan.main, padding):
+        return base, plan
+    again = _replan(padded, plan)
+    if again is None or _choose_roles(again) is not None:
+        return base, plan
+    for copy in padded.get_producers(again.main):  # the zero-filled copies: parallel, vector
+        loops = padded.get_loops(copy)
+        if len(loops) > 1:
+            attempt(padded, padded.parallel, loops[0])
+        vectorize_innermost(padded, copy)
+    return padded, again
+
+
+def _replan(sch: Schedule, plan: _Plan) -> _Plan | None:
+    """The plan of the einsum block of ``plan`` after ``pad_einsum`` rebuilt its nest.
+
+    (``normalize_prim_func`` would reject the function: the padded copies bind unit
+    iterators to constants.)
+    """
+    main = sch.get_block(plan.main.name)
+    block = block_node(sch, main)
+    realize = find_realize(sch.func, block.name)
+    by_var = {id(lp.var): lp for lp in sch.get_loops(main)}
+    loops: dict[int, LoopRV] = {}
+    for iv, value in zip(block.iter_vars, realize.iter_values, strict=True):
+        if not isinstance(value, Var) or id(value) not in by_var:
+            return None
+        loops[id(iv.var)] = by_var[id(value)]
+    einsum = classify_einsum(block)
+    if einsum is None:
+        return None
+    doms: dict[int, int | Expr] = {id(iv.var): iv.dom.extent for iv in block.iter_vars}
+    return _Plan(main, einsum, loops, doms, plan.stages)
+
+
 def _reduce_extent(plan: _Plan) -> int | None:
     total = 1
     for v in plan.einsum.k_iters:
@@ -309,11 +382,8 @@ def _tile(sch: Schedule, plan: _Plan, cfg: MatmulConfig, direct: bool) -> _Tiles
     ``direct``: the output is accumulated in place (no local tile can be made), where only a
     one-row tile stays in registers: ``mr = 1`` and a twice wider ``nr``.
     """
-    dt = plan.einsum.output.buffer.dtype
-    lanes = cfg.lanes(dt)
-    n_ext, m_ext = const_int(plan.doms[id(plan.n)]), const_int(plan.doms[id(plan.m)])
-    nr = pick_tile(n_ext, lanes * cfg.nr_vectors * (2 if direct else 1), lanes)
-    mr = 1 if direct else pick_tile(m_ext, cfg.mr)
+    mr, nr = _tile_sizes(plan, cfg, direct)
+    n_ext = const_int(plan.doms[id(plan.n)])
     n_o, n_i = sch.split(plan.loops[id(plan.n)], factors=[None, nr])
     m_o, m_i = sch.split(plan.loops[id(plan.m)], factors=[None, mr])
     extents = [const_int(plan.doms[id(v)]) for v in [*plan.batch, *plan.v_other]]
@@ -328,26 +398,39 @@ def _tile(sch: Schedule, plan: _Plan, cfg: MatmulConfig, direct: bool) -> _Tiles
     loops = plan.loops
     parallel = [*(loops[id(v)] for v in plan.batch), *outer_m,
                 *(loops[id(v)] for v in plan.v_other), n_o]  # fmt: skip
+    # symbolic extents outermost: fusing divides the fused index by the inner extents, and a
+    # division by a constant costs nothing where one by a symbolic extent is a call per use
+    parallel.sort(key=lambda lp: _constant_loop(sch, lp))
     mid = [*(loops[id(v)] for v in plan.u_other), m_o]
     k = [loops[id(v)] for v in plan.einsum.k_iters]
     sch.reorder(*parallel, *mid, *k, m_i, n_i)
     return _Tiles(nr, parallel, n_o, m_o, k, m_i, n_i)
 
 
+def _constant_loop(sch: Schedule, loop: LoopRV) -> bool:
+    node = sch.get(loop)
+    assert isinstance(node, For)
+    return isinstance(node.extent, IntImm)
+
+
 def _pack(sch: Schedule, plan: _Plan, tiles: _Tiles) -> None:
     """Copy the ``K x nr`` panel of V read under ``n_o`` to a buffer with ``n`` innermost.
 
-    A panel small enough for the stack (C codegen's ``STACK_LIMIT_BYTES``) is not packed: it
-    fits in L1 unpacked, and GCC keeps the register tile in registers only while no other
-    stack array is used in its loop (measured at 12 x 128x64x128: 38 GFLOP/s packed, 104
-    unpacked). A conv's staging block, which must run, then fills the whole im2col buffer
-    before the nest. Without a pack when the copy cannot be made (tilecraft's copy nests
-    need constant extents: a symbolic-shape operand is read in place).
+    A panel small enough for the stack (C codegen's ``STACK_LIMIT_BYTES``) is not packed under
+    the tile: it fits in L1 unpacked, and GCC keeps the register tile in registers only while
+    no other stack array is used in its loop (measured at 12 x 128x64x128: 38 GFLOP/s packed,
+    104 unpacked). It is read in place when ``n`` is its innermost index; otherwise (a key
+    matrix ``K[j, k]`` of attention scores) the micro-kernel would gather along a whole row,
+    and the operand is transposed once, before the nest (the TinyLlama prefill's scores, 32 x
+    128 x 128 x 64: 250 ms gathered, 1 ms transposed). A conv's staging block, which must run,
+    also fills its whole im2col buffer before the nest. Without a pack when the copy cannot
+    be made.
     """
     k_ext = _reduce_extent(plan)
     itemsize = max(plan.v.buffer.dtype.bits // 8, 1)
     small = k_ext is not None and k_ext * tiles.nr * itemsize <= STACK_LIMIT_BYTES
-    if small and id(plan.v.buffer) not in plan.stages:
+    contiguous = plan.v.indices[-1] is plan.n
+    if small and contiguous and id(plan.v.buffer) not in plan.stages:
         return
     attempt(sch, _pack_panel, sch, plan, tiles, not small)
 

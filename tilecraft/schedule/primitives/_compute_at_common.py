@@ -11,7 +11,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...errors import ScheduleError
-from ...ir import Block, BlockRealize, Buffer, For, IterKind, PrimFunc, Range, Stmt, Var
+from ...ir import (
+    Block,
+    BlockRealize,
+    Buffer,
+    For,
+    IterKind,
+    PrimFunc,
+    Range,
+    Stmt,
+    Var,
+    relaxed_loop,
+)
 from .. import _tree
 from ._blockutil import (
     blocks_accessing,
@@ -67,7 +78,12 @@ def move_block(
     if reverse:
         check_producers_finish(prim, name, under, enclosing)
         check_exact_production(prim, name, under, buffers, loop)
-    bounds_by_buf = _demanded(prim, func, under, buffers, loop, reverse=reverse)
+    # compute_at relaxes the region over the enclosing thread loops that share the produced
+    # buffer's storage (see tilecraft.ir.thread_scope); reverse_compute_at never does: a
+    # consumer reading what other threads produce in the same iteration would read, in the
+    # schedule's serial meaning, elements not produced yet
+    relax = [] if reverse else [lp for lp in enclosing if relaxed_loop(buffers[0].scope, lp)]
+    bounds_by_buf = demanded_regions(prim, func, under, buffers, loop, reverse=reverse, relax=relax)
     ranges = _iter_ranges(prim, blk, bounds_by_buf, reverse=reverse)
     if reverse:
         check_reads_within(prim, blk, ranges, bounds_by_buf)
@@ -198,7 +214,7 @@ def check_related_under_loop(
         )
 
 
-def _demanded(
+def demanded_regions(
     prim: str,
     func: PrimFunc,
     under: Sequence[tuple[BlockRealize, _tree.Path]],
@@ -206,12 +222,14 @@ def _demanded(
     loop: For,
     *,
     reverse: bool,
+    relax: Sequence[For] = (),
 ) -> dict[int, list[Bounds]]:
-    """Per buffer: hull of the regions the related blocks access under ``loop``."""
+    """Per buffer: hull of the regions the related blocks access under ``loop``, with the
+    loops of ``relax`` (enclosing thread loops) ranging over their whole domain too."""
     out: dict[int, list[Bounds]] = {}
     for r, p in under:
         vmap = {iv.var: v for iv, v in zip(r.block.iter_vars, r.iter_values, strict=False)}
-        dom = var_dom(loops_between(p, loop))
+        dom = var_dom([*relax, *loops_between(p, loop)])
         regions = r.block.writes if reverse else r.block.reads
         for reg in regions:
             if not any(reg.buffer is b for b in buffers):

@@ -6,7 +6,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from ...ir import THREAD_TAGS, For, ForKind, IterKind, uses_var
+from ...arith import Analyzer
+from ...errors import ScheduleError
+from ...ir import (
+    THREAD_TAGS,
+    BlockRealize,
+    Expr,
+    For,
+    ForKind,
+    IntImm,
+    IterKind,
+    Var,
+    collect_vars,
+    structural_equal,
+    uses_var,
+)
 from .. import _tree
 from ..arguments import AnnotationValue, OneOf, Str
 from ..instruction import primitive
@@ -113,24 +127,22 @@ def bind(state: ScheduleState, loop: LoopRV, thread: Annotated[str, OneOf(THREAD
     """Bind ``loop`` to a GPU thread axis.
 
     Requires: (1) ``thread`` is blockIdx.x/y/z, threadIdx.x/y/z or vthread(.x/y/z);
-    (2) the loop is serial; (3) no enclosing or enclosed loop is bound to the same axis;
-    (4) blockIdx/vthread bind spatial iterators only; threadIdx may also bind reduction
-    iterators (a cross-thread reduction).
+    (2) the loop is serial; (3) blockIdx/vthread bind spatial iterators only; threadIdx may
+    also bind reduction iterators (a cross-thread reduction); (4) where a loop bound to the
+    same axis encloses the loop (or the loop encloses one), the inner loop iterates the same
+    thread index as the outer one: nothing under the inner loop uses the outer loop's
+    variable, the inner extent is at most the outer one, and every block under the inner loop
+    can run again with the same result (it reads no buffer it writes, or its whole reduction,
+    init included, runs under the inner loop). Each thread of the outer loop then does the same
+    work, and the inner loop divides it among them: the cooperative fetch of a shared tile.
     Rewrite:  for i in range(256)  ->  for i in thread_binding(256, "threadIdx.x")
     """
     node, path = loop_node(state, loop)
     check_serial(state, node, "bind needs")
-    nested = [s for s in path if isinstance(s, For)] + [
-        s for s, _ in _tree.walk(node.body) if isinstance(s, For)
-    ]
-    for other in nested:
-        if other.thread == thread:
-            raise state.error(
-                f'loop "{other.loop_var.name}" is already bound to "{thread}"',
-                requires="bind needs no nested loop bound to the same thread axis",
-                fragment=loop_error_fragment(state, node),
-                locations=[node.loop_var.name, other.loop_var.name],
-            )
+    outer = [s for s in path if isinstance(s, For) and s.thread == thread]
+    inner = [s for s, _ in _tree.walk(node.body) if isinstance(s, For) and s.thread == thread]
+    for out, inn in [(o, node) for o in outer] + [(node, i) for i in inner]:
+        check_same_thread_nesting(state, node, out, inn)
     allowed = (
         (IterKind.SPATIAL, IterKind.REDUCE)
         if thread.startswith("threadIdx")
@@ -138,6 +150,74 @@ def bind(state: ScheduleState, loop: LoopRV, thread: Annotated[str, OneOf(THREAD
     )
     check_iters_bound_by(state, node, allowed, "bind needs")
     _set_kind(state, node, ForKind.THREAD_BINDING, thread)
+
+
+def check_same_thread_nesting(state: ScheduleState, node: For, outer: For, inner: For) -> None:
+    """``inner`` (under ``outer``, both on one thread axis) may iterate ``outer``'s index."""
+    var = outer.loop_var
+
+    def fail(why: str, hint: str) -> ScheduleError:
+        return state.error(
+            f'loop "{outer.loop_var.name}" is already bound to "{outer.thread or node.thread}" '
+            f'and "{inner.loop_var.name}" nested in it {why}',
+            requires="bind of a loop nested in (or around) a loop on the same thread axis "
+            "needs the inner loop to be independent of the outer one (it iterates the same "
+            "thread index), no longer than it, and re-runnable",
+            fragment=loop_error_fragment(state, node),
+            hint=hint,
+            locations=[node.loop_var.name, outer.loop_var.name, inner.loop_var.name],
+        )
+
+    uses = [s for s, _ in _tree.walk(inner) if _uses_outer(s, var)]
+    if uses:
+        raise fail(
+            f'depends on "{var.name}"',
+            "bind a loop whose work is the same for every value of the outer loop (a "
+            "cooperative fetch after compute_at), or bind another axis",
+        )
+    if not _provably_le(inner.extent, outer.extent):
+        raise fail(
+            f"has extent {inner.extent.script()} above {outer.extent.script()}",
+            "split the inner loop to the outer loop's extent",
+        )
+    for br in _tree.blocks_under(inner.body):
+        if not _rerunnable_under(br, inner):
+            raise fail(
+                f'holds block "{br.block.name}", which would accumulate once per outer iteration',
+                "bind a loop holding only whole computations (copies, or reductions with "
+                "their init)",
+            )
+
+
+def _uses_outer(s: object, var: Var) -> bool:
+    """``s`` (a loop or block realize) uses ``var`` in its range, bindings or predicate."""
+    if isinstance(s, For):
+        return uses_var(s.min, var) or uses_var(s.extent, var)
+    if isinstance(s, BlockRealize):
+        return uses_var(s.predicate, var) or any(uses_var(v, var) for v in s.iter_values)
+    return False
+
+
+def _provably_le(a: Expr, b: Expr) -> bool:
+    if isinstance(a, IntImm) and isinstance(b, IntImm):
+        return a.value <= b.value
+    return structural_equal(a, b) or Analyzer().can_prove(a <= b)
+
+
+def _rerunnable_under(br: BlockRealize, loop: For) -> bool:
+    """Running ``br`` again (all of ``loop``) gives the same result: it reads no buffer it
+    writes, or it has an init and every loop driving its reduce iterators is under ``loop``."""
+    blk = br.block
+    written = _tree.buffers_written(blk)
+    if not any(b is w for b in _tree.buffers_read(blk) for w in written):
+        return True
+    if blk.init is None:
+        return False
+    inside = {id(s.loop_var) for s, _ in _tree.walk(loop) if isinstance(s, For)}
+    for iv, value in zip(blk.iter_vars, br.iter_values, strict=True):
+        if iv.kind is IterKind.REDUCE and any(id(v) not in inside for v in collect_vars(value)):
+            return False
+    return True
 
 
 def _plain(value: Any) -> Any:

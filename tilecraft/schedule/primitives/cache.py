@@ -50,6 +50,7 @@ from ._blockutil import (
     prune_alignment,
     replace_buffers,
 )
+from ._cache_chain import cache_read_in_nest, shares_nest
 from ._cache_common import check_alignment_agrees as check_alignment_agrees
 from ._cache_common import check_alone_in_nest as check_alone_in_nest
 from ._cache_common import check_buffer_index as check_buffer_index
@@ -127,7 +128,9 @@ def cache_read(
 
     Rewrite: a block ``"A_shared"`` (``A_shared[v] = A[v]`` over the whole buffer) is placed
     after the buffer's producer (at the start of the function for a parameter); ``block`` and
-    the chosen consumers (default: every reader) read ``A_shared`` instead.
+    the chosen consumers (default: every reader) read ``A_shared`` instead. When chosen readers
+    share the producer's loop nest (it was moved by ``compute_at``), the copy goes inside that
+    nest instead (see :mod:`._cache_chain`).
 
     Returns the new function and the name of the copy block.
     """
@@ -147,9 +150,10 @@ def cache_read(
             requires="the cached buffer has at most one writer",
             locations=[r.block.name for r in writers],
         )
+    nested = False
     if writers:
         top0, _ = top_level_child(func, writers[0])
-        check_alone_in_nest(prim, top0, writers[0], buf, chosen)
+        nested = shares_nest(top0, writers[0], chosen)
     cache = Buffer(
         fresh_buffer_name(func, f"{buf.name}_{storage_scope.replace('.', '_')}"),
         buf.shape,
@@ -157,6 +161,9 @@ def cache_read(
         storage_scope,
     )
     name = _tree.fresh_name(func, cache.name)
+    if nested:  # a cache chain: the copy goes inside the nest the producer shares
+        func = cache_read_in_nest(prim, func, writers[0], chosen, buf, cache, name)
+        return add_alloc(func, cache, func.body), name
     region = whole_written_region(func, buf) if writers else BufferRegion.full(buf).region
     mapping: dict[int, Stmt | None] = {
         id(r): r.update(block=replace_buffers(r.block, {buf: cache})) for r in chosen

@@ -15,6 +15,7 @@ from ...arith import Analyzer
 from ...ir import (
     And,
     BlockRealize,
+    DataType,
     Expr,
     For,
     ForKind,
@@ -24,6 +25,8 @@ from ...ir import (
     Stmt,
     Var,
     as_expr,
+    cast,
+    dtype,
     uses_var,
 )
 from .. import _tree
@@ -320,14 +323,14 @@ def fuse(state: ScheduleState, *loops: LoopRV, preserve_unit_iters: bool = True)
         check_serial(state, n, "fuse needs")
     check_independent_extents(state, nodes, "fuse needs")
     check_no_opaque_binding(state, nodes, "fuse needs")
-    dt = vars_[0].dtype
+    dt = _fused_dtype(vars_[0].dtype, [n.extent for n in nodes])
     exts = [n.extent for n in nodes]
-    total: Expr = exts[0]
+    total: Expr = exts[0] if exts[0].dtype == dt else cast(exts[0], dt)
     for e in exts[1:]:
         total = (
             as_expr(total.value * e.value, dt)
             if isinstance(total, IntImm) and isinstance(e, IntImm)
-            else total * e
+            else total * (e if e.dtype == dt else cast(e, dt))
         )
     (fused_name,) = fresh_var_names(state.func, ["_".join(v.name for v in vars_) + "_fused"])
     fused = Var(fused_name, dt)
@@ -337,12 +340,14 @@ def fuse(state: ScheduleState, *loops: LoopRV, preserve_unit_iters: bool = True)
         n = nodes[k]
         idx: Expr = fused if is_const(stride, 1) else fused // stride
         if k > 0:
-            idx = idx % n.extent
+            idx = idx % (n.extent if n.extent.dtype == dt else cast(n.extent, dt))
+        if idx.dtype != n.loop_var.dtype:  # a wide fused index: each part fits the loop's type
+            idx = cast(idx, n.loop_var.dtype)
         vmap[n.loop_var] = idx if is_const(n.min, 0) else n.min + idx
         stride = (
             as_expr(stride.value * n.extent.value, dt)
             if isinstance(stride, IntImm) and isinstance(n.extent, IntImm)
-            else stride * n.extent
+            else stride * (n.extent if n.extent.dtype == dt else cast(n.extent, dt))
         )
     body = _tree.substitute_outside_blocks(nodes[-1].body, vmap)
     total = Analyzer().simplify(total)  # 1 * n -> n
@@ -350,6 +355,17 @@ def fuse(state: ScheduleState, *loops: LoopRV, preserve_unit_iters: bool = True)
     new = For(fused, as_expr(0, dt), total, ForKind.SERIAL, body)
     state.commit(_tree.replace_stmt(state.func, nodes[0], new))
     return LoopRV(fused)
+
+
+def _fused_dtype(dt: DataType, extents: Sequence[Expr]) -> DataType:
+    """``dt``, or int64 when the constant product of ``extents`` does not fit ``dt``."""
+    total = 1
+    for e in extents:
+        if not isinstance(e, IntImm):
+            return dt
+        total *= e.value
+    lo, hi = -(2 ** (dt.bits - 1)), 2 ** (dt.bits - 1) - 1
+    return dt if lo <= total <= hi or dt.bits >= 64 else dtype("int64")
 
 
 # ------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ...errors import ScheduleError
 from ...ir import (
+    And,
     Block,
     BlockRealize,
     Buffer,
@@ -28,6 +29,7 @@ from ...ir import (
     Mul,
     PrimFunc,
     Range,
+    Select,
     SeqStmt,
     Stmt,
     Var,
@@ -233,7 +235,8 @@ def rfactor(func: PrimFunc, block: str, loop: Var, factor_axis: int = 0) -> tupl
 
     Requires: (1) the block has an init and a body ``C[s] = C[s] op rhs`` (op in +, *, max,
     min); (2) the loop is above the block, its variable is used by reduce iterator bindings
-    and by no spatial binding; (3) the realize has no predicate; (4)
+    and by no spatial binding; (3) each condition of the realize's predicate uses reduction
+    loops only, or none (a guarded split); (4)
     ``-(ndim + 1) <= factor_axis <= ndim``; (5) no loop binds both spatial and reduce
     iterators of the block; (6) no other block inside the replaced nest (see below) accesses
     the output buffer; (7) the factored loop's range uses no enclosing loop, and the range
@@ -246,6 +249,9 @@ def rfactor(func: PrimFunc, block: str, loop: Var, factor_axis: int = 0) -> tupl
                 C[vi] (init 0) += A[vi, vk]  ->          C_rf[vki, vi] (init 0) += A[vi, vk]
                                                      for ki: C[vi] (init as before) += C_rf[vki, vi]
 
+    A predicate (from a split that does not divide) is shared out: conditions on reduction
+    loops guard each contribution in the rf block (``C_rf += select(cond, rhs, identity)``, so
+    every rf element the write-back reads is initialised); the others guard both blocks.
     Both nests replace the block's own loop nest in place: its outermost loop that holds
     nothing but the block (or, when the block shares every loop down to the outermost
     reduction loop with other statements, e.g. a consumer placed by ``compute_at``, that
@@ -269,13 +275,14 @@ def rfactor(func: PrimFunc, block: str, loop: Var, factor_axis: int = 0) -> tupl
             locations=[block],
         )
     top, inner = check_reduction_nest(prim, realize, path, store.buffer, target)
+    check_gate_conditions(prim, realize, path)
     axis = factor_axis % (ndim + 1)
     shape = list(buf.shape)
     shape.insert(axis, target.extent)
     rf_buf = Buffer(fresh_buffer_name(func, f"{buf.name}_rf"), tuple(shape), buf.dtype, buf.scope)
     rf_name = _tree.fresh_name(func, f"{block}_rf")
     rf_realize = _rf_block(realize, path, store, op, rhs, rf_buf, rf_name, target, axis)
-    final = _final_nest(realize, inner, store, op, rf_buf, target, axis)
+    final = _final_nest(realize, path, inner, store, op, rf_buf, target, axis)
     rf_nest = _tree.replace_stmt(func.update(body=top), realize, rf_realize).body
     func = _tree.replace_stmt(func, top, SeqStmt((rf_nest, final)))
     return add_alloc(func, rf_buf, func.body), rf_name
@@ -294,13 +301,51 @@ def check_rfactor_loop(prim: str, realize: BlockRealize, target: For) -> None:
             fragment=fragment(realize),
             locations=[realize.block.name, target.loop_var.name],
         )
-    if not (isinstance(realize.predicate, IntImm) and realize.predicate.value == 1):
-        raise ScheduleError(
-            prim,
-            f'block "{realize.block.name}" has a predicate',
-            requires="the block realize has no predicate (split the loop evenly)",
-            locations=[realize.block.name],
-        )
+
+
+def check_gate_conditions(prim: str, realize: BlockRealize, path: _tree.Path) -> None:
+    """A predicate condition on the reduction loops uses no other loop of the nest (it moves
+    into the rf block's body, where only the reduction loops have iterators)."""
+    _, gate = _split_predicate(realize, path)
+    red = reduce_vars(realize, IterKind.REDUCE)
+    others = {id(lp.loop_var): lp for lp in _tree.loops_in_path(path) if id(lp.loop_var) not in red}
+    for c in gate:
+        mixed = [others[id(v)].loop_var.name for v in collect_vars(c) if id(v) in others]
+        if mixed:
+            raise ScheduleError(
+                prim,
+                f'the predicate of "{realize.block.name}" mixes reduction loops with {mixed}',
+                requires="each predicate condition uses reduction loops only, or none",
+                fragment=fragment(realize),
+                locations=[realize.block.name, *mixed],
+            )
+
+
+def _split_predicate(realize: BlockRealize, path: _tree.Path) -> tuple[list[Expr], list[Expr]]:
+    """The predicate's conjuncts that use no loop driving a reduce iterator (they gate whole
+    output elements) and those that do (they gate single contributions)."""
+    red = reduce_vars(realize, IterKind.REDUCE)
+    red_loops = {id(lp.loop_var) for lp in _tree.loops_in_path(path) if id(lp.loop_var) in red}
+    keep: list[Expr] = []
+    gate: list[Expr] = []
+    for c in _conjuncts(realize.predicate):
+        (gate if any(id(v) in red_loops for v in collect_vars(c)) else keep).append(c)
+    return keep, gate
+
+
+def _conjuncts(e: Expr) -> list[Expr]:
+    if isinstance(e, And):
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    if isinstance(e, IntImm) and e.value == 1:
+        return []
+    return [e]
+
+
+def _all(terms: list[Expr], dt: object) -> Expr:
+    out: Expr | None = None
+    for t in terms:
+        out = t if out is None else And(out, t)
+    return out if out is not None else IntImm(dt, 1)  # type: ignore[arg-type]
 
 
 def _rf_block(
@@ -334,7 +379,12 @@ def _rf_block(
     idx = list(store.indices)
     idx.insert(axis, simplify_index(vrf - target.min))
     idx_t = tuple(idx)
-    body = BufferStore(rf_buf, op(BufferLoad(rf_buf, idx_t), substitute(rhs, vmap)), idx_t)
+    keep, gate = _split_predicate(realize, path)
+    value = substitute(rhs, vmap)
+    if gate:  # a guarded contribution adds the identity: every rf element is initialised
+        cond = substitute(_all(gate, realize.predicate.dtype), lmap)
+        value = Select(cond, value, _identity(op, store.buffer.dtype))
+    body = BufferStore(rf_buf, op(BufferLoad(rf_buf, idx_t), value), idx_t)
     init = BufferStore(rf_buf, _identity(op, store.buffer.dtype), idx_t)
     reads = tuple(substitute(r, vmap) for r in blk.reads if r.buffer is not store.buffer)
     region = BufferRegion(rf_buf, point_region(idx_t))
@@ -348,11 +398,12 @@ def _rf_block(
     )
     new, _ = rename_iters(new)
     values = (*(v for _, v in spatial), *(lp.loop_var for lp in red_loops))
-    return BlockRealize(values, realize.predicate, new)
+    return BlockRealize(values, _all(keep, realize.predicate.dtype), new)
 
 
 def _final_nest(
     realize: BlockRealize,
+    path: _tree.Path,
     inner: list[For],
     store: BufferStore,
     op: type,
@@ -389,7 +440,9 @@ def _final_nest(
     )
     new, _ = rename_iters(new)
     values = (*(substitute(v, lmap) for _, v in spatial), lmap[target.loop_var])
-    stmt: Stmt = BlockRealize(values, IntImm(realize.predicate.dtype, 1), new)
+    keep, _ = _split_predicate(realize, path)
+    pred = substitute(_all(keep, realize.predicate.dtype), lmap)
+    stmt: Stmt = BlockRealize(values, pred, new)
     for lp in reversed(loops):
         nv = lmap[lp.loop_var]
         assert isinstance(nv, Var)

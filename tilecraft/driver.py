@@ -1,0 +1,115 @@
+"""``tc.compile``: the default path from an exported model to a fast executable.
+
+``compile(mod, target, params)`` runs, in order:
+
+1. the ``"default"`` graph pipeline (:func:`tilecraft.graph.get_pipeline`): ``params`` bound
+   as constants when given, matmuls reading transposed weights in place, every operator
+   legalized to a PrimFunc, parameter-only work (weight transposes, re-layouts) computed
+   once here, fusion;
+2. the default schedule rules of the target (:func:`default_rules`) through
+   :class:`~tilecraft.rules.ApplyDefaultSchedule`, under the target;
+3. :func:`tilecraft.build`.
+
+This module sits above every layer it drives (graph, rules) so the default path can grow
+the passes of the layers above the rules (applying a tuning database, library dispatch)
+without moving: it is the top of the stack below the command line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import BuildError
+from .graph import Executable, get_pipeline, is_graph_module
+from .ir import IRModule, PrimFunc
+from .rules import ApplyDefaultSchedule, ScheduleRule
+from .rules import cpu as cpu_rules
+from .runtime import Library, build
+from .runtime.arguments import ArgumentTypeError
+from .target import Target, as_target
+
+
+def default_rules(target: Target | str) -> list[ScheduleRule]:
+    """The rules ``tc.compile`` applies for ``target``, most specific first.
+
+    Parameters
+    ----------
+    target
+        A CPU target (``"cpu"``).
+
+    Returns
+    -------
+    list of ScheduleRule
+        :func:`tilecraft.rules.cpu.default_rules` for a CPU target.
+
+    Raises
+    ------
+    BuildError
+        For a GPU target: there are no GPU rules yet, and an unscheduled kernel cannot run on
+        a GPU (it has no thread binding). Schedule the kernels yourself (``tc.Schedule``,
+        a tuning database) and call :func:`tilecraft.build`.
+    """
+    tgt = as_target(target)
+    if tgt.is_gpu:
+        raise BuildError(
+            f"compile: no default schedule rules for {tgt} yet (there are CPU rules only); "
+            "schedule the kernels (tc.Schedule, or tune.ApplyDatabase after tuning) and call "
+            "tc.build, or compile for target='cpu'"
+        )
+    return cpu_rules.default_rules()
+
+
+def compile(
+    mod: IRModule | PrimFunc,
+    target: Target | str = "cpu",
+    params: Mapping[str, Any] | None = None,
+) -> Executable | Library:
+    """Compile a model (or kernels) the default way: graph pipeline, default rules, build.
+
+    Parameters
+    ----------
+    mod
+        An exported module (graph functions with operator calls, as
+        :meth:`~tilecraft.frontend.nn.Module.export` returns), a module after a graph
+        pipeline, or PrimFuncs alone (a PrimFunc or a module without graph functions:
+        they are scheduled and built).
+    target
+        ``"cpu"`` (default) or a CPU :class:`~tilecraft.target.Target`.
+    params
+        Weights to bind: export name (``"fc1.weight"``) or parameter name -> array. Bound
+        weights become constants of the executable, and every computation reading only
+        them (a transpose, a re-layout) is done once, here: ``exe["forward"](x)`` then takes
+        only the model inputs. Without ``params`` the executable takes the inputs then the
+        weights, ``exe["forward"](x, *params.values())``.
+
+    Returns
+    -------
+    Executable or Library
+        For a module with graph functions, the graph :class:`~tilecraft.graph.Executable`
+        (``exe["forward"](...)`` returns the result); for PrimFuncs alone, what
+        :func:`tilecraft.build` returns.
+
+    Raises
+    ------
+    BuildError
+        For a target without default rules (GPU targets, see :func:`default_rules`), or when
+        the C compiler fails.
+    GraphError
+        When ``params`` names no parameter, or an array does not match its parameter.
+    """
+    tgt = as_target(target)
+    rules = default_rules(tgt)
+    if isinstance(mod, PrimFunc):
+        mod = IRModule({mod.name: mod})
+    if not isinstance(mod, IRModule):
+        raise ArgumentTypeError(
+            f"compile: expected an IRModule or PrimFunc, got {type(mod).__name__}"
+        )
+    with tgt:
+        if is_graph_module(mod):
+            mod = get_pipeline("default", params=params)(mod)
+        elif params is not None:
+            raise BuildError("compile: params given, but the module has no graph function")
+        mod = ApplyDefaultSchedule(*rules)(mod)
+    return build(mod, tgt)
