@@ -99,6 +99,7 @@ class ThreadEmitter(_FunctionEmitter):
         self.local_bytes = 0
         self.fibers = False
         self.barriers = 0
+        self.collectives = 0  # warp collective statements so far
         self.counter = 0
         self.aux_names: dict[tuple[int, str], object] = {}
 

@@ -106,7 +106,9 @@ def emit_collective(em: ThreadEmitter, s: Stmt, spec: WarpCollective) -> None:
     if spec.c_source:
         em.cg.need(f"tc_emu_intrinsic_{spec.name}", spec.c_source)
     call = spec.describe(s)
-    site = em.site(SiteKind.COLLECTIVE, intrinsic=spec.name)
+    # one site per statement: lanes that reach different statements never pair up
+    site = em.site(SiteKind.COLLECTIVE, ordinal=em.collectives, intrinsic=spec.name)
+    em.collectives += 1
     n = em.fresh()
     out = em.out
     out.emit("{")

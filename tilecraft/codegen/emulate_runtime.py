@@ -248,12 +248,32 @@ static void tc_emu_warp_fail(tc_emu_warp_call* c, int32_t lane, int32_t other, c
                 other >= 0 ? base + other : -1, -1, 0, why);
 }
 
+/* A lane that cannot join its warp's collective: it never resumes (the block stops). */
+static void tc_emu_park(tc_emu_thread* t, int32_t site) {
+  t->site = site;
+  t->state = TC_EMU_AT_COLLECTIVE;
+  tc_emu_yield(t);
+}
+
 static void tc_emu_collective(tc_emu_thread* t, int32_t site, tc_emu_collective_fn fn,
                               uint32_t mask, const int64_t* imm, const int32_t* sizes,
                               int32_t nops, void* const* ops) {
   tc_emu_block* b = t->blk;
   int32_t w = t->linear / TC_EMU_WARP, lane = t->linear % TC_EMU_WARP;
   tc_emu_warp* wp = &b->warps[w];
+  if (wp->count != 0 && wp->site != site) {  /* diverged: never mix two statements' operands */
+    tc_emu_report(b, t->linear, TC_EMU_COLLECTIVE, site, 0, 0,
+                  w * TC_EMU_WARP + __builtin_ctz(wp->arrived), wp->site, 0,
+                  "lanes of one warp execute different warp collectives");
+    tc_emu_park(t, site);
+    return;
+  }
+  if (!((mask >> lane) & 1u)) {
+    tc_emu_report(b, t->linear, TC_EMU_COLLECTIVE, site, 0, 0, -1, -1, 0,
+                  "a lane outside the collective's mask executes it");
+    tc_emu_park(t, site);
+    return;
+  }
   if (wp->count == 0) {
     wp->site = site;
     wp->fn = fn;
@@ -262,19 +282,12 @@ static void tc_emu_collective(tc_emu_thread* t, int32_t site, tc_emu_collective_
     wp->sizes = sizes;
     wp->nops = nops;
     wp->arrived = 0;
-  } else if (wp->site != site) {
-    tc_emu_report(b, t->linear, TC_EMU_COLLECTIVE, site, 0, 0,
-                  w * TC_EMU_WARP + __builtin_ctz(wp->arrived), wp->site, 0,
-                  "lanes of one warp execute different warp collectives");
   }
-  if (!((mask >> lane) & 1u))
-    tc_emu_report(b, t->linear, TC_EMU_COLLECTIVE, site, 0, 0, -1, -1, 0,
-                  "a lane outside the collective's mask executes it");
   wp->ops[lane] = ops;
   wp->arrived |= 1u << lane;
   wp->count += 1;
   uint32_t need = mask & tc_emu_present(b, w);
-  if (wp->site == site && (wp->arrived & need) == need) {
+  if ((wp->arrived & need) == need) {
     tc_emu_warp_call c;
     c.present = tc_emu_present(b, w);
     c.arrived = wp->arrived;

@@ -40,6 +40,7 @@ from ..codegen.emulate_runtime import (
     FLAG_OTHER_WRITE,
     FLAG_SAME,
     FLAG_WRITE,
+    WARP_SIZE,
 )
 from ..errors import BuildError, EmulationError, RaceCheckError, RaceKind
 from ..ir import IRModule, PrimFunc
@@ -147,6 +148,7 @@ class _Fault:
         self.flags = rec.flags
         dim = tuple(int(d) for d in rec.dim)
         self.block: Index3 = (int(rec.block[0]), int(rec.block[1]), int(rec.block[2]))
+        self.linear = int(rec.thread)  # the thread's linear index (-1: none)
         self.thread = _xyz(rec.thread, dim) if rec.thread >= 0 else None
         self.other = _xyz(rec.other, dim) if rec.other >= 0 else None
         self.phase, self.index, self.extent = int(rec.phase), int(rec.index), int(rec.extent)
@@ -169,13 +171,14 @@ class _Fault:
         return f"; {n} more fault{'s' if n > 1 else ''} in this call" if n > 0 else ""
 
 
-def _site_text(site: Site | None) -> str:
+def _site_text(site: Site | None, numbered: bool = False) -> str:
     if site is None:
         return "its end"
     if site.kind is SiteKind.BARRIER:
         return f"barrier #{site.ordinal}"
     if site.kind is SiteKind.COLLECTIVE:
-        return f"warp collective {site.intrinsic!r}"
+        number = f" (warp operation #{site.ordinal} of the kernel)" if numbered else ""
+        return f"warp collective {site.intrinsic!r}{number}"
     return f"{site.kind.value} {site.buffer}"
 
 
@@ -261,13 +264,16 @@ def _sync_fault(f: _Fault) -> EmulationError:
     if f.site is None:  # reported by a collective's implementation
         what = f"thread {me}" + (f" and thread {_text(f.other)}" if f.other else "")
     else:
-        what = f"thread {me} waits at {_site_text(f.site)}"
+        a, b = f.site, f.other_site
+        numbered = b is not None and a.intrinsic == b.intrinsic and a.ordinal != b.ordinal
+        what = f"thread {me} waits at {_site_text(a, numbered)}"
         if f.other is not None:
-            there = "has exited" if f.other_site is None else f"waits at {_site_text(f.other_site)}"
+            there = "has exited" if b is None else f"waits at {_site_text(b, numbered)}"
             what += f" while thread {_text(f.other)} {there}"
+    warp = f" in warp {f.linear // WARP_SIZE}" if f.kind == "collective" and f.linear >= 0 else ""
     msg = (
         f"{f.function}: threads of block {_text(f.block)} in kernel {f.kernel} cannot proceed: "
-        f"{f.detail} ({what}); a GPU would hang or give undefined results{f.more()}"
+        f"{f.detail} ({what}){warp}; a GPU would hang or give undefined results{f.more()}"
     )
     return EmulationError(msg, kernel=f.kernel, block=f.block, threads=f.threads)
 
