@@ -11,7 +11,7 @@ over all lanes), then marks the regions written and stores the lane's results; a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..ir import Stmt
@@ -20,7 +20,9 @@ from .emulate_intrinsics import (
     Access,
     AsyncIntrinsic,
     AsyncRole,
+    CollectiveCall,
     LaneRegion,
+    LaneResult,
     LaneValue,
     WarpCollective,
     lane_elements,
@@ -89,10 +91,42 @@ def emit_region(em: ThreadEmitter, r: LaneRegion) -> Region:
     ptr = f"(void*)({em.buf(buf)} + {base})"
     if mine != "1":
         ptr = f"({mine} ? {ptr} : (void*)0)"
-    return Region(
-        ptr, ok, loop + before if before else "", loop + after if after else "", shadow, site,
-        base,
-    )  # fmt: skip
+    before = loop + before if before else ""
+    after = loop + after if after else ""
+    return Region(ptr, ok, before, after, shadow, site, base)
+
+
+@dataclass
+class _Operands:
+    """A collective's operands as emitted: each lane's pointers and sizes, its regions, and
+    the temporaries its results come back in."""
+
+    ptrs: list[str] = field(default_factory=list)
+    sizes: list[str] = field(default_factory=list)
+    regions: list[Region] = field(default_factory=list)
+    stores: list[tuple[LaneResult, str]] = field(default_factory=list)
+
+
+def _emit_operands(em: ThreadEmitter, call: CollectiveCall, n: int) -> _Operands:
+    """Evaluate ``call``'s operands into C temporaries (``n``: this collective's number)."""
+    ops = _Operands()
+    for k, op in enumerate(call.operands):
+        if isinstance(op, LaneRegion):
+            reg = emit_region(em, op)
+            ops.regions.append(reg)
+            ops.ptrs.append(reg.ptr)
+            ops.sizes.append(str(op.count * op.buffer.dtype.itemsize))
+            continue
+        dt = op.value.dtype if isinstance(op, LaneValue) else op.buffer.dtype
+        tmp = f"tc_o{n}_{k}"
+        if isinstance(op, LaneValue):
+            em.out.emit(f"{em.compute_type(dt)} {tmp} = {em.expr(op.value)};")
+        else:
+            em.out.emit(f"{em.compute_type(dt)} {tmp};")
+            ops.stores.append((op, tmp))
+        ops.ptrs.append(f"(void*)&{tmp}")
+        ops.sizes.append(f"(int32_t)sizeof({tmp})")
+    return ops
 
 
 def emit_collective(em: ThreadEmitter, s: Stmt, spec: WarpCollective) -> None:
@@ -113,23 +147,8 @@ def emit_collective(em: ThreadEmitter, s: Stmt, spec: WarpCollective) -> None:
     out = em.out
     out.emit("{")
     out.level += 1
-    ptrs, sizes, regions, stores = [], [], [], []
-    for k, op in enumerate(call.operands):
-        if isinstance(op, LaneRegion):
-            reg = emit_region(em, op)
-            regions.append(reg)
-            ptrs.append(reg.ptr)
-            sizes.append(str(op.count * op.buffer.dtype.itemsize))
-            continue
-        dt = op.value.dtype if isinstance(op, LaneValue) else op.buffer.dtype
-        tmp = f"tc_o{n}_{k}"
-        if isinstance(op, LaneValue):
-            out.emit(f"{em.compute_type(dt)} {tmp} = {em.expr(op.value)};")
-        else:
-            out.emit(f"{em.compute_type(dt)} {tmp};")
-            stores.append((op, tmp))
-        ptrs.append(f"(void*)&{tmp}")
-        sizes.append(f"(int32_t)sizeof({tmp})")
+    ops = _emit_operands(em, call, n)
+    ptrs, sizes, regions = ops.ptrs, ops.sizes, ops.regions
     ok = " && ".join(r.ok for r in regions if r.ok != "1") or "1"
     out.emit(f"if ({ok}) {{")
     out.level += 1
@@ -145,7 +164,7 @@ def emit_collective(em: ThreadEmitter, s: Stmt, spec: WarpCollective) -> None:
     )
     for line in (r.after for r in regions if r.after):
         out.emit(line)
-    for result, tmp in stores:
+    for result, tmp in ops.stores:
         em.store_result(result, tmp)
     out.level -= 1
     out.emit("}")

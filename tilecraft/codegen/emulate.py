@@ -34,13 +34,13 @@ from ..lower.gpu_split_host_device import (
     dyn_shared_layout,
 )
 from ..target import Target, as_target
+from . import tensor_core_emulator as _tensor_core  # noqa: F401  (registers the intrinsics)
 from ._emulate_kernel import ThreadEmitter
 from ._emulate_layout import KernelOptions, Site, SiteKind, SiteTable
 from ._names import C_RESERVED
 from .base import prim_funcs_of, symbol_table
 from .c import CCodegen, _FunctionEmitter, storage_ctype
 from .emulate_runtime import RUNTIME
-from .tensor_core_emulator import INTRINSICS as _TENSOR_CORE  # registers them
 
 __all__ = ["EmulatorSource", "Site", "SiteKind", "build_emulator_source"]
 

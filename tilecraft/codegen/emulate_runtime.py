@@ -13,8 +13,11 @@ inside a block:
   (``__syncthreads``), a warp collective or its end. When every thread waits at the same
   barrier, the barrier phase advances and all resume. A warp collective runs its C
   implementation once every lane its mask names has arrived (the last lane to arrive runs it
-  over all lanes' operands; see :mod:`.emulate_intrinsics`). Threads that can no longer all
-  meet (one exited, or waits elsewhere) are reported, not waited for.
+  over all lanes' operands; see :mod:`.emulate_intrinsics`). Each collective statement is its
+  own site: a lane that reaches another one while its warp's collective is open, or one
+  outside the mask, is reported and never resumed (its operands are never mixed with the
+  warp's). Threads that can no longer all meet (one exited, or waits elsewhere) are reported,
+  not waited for; the block then stops and its suspended fibers are dropped with their stacks.
 
 Fibers switch with a few instructions of assembly on x86-64 ELF systems and with
 ``swapcontext`` elsewhere (or when ``TC_EMU_UCONTEXT`` is defined); on the GEMM of the tests

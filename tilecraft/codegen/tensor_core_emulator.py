@@ -50,7 +50,7 @@ WMMA_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
 WMMA_LANE_ELEMENTS = 8
 """Values of one 16x16 WMMA fragment each lane holds (256 / 32)."""
 
-_ADAPTERS_C = r"""/* tensor-core adapters: tc_emu_warp_call -> the C reference (tensor_core_emulation) */
+_ADAPTERS_C = r"""/* tensor-core adapters: tc_emu_warp_call -> tensor_core_emulation C */
 static int tc_emu_tc_whole_warp(tc_emu_warp_call* c, const char* why) {
   if (c->arrived == 0xffffffffu) return 1;
   int32_t first = __builtin_ctz(c->arrived), missing = __builtin_ctz(~c->arrived);
