@@ -126,6 +126,61 @@ def test_shuffle_reading_a_lane_outside_the_group_is_reported() -> None:
         )
 
 
+def _diverged_shuffles() -> PrimFunc:
+    """Lanes 0-15 execute one full-warp shuffle, lanes 16-31 another (offsets 1 and 2)."""
+    text = """
+@T.prim_func
+def shfl(A: T.Buffer((32,), "float32"), B: T.Buffer((32,), "float32")):
+    T.func_attr({"tc.lowered": True})
+    for bx in T.thread_binding(1, thread="blockIdx.x"):
+        for tx in T.thread_binding(32, thread="threadIdx.x"):
+            R = T.allocate((1,), "float32", scope="local")
+            R[0] = A[tx]
+            if tx < 16:
+                T.evaluate(1)
+            else:
+                T.evaluate(2)
+            B[tx] = R[0]
+"""
+    func = tc.script.parse(text)
+    r = _buffers(func)["R"]
+    i32 = r.shape[0].dtype
+
+    class Put(Mutator):
+        def visit_Evaluate(self, s: Evaluate) -> Stmt:
+            offset = s.value.value  # type: ignore[attr-defined]
+            return WarpShuffle(r, IntImm(i32, 0), BufferLoad(r, (0,)), "down",
+                               IntImm(i32, offset), 32, 0xFFFFFFFF)  # fmt: skip
+
+    return func.update(body=Put().visit(func.body))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_lanes_at_different_shuffle_statements_are_reported(mode: object) -> None:
+    """Two statements of one intrinsic are two collectives: their lanes never pair up (they
+    did, silently, when all shuffles of a kernel shared one site)."""
+    with pytest.raises(EmulationError, match=r"cannot proceed: lanes of one warp execute "
+                       r"different warp collectives \(thread \(16, 0, 0\) waits at warp "
+                       r"collective 'shfl' \(warp operation #1 of the kernel\) while thread "
+                       r"\(0, 0, 0\) waits at warp collective 'shfl' \(warp operation #0 of the "
+                       r"kernel\)\) in warp 0"):  # fmt: skip
+        tc.build(_diverged_shuffles(), target=GPU, emulate=mode)["shfl"](
+            np.zeros(32, "float32"), np.zeros(32, "float32")
+        )
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_lane_outside_the_mask_is_reported(mode: object) -> None:
+    """Mask 0xffff0000 executed by all 32 lanes: lanes 0-15 are not part of it."""
+    func = _shuffle_kernel(0xFFFF0000, "tx >= 0")
+    with pytest.raises(EmulationError, match=r"cannot proceed: a lane outside the "
+                       r"collective's mask executes it \(thread \(0, 0, 0\) waits at warp "
+                       r"collective 'shfl'\) in warp 0"):  # fmt: skip
+        tc.build(func, target=GPU, emulate=mode)["shfl"](
+            np.zeros(32, "float32"), np.zeros(32, "float32")
+        )
+
+
 # -- the registry: a collective and an asynchronous copy defined here ------------------------
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class WarpSum(Stmt):

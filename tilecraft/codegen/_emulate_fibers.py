@@ -84,9 +84,12 @@ static void tc_emu_fiber_main(void) {
 """
 
 ASYNC = r"""
-/* Asynchronous copies (cp.async): queued per thread, done at the wait that covers them. */
+/* Asynchronous copies (cp.async): queued per thread, done at the wait that covers them. Under
+   race checking (shadow != 0) the destination is in flight from the copy to the wait: the copy
+   checks it as a store, then marks it pending, so any access before the wait is reported. */
 static void tc_emu_async_copy(tc_emu_thread* t, void* dst, const void* src, int64_t bytes,
-                              tc_emu_shadow* shadow, int32_t itemsize, int32_t site) {
+                              tc_emu_shadow* shadow, int32_t itemsize, int32_t site,
+                              int64_t index) {
   if (t->n_async == t->cap_async) {
     int32_t cap = t->cap_async ? 2 * t->cap_async : 16;
     tc_emu_async* grown = (tc_emu_async*)realloc(t->async, (size_t)cap * sizeof(tc_emu_async));
@@ -101,10 +104,16 @@ static void tc_emu_async_copy(tc_emu_thread* t, void* dst, const void* src, int6
   a->dst = (unsigned char*)dst;
   a->src = (const unsigned char*)src;
   a->bytes = bytes;
+  a->index = index;
   a->shadow = shadow;
   a->itemsize = itemsize;
   a->site = site;
   a->group = -1;
+  if (shadow)
+    for (int64_t off = 0; off < bytes; off += itemsize) {
+      tc_emu_shared_write(t, shadow + off, site, index + off / itemsize, 0);
+      shadow[off].gen = t->blk->gen | TC_EMU_PENDING;
+    }
 }
 static void tc_emu_async_commit(tc_emu_thread* t) {
   t->groups += 1;
@@ -121,8 +130,10 @@ static void tc_emu_async_wait(tc_emu_thread* t, int32_t in_flight) {
     }
     memcpy(a.dst, a.src, (size_t)a.bytes);
     if (a.shadow)
-      for (int64_t off = 0; off < a.bytes; off += a.itemsize)
-        tc_emu_shared_write(t, a.shadow + off, a.site, off / a.itemsize, 0);
+      for (int64_t off = 0; off < a.bytes; off += a.itemsize) {
+        if (a.shadow[off].gen == (t->blk->gen | TC_EMU_PENDING)) a.shadow[off].gen = t->blk->gen;
+        tc_emu_shared_write(t, a.shadow + off, a.site, a.index + off / a.itemsize, 0);
+      }
   }
   t->n_async = kept;
 }

@@ -40,22 +40,20 @@ from ._emulate_layout import (
     extra_scalars,
     static_layout,
 )
+from ._emulate_warp import SHARED_SCOPES, emit_async, emit_collective, is_per_thread
 from ._names import C_RESERVED, NameTable
 from .base import contains, is_zero
 from .c import CCodegen, _FunctionEmitter, storage_ctype
 from .emulate_intrinsics import (
-    Access,
     AsyncIntrinsic,
-    AsyncRole,
-    LaneRegion,
+    LaneIndex,
     LaneResult,
-    LaneValue,
     WarpCollective,
     find_intrinsic,
+    lane_elements,
 )
 from .emulate_runtime import STACK_BASE_BYTES
 
-SHARED_SCOPES = ("shared", "shared.dyn")
 _HW = {"threadIdx.x": "tc_self->tid[0]", "threadIdx.y": "tc_self->tid[1]",
        "threadIdx.z": "tc_self->tid[2]", "blockIdx.x": "tc_blk->bid[0]",
        "blockIdx.y": "tc_blk->bid[1]", "blockIdx.z": "tc_blk->bid[2]"}  # fmt: skip
@@ -63,7 +61,7 @@ _STACK_ROUND = 64 * 1024
 
 
 def _is_per_thread(buf: Buffer) -> bool:
-    return buf.scope not in ("global", *SHARED_SCOPES)
+    return is_per_thread(buf.scope)
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,18 +70,6 @@ class _Temp(Expr):
 
     dtype: DataType
     text: str
-
-
-@dataclass(frozen=True)
-class _Region:
-    """A :class:`LaneRegion` as emitted: pointer, range check, shadow updates."""
-
-    ptr: str
-    ok: str
-    before: str  # shadow checks of the elements read (racecheck)
-    after: str  # shadow updates of the elements written (racecheck)
-    shadow: str  # the shadow of its first element ("0": none)
-    site: int
 
 
 class ThreadEmitter(_FunctionEmitter):
@@ -113,8 +99,9 @@ class ThreadEmitter(_FunctionEmitter):
         self.local_bytes = 0
         self.fibers = False
         self.barriers = 0
+        self.collectives = 0  # warp collective statements so far
         self.counter = 0
-        self.aux: dict[tuple[int, str], object] = {}
+        self.aux_names: dict[tuple[int, str], object] = {}
 
     # the function -------------------------------------------------------------------------
     def args_struct(self, struct: str) -> str:
@@ -211,7 +198,7 @@ class ThreadEmitter(_FunctionEmitter):
             offset = self._shared_offset(buf)
             self.out.emit(f"{ctype}* {name} = ({ctype}*)(tc_blk->smem + {offset});")
             if self.opt.racecheck:
-                self.out.emit(f"tc_emu_shadow* {self._aux(buf, 'sh')} = tc_blk->shadow + {offset};")
+                self.out.emit(f"tc_emu_shadow* {self.aux(buf, 'sh')} = tc_blk->shadow + {offset};")
         elif buf.scope == "global":
             raise self.fail(f"global buffer {buf.name!r} allocated inside a kernel")
         elif not isinstance(size, IntImm):
@@ -220,12 +207,12 @@ class ThreadEmitter(_FunctionEmitter):
                 "'shared.dyn' for shared memory of run-time size"
             )
         else:
-            n = max(size.value, 1)
+            n = max(size.value, 1) * lane_elements(buf)  # a fragment: this lane's part of each
             self.local_bytes += n * buf.dtype.itemsize + n
             self.out.emit(f"{ctype} {name}[{n}];")
             self.out.emit(f"memset({name}, 0xff, sizeof {name});")
             if self.opt.racecheck:
-                init = self._aux(buf, "init")
+                init = self.aux(buf, "init")
                 self.out.emit(f"uint8_t {init}[{n}];")
                 self.out.emit(f"memset({init}, 0, sizeof {init});")
         self.stmt(s.body)
@@ -233,43 +220,48 @@ class ThreadEmitter(_FunctionEmitter):
         self.out.emit("}")
 
     def stmt(self, s: Stmt) -> None:
+        if isinstance(s, BufferStore):
+            self._plain_access(s.buffer)
         if isinstance(s, BufferStore) and self._instrumented(s.buffer):
             self.checked_store(s.buffer, s.indices[0], self.stored(s.buffer.dtype, s.value))
-        elif isinstance(s, Evaluate) and find_intrinsic(s) is not None:
-            self.other_stmt(s)  # an intrinsic spelled as a call statement
+        elif isinstance(s, (Evaluate, For)) and find_intrinsic(s) is not None:
+            self.other_stmt(s)  # an intrinsic spelled as a call statement or a loop
         else:
             super().stmt(s)
 
     def other_stmt(self, s: Stmt) -> None:
         if isinstance(s, ThreadSync):
             self.fibers = True
-            site = self._site(SiteKind.BARRIER, ordinal=self.barriers)
+            site = self.site(SiteKind.BARRIER, ordinal=self.barriers)
             self.barriers += 1
             self.out.emit(f"tc_emu_barrier(tc_self, {site});")
             return
         intrinsic = find_intrinsic(s)
         if isinstance(intrinsic, WarpCollective):
-            self.collective(s, intrinsic)
+            emit_collective(self, s, intrinsic)
         elif isinstance(intrinsic, AsyncIntrinsic):
-            self.async_op(s, intrinsic)
+            emit_async(self, s, intrinsic)
         else:
             super().other_stmt(s)
 
     def other_expr(self, e: Expr) -> str:
         if isinstance(e, _Temp):
             return e.text
+        if isinstance(e, LaneIndex):
+            return "((int32_t)(tc_self->linear % 32))"
         return super().other_expr(e)
 
     def element(self, e: BufferLoad) -> str:
         buf = e.buffer
+        self._plain_access(buf)
         if not self._instrumented(buf):
             return super().element(e)
-        n = self._fresh()
+        n = self.fresh()
         i, ok = f"tc_i{n}", f"tc_k{n}"
-        site = self._site(SiteKind.LOAD, buf)
+        site = self.site(SiteKind.LOAD, buf)
         parts = [f"({{ const int64_t {i} = (int64_t)({self.expr(e.indices[0])});"]
         parts.append(f"const int {ok} = {self._in_range(buf, i, site)};")
-        shadow = self._read_shadow(buf, i, site)
+        shadow = self.read_shadow(buf, i, site)
         if shadow:
             parts.append(f"if ({ok}) {shadow}")
         parts.append(f"{ok} ? {self.buf(buf)}[{i}] : ({storage_ctype(buf.dtype)})0; }})")
@@ -278,10 +270,10 @@ class ThreadEmitter(_FunctionEmitter):
     # checked accesses ---------------------------------------------------------------------
     def checked_store(self, buf: Buffer, index: Expr, value: str) -> None:
         """``buf[index] = value`` with the checks of this kernel."""
-        n = self._fresh()
+        n = self.fresh()
         v, i = f"tc_v{n}", f"tc_i{n}"
         name = self.buf(buf)
-        site = self._site(SiteKind.STORE, buf)
+        site = self.site(SiteKind.STORE, buf)
         self.out.emit("{")
         self.out.level += 1
         self.out.emit(f"const {storage_ctype(buf.dtype)} {v} = {value};")
@@ -290,15 +282,22 @@ class ThreadEmitter(_FunctionEmitter):
         self.out.level += 1
         if self.opt.racecheck and buf.scope in SHARED_SCOPES:
             same = f"memcmp(&{name}[{i}], &{v}, sizeof {v}) == 0"
-            shadow = f"{self._aux(buf, 'sh')} + {i} * {buf.dtype.itemsize}"
+            shadow = f"{self.aux(buf, 'sh')} + {i} * {buf.dtype.itemsize}"
             self.out.emit(f"tc_emu_shared_write(tc_self, {shadow}, {site}, {i}, {same});")
         elif self.opt.racecheck and _is_per_thread(buf):
-            self.out.emit(f"{self._aux(buf, 'init')}[{i}] = 1;")
+            self.out.emit(f"{self.aux(buf, 'init')}[{i}] = 1;")
         self.out.emit(f"{name}[{i}] = {v};")
         self.out.level -= 1
         self.out.emit("}")
         self.out.level -= 1
         self.out.emit("}")
+
+    def _plain_access(self, buf: Buffer) -> None:
+        if lane_elements(buf) != 1:
+            raise self.fail(
+                f"{buf.scope} buffer {buf.name!r} holds warp-distributed fragments; only warp "
+                "operations may access it"
+            )
 
     def _instrumented(self, buf: Buffer) -> bool:
         del buf  # every buffer is checked when checks are on (racecheck implies them)
@@ -309,153 +308,40 @@ class ThreadEmitter(_FunctionEmitter):
             return "1"
         return f"tc_emu_in(tc_self, {site}, {i}, (int64_t)({self.expr(buf.shape[0])}))"
 
-    def _read_shadow(self, buf: Buffer, i: str, site: int) -> str:
+    def read_shadow(self, buf: Buffer, i: str, site: int) -> str:
+        """The race check of reading ``buf[i]`` (C statement; empty when unchecked)."""
         if not self.opt.racecheck:
             return ""
         if buf.scope in SHARED_SCOPES:
-            shadow = f"{self._aux(buf, 'sh')} + {i} * {buf.dtype.itemsize}"
+            shadow = f"{self.aux(buf, 'sh')} + {i} * {buf.dtype.itemsize}"
             return f"tc_emu_shared_read(tc_self, {shadow}, {site}, {i});"
         if _is_per_thread(buf):
-            return f"tc_emu_local_read(tc_self, {self._aux(buf, 'init')}, {site}, {i});"
+            return f"tc_emu_local_read(tc_self, {self.aux(buf, 'init')}, {site}, {i});"
         return ""
 
-    def _region(self, r: LaneRegion) -> _Region:
-        """Evaluate a region's base; its range check and its shadow updates."""
-        n = self._fresh()
-        base = f"tc_r{n}"
-        site = self._site(SiteKind.LOAD if r.access is Access.READ else SiteKind.STORE, r.buffer)
-        self.out.emit(f"const int64_t {base} = (int64_t)({self.expr(r.base)});")
-        ok = "1"
-        if self.opt.checks:
-            ext = f"(int64_t)({self.expr(r.buffer.shape[0])})"
-            ok = (
-                f"tc_emu_in(tc_self, {site}, {base}, {ext}) && "
-                f"tc_emu_in(tc_self, {site}, {base} + {r.count - 1}, {ext})"
-            )
-        loop = f"for (int64_t tc_j{n} = {base}; tc_j{n} < {base} + {r.count}; ++tc_j{n}) "
-        before = ""
-        if r.access is not Access.WRITE:
-            before = self._read_shadow(r.buffer, f"tc_j{n}", site)
-        after = ""
-        if r.access is not Access.READ and self.opt.racecheck:
-            if r.buffer.scope in SHARED_SCOPES:
-                sh = f"{self._aux(r.buffer, 'sh')} + tc_j{n} * {r.buffer.dtype.itemsize}"
-                after = f"tc_emu_shared_write(tc_self, {sh}, {site}, tc_j{n}, 0);"
-            elif _is_per_thread(r.buffer):
-                after = f"{self._aux(r.buffer, 'init')}[tc_j{n}] = 1;"
-        shadow = "0"
-        if self.opt.racecheck and r.buffer.scope in SHARED_SCOPES:
-            shadow = f"{self._aux(r.buffer, 'sh')} + {base} * {r.buffer.dtype.itemsize}"
-        return _Region(
-            f"(void*)({self.buf(r.buffer)} + {base})",
-            ok,
-            loop + before if before else "",
-            loop + after if after else "",
-            shadow,
-            site,
-        )
-
-    # collectives and asynchronous copies --------------------------------------------------
-    def collective(self, s: Stmt, spec: WarpCollective) -> None:
-        """Emit a warp collective: operands, the runtime call, then the results' stores.
-
-        A lane whose region is out of range reports it and skips the collective.
-        """
-        self.fibers = True
-        self.cg.need(f"tc_emu_intrinsic_{spec.name}", spec.c_source)
-        call = spec.describe(s)
-        site = self._site(SiteKind.COLLECTIVE, intrinsic=spec.name)
-        n = self._fresh()
-        self.out.emit("{")
-        self.out.level += 1
-        ptrs, sizes, regions, stores = [], [], [], []
-        for k, op in enumerate(call.operands):
-            if isinstance(op, LaneRegion):
-                reg = self._region(op)
-                regions.append(reg)
-                ptrs.append(reg.ptr)
-                sizes.append(str(op.count * op.buffer.dtype.itemsize))
-                continue
-            dt = op.value.dtype if isinstance(op, LaneValue) else op.buffer.dtype
-            tmp = f"tc_o{n}_{k}"
-            if isinstance(op, LaneValue):
-                self.out.emit(f"{self.compute_type(dt)} {tmp} = {self.expr(op.value)};")
-            else:
-                self.out.emit(f"{self.compute_type(dt)} {tmp};")
-                stores.append((op, tmp))
-            ptrs.append(f"(void*)&{tmp}")
-            sizes.append(f"(int32_t)sizeof({tmp})")
-        ok = " && ".join(r.ok for r in regions if r.ok != "1") or "1"
-        self.out.emit(f"if ({ok}) {{")
-        self.out.level += 1
-        for line in (r.before for r in regions if r.before):
-            self.out.emit(line)
-        imm = ", ".join(str(int(v)) for v in call.immediates) or "0"
-        self.out.emit(f"void* const tc_ops{n}[] = {{{', '.join(ptrs) or '0'}}};")
-        self.out.emit(f"const int32_t tc_sz{n}[] = {{{', '.join(sizes) or '0'}}};")
-        self.out.emit(f"static const int64_t tc_imm{n}[] = {{{imm}}};")
-        self.out.emit(
-            f"tc_emu_collective(tc_self, {site}, {spec.c_function}, {call.mask & 0xFFFFFFFF}u, "
-            f"tc_imm{n}, tc_sz{n}, {len(ptrs)}, tc_ops{n});"
-        )
-        for line in (r.after for r in regions if r.after):
-            self.out.emit(line)
-        for op, tmp in stores:
-            self._store_value(op, _Temp(op.buffer.dtype, tmp))
-        self.out.level -= 1
-        self.out.emit("}")
-        self.out.level -= 1
-        self.out.emit("}")
-
-    def _store_value(self, op: LaneResult, value: Expr) -> None:
+    def store_result(self, op: LaneResult, tmp: str) -> None:
+        """Store a collective's result for this lane (``tmp`` holds it, compute type)."""
+        value = _Temp(op.buffer.dtype, tmp)
         if self._instrumented(op.buffer):
             self.checked_store(op.buffer, op.index, self.stored(op.buffer.dtype, value))
         else:
             super().stmt(BufferStore(op.buffer, value, (op.index,)))
 
-    def async_op(self, s: Stmt, spec: AsyncIntrinsic) -> None:
-        """Emit one asynchronous-copy statement as a runtime call (skipped when out of range)."""
-        if spec.role is AsyncRole.COMMIT:
-            self.out.emit("tc_emu_async_commit(tc_self);")
-            return
-        if spec.role is AsyncRole.WAIT:
-            assert spec.in_flight is not None
-            self.out.emit(f"tc_emu_async_wait(tc_self, {int(spec.in_flight(s))});")
-            return
-        assert spec.copy is not None
-        dst, src = spec.copy(s)
-        nbytes = dst.count * dst.buffer.dtype.itemsize
-        if nbytes != src.count * src.buffer.dtype.itemsize:
-            raise self.fail(f"async copy {spec.name}: source and destination sizes differ")
-        self.out.emit("{")
-        self.out.level += 1
-        d = self._region(LaneRegion(dst.buffer, dst.base, dst.count, Access.WRITE))
-        r = self._region(LaneRegion(src.buffer, src.base, src.count, Access.READ))
-        self.out.emit(f"if ({d.ok} && {r.ok}) {{")
-        self.out.level += 1
-        if r.before:
-            self.out.emit(r.before)
-        self.out.emit(
-            f"tc_emu_async_copy(tc_self, {d.ptr}, {r.ptr}, {nbytes}, {d.shadow}, "
-            f"{dst.buffer.dtype.itemsize}, {d.site});"
-        )
-        self.out.level -= 1
-        self.out.emit("}")
-        self.out.level -= 1
-        self.out.emit("}")
-
     # helpers ------------------------------------------------------------------------------
-    def _fresh(self) -> int:
+    def fresh(self) -> int:
+        """A new number for C temporaries."""
         self.counter += 1
         return self.counter
 
-    def _aux(self, buf: Buffer, what: str) -> str:
+    def aux(self, buf: Buffer, what: str) -> str:
+        """The C name of ``buf``'s shadow pointer (``sh``) or initialized bytes (``init``)."""
         key = (id(buf), what)
-        holder = self.aux.setdefault(key, object())
+        holder = self.aux_names.setdefault(key, object())
         return self.names.get(holder, f"tc_{what}_{self.buf(buf)}")
 
-    def _site(self, kind: SiteKind, buf: Buffer | None = None, *, ordinal: int = 0,
+    def site(self, kind: SiteKind, buf: Buffer | None = None, *, ordinal: int = 0,
               intrinsic: str = "") -> int:  # fmt: skip
+        """The number of a site of this kernel."""
         name, scope = (buf.name, buf.scope) if buf is not None else ("", "")
         return self.table.number(
             Site(self.function, self.k.name, kind, name, scope, ordinal, intrinsic)

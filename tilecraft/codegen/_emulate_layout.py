@@ -28,7 +28,7 @@ class Site:
     kind: SiteKind
     buffer: str = ""
     scope: str = ""
-    ordinal: int = 0  # the n-th barrier of the kernel; the intrinsic's name for collectives
+    ordinal: int = 0  # the n-th barrier, or the n-th warp collective statement, of the kernel
     intrinsic: str = ""
 
 

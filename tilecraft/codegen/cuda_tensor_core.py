@@ -17,6 +17,7 @@ and unpack helpers (no type punning of arrays, so no alignment requirement).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from ..arith import Analyzer
@@ -217,26 +218,47 @@ def emit_device_call(em: Emitter, call: Call) -> None:
         raise em.fail(f"{op} is a warp tile operation; lower it first (LowerWarpFragments)")
 
 
-def emit_async_copy(em: Emitter, loop: For) -> bool:
-    """Emit a 16-byte ``cp.async`` for a copy loop; False (nothing emitted) when the loop is
-    not a contiguous copy of 16 aligned bytes from global to shared memory."""
+@dataclass(frozen=True)
+class AsyncCopy:
+    """A loop issued as one 16-byte ``cp.async``: ``dst[dst_base + v] = src[src_base + v]``
+    for ``v`` in ``0 .. lanes - 1``."""
+
+    dst: Buffer
+    dst_base: Expr
+    src: Buffer
+    src_base: Expr
+    lanes: int
+
+
+def async_copy_of(loop: For) -> AsyncCopy | None:
+    """The ``cp.async`` a copy loop is emitted as; None when the loop is not a contiguous copy
+    of 16 aligned bytes (CUDA then emits ordinary loads and stores)."""
     store = loop.body
     if not isinstance(store, BufferStore) or not isinstance(store.value, BufferLoad):
-        return False
+        return None
     load = store.value
     if not isinstance(loop.extent, IntImm) or not isinstance(loop.min, IntImm):
-        return False
+        return None
     lanes = loop.extent.value
     if lanes * store.buffer.dtype.bits != 128 or loop.min.value != 0:
-        return False
+        return None
     bases = []
     for access in (store, load):
         base = _contiguous_base(access.indices[0], loop.loop_var)
         if base is None or not divisible(base, lanes):
-            return False
+            return None
         bases.append(base)
-    dst = f"(unsigned)__cvta_generic_to_shared({em.buf(store.buffer)} + {em.expr(bases[0])})"
-    src = f"({em.buf(load.buffer)} + {em.expr(bases[1])})"
+    return AsyncCopy(store.buffer, bases[0], load.buffer, bases[1], lanes)
+
+
+def emit_async_copy(em: Emitter, loop: For) -> bool:
+    """Emit a 16-byte ``cp.async`` for a copy loop; False (nothing emitted) when the loop is
+    not a contiguous copy of 16 aligned bytes from global to shared memory."""
+    copy = async_copy_of(loop)
+    if copy is None:
+        return False
+    dst = f"(unsigned)__cvta_generic_to_shared({em.buf(copy.dst)} + {em.expr(copy.dst_base)})"
+    src = f"({em.buf(copy.src)} + {em.expr(copy.src_base)})"
     em.line(
         f'asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\\n" :: "r"({dst}), '
         f'"l"({src}) : "memory");'

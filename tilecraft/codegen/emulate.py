@@ -8,7 +8,8 @@ CPU ABI of :mod:`.c` â€” one argument per parameter of the *lowered* function â€
 program's host steps: allocate global temporaries, launch each kernel through the emulator
 runtime (:mod:`.emulate_runtime`) with its grid and block extents evaluated from the
 arguments, free. The runtime and the intrinsics the kernels use
-(:mod:`.emulate_intrinsics`) are added to the unit once.
+(:mod:`.emulate_intrinsics`; the tensor-core ones are registered by
+:mod:`.tensor_core_emulator`) are added to the unit once.
 
 Options: ``bounds_check`` checks every access against its buffer's flat extent (an
 out-of-range access is skipped and reported); ``racecheck`` adds the race checker (shared-memory
@@ -33,6 +34,7 @@ from ..lower.gpu_split_host_device import (
     dyn_shared_layout,
 )
 from ..target import Target, as_target
+from . import tensor_core_emulator as _tensor_core  # noqa: F401  (registers the intrinsics)
 from ._emulate_kernel import ThreadEmitter
 from ._emulate_layout import KernelOptions, Site, SiteKind, SiteTable
 from ._names import C_RESERVED

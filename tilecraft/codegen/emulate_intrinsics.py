@@ -36,11 +36,25 @@ raises :class:`~tilecraft.errors.EmulationError` after the launch. Under
 bounds, checks the regions read before the call (uninitialized or racing reads) and marks the
 regions written after it, so implementations need not know about race checking.
 
+Three helpers for operands that depend on the lane: :data:`LANE` is the executing lane's index
+in its warp (``0..31``), usable in a region's ``base``; ``LaneRegion(..., lanes=mask)`` hands the
+region over only from the lanes of ``mask`` (the others pass ``NULL`` and nothing of theirs is
+checked: ``ldmatrix.x2`` ignores the addresses of lanes 16-31); and
+:func:`register_fragment_scope` declares a storage scope whose buffers hold *warp-distributed
+fragments* — each element of such a buffer is a tile spread over the 32 lanes, every lane
+holding ``lane_elements`` values of it in its own storage (a WMMA fragment, whose distribution
+CUDA leaves unspecified: the registration chooses one). A collective's shared C helpers (a
+reference implementation several adapters call) go in ``WarpCollective.c_requires`` and are
+added to a unit once.
+
 Asynchronous copies (``cp.async``) register an :class:`AsyncIntrinsic` per role: ``COPY``
 (``copy(stmt)`` gives the destination and source :class:`LaneRegion`; the copy is queued per
 thread), ``COMMIT`` (the queued copies form a group) and ``WAIT`` (``in_flight(stmt)``: every
 committed group but the newest ``in_flight`` ones completes now — the bytes are copied and,
 under race checking, the destination counts as written by the waiting thread at that moment).
+A ``COPY`` may match a loop (``For``) as well as a call statement. Under race checking the
+destination of a queued copy is *in flight* from the copy to its wait: any thread reading it
+(the issuing one included) or storing to it in between is reported.
 
 :data:`SHUFFLE` (``__shfl_down_sync``/``__shfl_sync``, the lowered
 :class:`~tilecraft.lower.gpu_nodes.WarpShuffle`) is registered through this same interface.
@@ -54,8 +68,10 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ..errors import CodegenError
-from ..ir import Buffer, Expr, Stmt, cast
+from ..ir import Buffer, DataType, Expr, Stmt, cast, dtype
 from ..lower.gpu_nodes import FULL_MASK, WarpShuffle
+
+_INT32 = dtype("int32")
 
 
 class Access(Enum):
@@ -84,16 +100,31 @@ class LaneResult:
 
 @dataclass(frozen=True)
 class LaneRegion:
-    """``count`` elements of ``buffer`` from flat index ``base``, passed by address."""
+    """``count`` elements of ``buffer`` from flat index ``base``, passed by address by the
+    lanes of ``lanes`` (the others pass ``NULL``)."""
 
     buffer: Buffer
     base: Expr
     count: int
     access: Access
+    lanes: int = FULL_MASK
 
     def __post_init__(self) -> None:
         if self.count < 1:
             raise CodegenError(f"LaneRegion {self.buffer.name}: count must be >= 1")
+        if not 0 < self.lanes <= FULL_MASK:
+            raise CodegenError(f"LaneRegion {self.buffer.name}: lanes must be a 32-bit mask")
+
+
+@dataclass(frozen=True, eq=False)
+class LaneIndex(Expr):
+    """The executing thread's lane in its warp, ``0..31`` (use :data:`LANE`)."""
+
+    dtype: DataType = _INT32
+
+
+LANE = LaneIndex()
+"""The executing lane's index in its warp, for the operands a ``describe`` builds."""
 
 
 Operand = LaneValue | LaneResult | LaneRegion
@@ -117,6 +148,7 @@ class WarpCollective:
     describe: Callable[[Stmt], CollectiveCall]
     c_function: str
     c_source: str
+    c_requires: tuple[tuple[str, str], ...] = ()  # (key, C text) added to a unit once, first
 
 
 class AsyncRole(Enum):
@@ -158,6 +190,22 @@ def register_intrinsic(intrinsic: Intrinsic) -> None:
 def unregister_intrinsic(name: str) -> None:
     """Remove the registration ``name`` (no error when there is none)."""
     _REGISTRY.pop(name, None)
+
+
+_FRAGMENT_SCOPES: dict[str, int] = {}
+
+
+def register_fragment_scope(scope: str, lane_elements: int) -> None:
+    """Declare ``scope`` a scope of warp-distributed fragments (see the module docstring):
+    every lane stores ``lane_elements`` values of each element of a buffer in ``scope``."""
+    if lane_elements < 1:
+        raise CodegenError(f"fragment scope {scope!r}: lane_elements must be >= 1")
+    _FRAGMENT_SCOPES[scope] = lane_elements
+
+
+def lane_elements(buffer: Buffer) -> int:
+    """Values one lane stores per element of ``buffer`` (1 outside fragment scopes)."""
+    return _FRAGMENT_SCOPES.get(buffer.scope, 1)
 
 
 def find_intrinsic(stmt: Stmt) -> Intrinsic | None:

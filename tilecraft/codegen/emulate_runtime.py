@@ -13,8 +13,11 @@ inside a block:
   (``__syncthreads``), a warp collective or its end. When every thread waits at the same
   barrier, the barrier phase advances and all resume. A warp collective runs its C
   implementation once every lane its mask names has arrived (the last lane to arrive runs it
-  over all lanes' operands; see :mod:`.emulate_intrinsics`). Threads that can no longer all
-  meet (one exited, or waits elsewhere) are reported, not waited for.
+  over all lanes' operands; see :mod:`.emulate_intrinsics`). Each collective statement is its
+  own site: a lane that reaches another one while its warp's collective is open, or one
+  outside the mask, is reported and never resumed (its operands are never mixed with the
+  warp's). Threads that can no longer all meet (one exited, or waits elsewhere) are reported,
+  not waited for; the block then stops and its suspended fibers are dropped with their stacks.
 
 Fibers switch with a few instructions of assembly on x86-64 ELF systems and with
 ``swapcontext`` elsewhere (or when ``TC_EMU_UCONTEXT`` is defined); on the GEMM of the tests
@@ -46,8 +49,9 @@ STACK_BASE_BYTES = 64 * 1024
 ERROR_KINDS = {1: "conflict", 2: "uninitialized", 3: "out of bounds", 4: "barrier",
                5: "collective", 6: "launch"}  # fmt: skip
 """``tc_emu_record.kind`` codes."""
-FLAG_WRITE, FLAG_OTHER_WRITE, FLAG_SAME = 1, 2, 4
-"""``tc_emu_record.flags`` bits: this access writes; the earlier one wrote; same value."""
+FLAG_WRITE, FLAG_OTHER_WRITE, FLAG_SAME, FLAG_ASYNC = 1, 2, 4, 8
+"""``tc_emu_record.flags`` bits: this access writes; the earlier one wrote; same value; the
+element is the destination of an asynchronous copy still in flight (its issuer: ``other``)."""
 
 _TYPES = r"""
 #define TC_EMU_WARP 32
@@ -65,7 +69,9 @@ _TYPES = r"""
 enum { TC_EMU_RUNNABLE, TC_EMU_AT_BARRIER, TC_EMU_AT_COLLECTIVE, TC_EMU_DONE };
 enum { TC_EMU_CONFLICT = 1, TC_EMU_UNINIT, TC_EMU_OOB, TC_EMU_BARRIER, TC_EMU_COLLECTIVE,
        TC_EMU_LAUNCH };
-enum { TC_EMU_F_WRITE = 1, TC_EMU_F_OTHER_WRITE = 2, TC_EMU_F_SAME = 4 };
+enum { TC_EMU_F_WRITE = 1, TC_EMU_F_OTHER_WRITE = 2, TC_EMU_F_SAME = 4, TC_EMU_F_ASYNC = 8 };
+/* shadow gen of an element a cp.async of this block will write (issued, not yet waited for) */
+#define TC_EMU_PENDING 0x80000000u
 
 typedef struct {
   int64_t count;       /* faults since the runtime last cleared the record */
@@ -87,7 +93,7 @@ typedef struct {
 typedef struct tc_emu_async {
   unsigned char* dst;
   const unsigned char* src;
-  int64_t bytes;
+  int64_t bytes, index;  /* bytes; element index of dst in its buffer */
   tc_emu_shadow* shadow;
   int32_t itemsize, site, group, pad;
 } tc_emu_async;
@@ -185,9 +191,11 @@ static inline void tc_emu_shared_read(tc_emu_thread* t, tc_emu_shadow* e, int32_
                                       int64_t i) {
   tc_emu_block* b = t->blk;
   int16_t me = (int16_t)t->linear;
-  if (__builtin_expect(e->gen != b->gen, 0))
-    tc_emu_report(b, me, TC_EMU_UNINIT, site, i, 0, -1, -1, 0, 0);
-  else if (__builtin_expect(e->w_epoch == b->epoch && e->writer != me, 0))
+  if (__builtin_expect(e->gen != b->gen, 0)) {
+    int pending = e->gen == (b->gen | TC_EMU_PENDING);
+    tc_emu_report(b, me, TC_EMU_UNINIT, site, i, 0, pending ? e->writer : -1, -1,
+                  pending ? TC_EMU_F_ASYNC : 0, 0);
+  } else if (__builtin_expect(e->w_epoch == b->epoch && e->writer != me, 0))
     tc_emu_report(b, me, TC_EMU_CONFLICT, site, i, 0, e->writer, -1, TC_EMU_F_OTHER_WRITE, 0);
   if (e->r_epoch != b->epoch) {
     e->r_epoch = b->epoch;
@@ -202,7 +210,10 @@ static inline void tc_emu_shared_write(tc_emu_thread* t, tc_emu_shadow* e, int32
                                        int64_t i, int same) {
   tc_emu_block* b = t->blk;
   int16_t me = (int16_t)t->linear;
-  if (__builtin_expect(e->w_epoch == b->epoch && e->writer != me, 0)) {
+  if (__builtin_expect(e->gen == (b->gen | TC_EMU_PENDING), 0)) {
+    int32_t flags = TC_EMU_F_WRITE | TC_EMU_F_OTHER_WRITE | TC_EMU_F_ASYNC;
+    tc_emu_report(b, me, TC_EMU_CONFLICT, site, i, 0, e->writer, -1, flags, 0);
+  } else if (__builtin_expect(e->w_epoch == b->epoch && e->writer != me, 0)) {
     int32_t flags = TC_EMU_F_WRITE | TC_EMU_F_OTHER_WRITE | (same ? TC_EMU_F_SAME : 0);
     tc_emu_report(b, me, TC_EMU_CONFLICT, site, i, 0, e->writer, -1, flags, 0);
   } else if (__builtin_expect(e->r_epoch == b->epoch, 0)) {
@@ -240,12 +251,32 @@ static void tc_emu_warp_fail(tc_emu_warp_call* c, int32_t lane, int32_t other, c
                 other >= 0 ? base + other : -1, -1, 0, why);
 }
 
+/* A lane that cannot join its warp's collective: it never resumes (the block stops). */
+static void tc_emu_park(tc_emu_thread* t, int32_t site) {
+  t->site = site;
+  t->state = TC_EMU_AT_COLLECTIVE;
+  tc_emu_yield(t);
+}
+
 static void tc_emu_collective(tc_emu_thread* t, int32_t site, tc_emu_collective_fn fn,
                               uint32_t mask, const int64_t* imm, const int32_t* sizes,
                               int32_t nops, void* const* ops) {
   tc_emu_block* b = t->blk;
   int32_t w = t->linear / TC_EMU_WARP, lane = t->linear % TC_EMU_WARP;
   tc_emu_warp* wp = &b->warps[w];
+  if (wp->count != 0 && wp->site != site) {  /* diverged: never mix two statements' operands */
+    tc_emu_report(b, t->linear, TC_EMU_COLLECTIVE, site, 0, 0,
+                  w * TC_EMU_WARP + __builtin_ctz(wp->arrived), wp->site, 0,
+                  "lanes of one warp execute different warp collectives");
+    tc_emu_park(t, site);
+    return;
+  }
+  if (!((mask >> lane) & 1u)) {
+    tc_emu_report(b, t->linear, TC_EMU_COLLECTIVE, site, 0, 0, -1, -1, 0,
+                  "a lane outside the collective's mask executes it");
+    tc_emu_park(t, site);
+    return;
+  }
   if (wp->count == 0) {
     wp->site = site;
     wp->fn = fn;
@@ -254,19 +285,12 @@ static void tc_emu_collective(tc_emu_thread* t, int32_t site, tc_emu_collective_
     wp->sizes = sizes;
     wp->nops = nops;
     wp->arrived = 0;
-  } else if (wp->site != site) {
-    tc_emu_report(b, t->linear, TC_EMU_COLLECTIVE, site, 0, 0,
-                  w * TC_EMU_WARP + __builtin_ctz(wp->arrived), wp->site, 0,
-                  "lanes of one warp execute different warp collectives");
   }
-  if (!((mask >> lane) & 1u))
-    tc_emu_report(b, t->linear, TC_EMU_COLLECTIVE, site, 0, 0, -1, -1, 0,
-                  "a lane outside the collective's mask executes it");
   wp->ops[lane] = ops;
   wp->arrived |= 1u << lane;
   wp->count += 1;
   uint32_t need = mask & tc_emu_present(b, w);
-  if (wp->site == site && (wp->arrived & need) == need) {
+  if ((wp->arrived & need) == need) {
     tc_emu_warp_call c;
     c.present = tc_emu_present(b, w);
     c.arrived = wp->arrived;

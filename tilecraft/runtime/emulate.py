@@ -34,7 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from ..codegen.emulate import EmulatorSource, Site, SiteKind, build_emulator_source
-from ..codegen.emulate_runtime import ERROR_KINDS, FLAG_OTHER_WRITE, FLAG_SAME, FLAG_WRITE
+from ..codegen.emulate_runtime import (
+    ERROR_KINDS,
+    FLAG_ASYNC,
+    FLAG_OTHER_WRITE,
+    FLAG_SAME,
+    FLAG_WRITE,
+    WARP_SIZE,
+)
 from ..errors import BuildError, EmulationError, RaceCheckError, RaceKind
 from ..ir import IRModule, PrimFunc
 from ..target import Target
@@ -141,6 +148,7 @@ class _Fault:
         self.flags = rec.flags
         dim = tuple(int(d) for d in rec.dim)
         self.block: Index3 = (int(rec.block[0]), int(rec.block[1]), int(rec.block[2]))
+        self.linear = int(rec.thread)  # the thread's linear index (-1: none)
         self.thread = _xyz(rec.thread, dim) if rec.thread >= 0 else None
         self.other = _xyz(rec.other, dim) if rec.other >= 0 else None
         self.phase, self.index, self.extent = int(rec.phase), int(rec.index), int(rec.extent)
@@ -163,19 +171,22 @@ class _Fault:
         return f"; {n} more fault{'s' if n > 1 else ''} in this call" if n > 0 else ""
 
 
-def _site_text(site: Site | None) -> str:
+def _site_text(site: Site | None, numbered: bool = False) -> str:
     if site is None:
         return "its end"
     if site.kind is SiteKind.BARRIER:
         return f"barrier #{site.ordinal}"
     if site.kind is SiteKind.COLLECTIVE:
-        return f"warp collective {site.intrinsic!r}"
+        number = f" (warp operation #{site.ordinal} of the kernel)" if numbered else ""
+        return f"warp collective {site.intrinsic!r}{number}"
     return f"{site.kind.value} {site.buffer}"
 
 
 def _conflict(f: _Fault) -> RaceCheckError:
     assert f.site is not None
     assert f.thread is not None
+    if f.flags & FLAG_ASYNC:
+        return _in_flight(f, "stores", "an asynchronous copy overwrites it whenever it lands")
     this = "stores" if f.flags & FLAG_WRITE else "loads"
     earlier = "stored" if f.flags & FLAG_OTHER_WRITE else "loaded"
     buf = f.site.buffer
@@ -195,9 +206,29 @@ def _conflict(f: _Fault) -> RaceCheckError:
     return RaceCheckError(msg, kind=RaceKind.CONFLICT, **f.fields(buf))
 
 
+def _in_flight(f: _Fault, verb: str, why: str) -> RaceCheckError:
+    """An access to the destination of a cp.async that is still in flight."""
+    assert f.site is not None
+    assert f.thread is not None
+    buf = f.site.buffer
+    own = f.other is None or f.other == f.thread
+    issuer = "its own" if own else f"thread {_text(f.other or f.thread)}'s"
+    msg = (
+        f"{f.function}: {f.site.scope} memory race in {f.where()}: thread {_text(f.thread)} "
+        f"{verb} {buf}[{f.index}] in barrier phase {f.phase} while {issuer} "
+        f"asynchronous copy (cp.async) to it is in flight ({why}). Hint: the issuing thread "
+        "must wait for its group (cp.async.wait_group) before the access, with a barrier "
+        f"between the wait and other threads' accesses{f.more()}"
+    )
+    kind = RaceKind.UNINITIALIZED if verb == "loads" else RaceKind.CONFLICT
+    return RaceCheckError(msg, kind=kind, **f.fields(buf))
+
+
 def _uninitialized(f: _Fault) -> RaceCheckError:
     assert f.site is not None
     assert f.thread is not None
+    if f.flags & FLAG_ASYNC:
+        return _in_flight(f, "loads", "its bytes are not there before the wait")
     buf, scope = f.site.buffer, f.site.scope
     owner = "the block" if scope.startswith("shared") else "the thread"
     hint = (
@@ -233,13 +264,16 @@ def _sync_fault(f: _Fault) -> EmulationError:
     if f.site is None:  # reported by a collective's implementation
         what = f"thread {me}" + (f" and thread {_text(f.other)}" if f.other else "")
     else:
-        what = f"thread {me} waits at {_site_text(f.site)}"
+        a, b = f.site, f.other_site
+        numbered = b is not None and a.intrinsic == b.intrinsic and a.ordinal != b.ordinal
+        what = f"thread {me} waits at {_site_text(a, numbered)}"
         if f.other is not None:
-            there = "has exited" if f.other_site is None else f"waits at {_site_text(f.other_site)}"
+            there = "has exited" if b is None else f"waits at {_site_text(b, numbered)}"
             what += f" while thread {_text(f.other)} {there}"
+    warp = f" in warp {f.linear // WARP_SIZE}" if f.kind == "collective" and f.linear >= 0 else ""
     msg = (
         f"{f.function}: threads of block {_text(f.block)} in kernel {f.kernel} cannot proceed: "
-        f"{f.detail} ({what}); a GPU would hang or give undefined results{f.more()}"
+        f"{f.detail} ({what}){warp}; a GPU would hang or give undefined results{f.more()}"
     )
     return EmulationError(msg, kernel=f.kernel, block=f.block, threads=f.threads)
 
