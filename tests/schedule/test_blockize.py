@@ -128,6 +128,36 @@ def test_blockize_rejects_a_thread_bound_loop_inside() -> None:
     assert_fails_unchanged(sch, "blockize", i1, match="is thread_binding")
 
 
+RERUN_SUM = """\
+@T.prim_func
+def main(A: T.Buffer((4, 8), "float32"), S: T.Buffer((4,), "float32")):
+    with T.block("root"):
+        for i, r, k in T.grid(4, 3, 8):
+            with T.block("S"):
+                vi = T.axis.spatial(4, i)
+                vk = T.axis.reduce(8, k)
+                T.reads(A[vi, vk], S[vi])
+                T.writes(S[vi])
+                with T.init():
+                    S[vi] = T.float32(0.0)
+                S[vi] = S[vi] + A[vi, vk]
+"""
+
+
+def test_blockize_rejects_an_inner_loop_that_binds_no_iterator() -> None:
+    """Loop ``r`` binds nothing: the sum runs three times, its init restarting it each time.
+    One block above ``r`` would init once and sum three times, so blockize refuses (what a
+    compute_at under a consumer's loop leaves behind)."""
+    before = _parse(RERUN_SUM)
+    sch = Schedule(before)
+    i, r, _ = sch.get_loops(sch.get_block("S"))
+    assert_fails_unchanged(sch, "blockize", r, match='loop "r" binds no iterator')
+    assert_fails_unchanged(sch, "blockize", i, match='loop "r" binds no iterator')
+    _, k = sch.get_loops(sch.get_block("S"))[1:]
+    sch.blockize(k)  # below r: each rerun is one inner block with its init, as before
+    check_numeric(before, sch.func)
+
+
 def test_blockize_requires_constant_extents() -> None:
     sch = Schedule(_scale("n"))
     i, _ = sch.get_loops(sch.get_block("B"))

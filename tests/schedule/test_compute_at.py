@@ -138,3 +138,26 @@ def test_reverse_compute_at_rejects_producer_outside() -> None:
     func, _name = cache_write(f, "C", 0, "local")
     with pytest.raises(ScheduleError, match=r"(?s)reverse_compute_at: .*every producer"):
         reverse_compute_at(func, "D", loop(func, "C", 0))
+
+
+def test_compute_at_under_a_blockized_consumer_uses_the_outer_block_region() -> None:
+    """A consumer blockized into an outer block: its inner block's reads use the outer
+    block's iterator, not a loop. The producer's region comes from the outer block (one row
+    per iteration), with no free variable; replaying the schedule gives the same function."""
+    import tilecraft as tc
+    from tilecraft.schedule import Schedule
+    from tilecraft.testing import check_numeric, verify_trace_roundtrip
+
+    x = tc.te.placeholder((8, 32), "float32", name="x")
+    before = tc.te.create_prim_func([x, tc.topi.softmax(x)])
+    sch = Schedule(before)
+    _, inner = sch.get_loops(sch.get_block("T_softmax_norm"))
+    sch.blockize(inner)
+    expsum = sch.get_block("T_softmax_expsum")
+    (row,) = sch.get_loops(sch.get_block("T_softmax_norm_o"))
+    sch.compute_at(expsum, row)
+    tc.ir.verify(sch.func)
+    extents = [sch.get(lp).extent for lp in sch.get_loops(expsum)]
+    assert [e.value for e in extents] == [8, 32]  # one row per iteration of the row loop
+    check_numeric(before, sch.func)
+    verify_trace_roundtrip(sch, before)

@@ -73,7 +73,7 @@ def move_block(
         others = _related(func, blk, buffers, write=False)
     check_rerunnable(prim, realize)
     check_related_under_loop(prim, func, name, others, loop, reverse=reverse)
-    under = [(r, p) for r, p in others if is_ancestor(p, loop)]
+    under = _outermost([(r, p) for r, p in others if is_ancestor(p, loop)])
     enclosing = [*_tree.loops_in_path(loop_path), loop]
     if reverse:
         check_producers_finish(prim, name, under, enclosing)
@@ -107,6 +107,14 @@ def _related(
         if any(r.buffer is b for r in regions for b in buffers):
             out.append((node, p))
     return out
+
+
+def _outermost(
+    related: list[tuple[BlockRealize, _tree.Path]],
+) -> list[tuple[BlockRealize, _tree.Path]]:
+    """Drop the blocks nested in another related block: the outer block's regions cover
+    theirs, and theirs may use the outer block's iterators, which are not loops."""
+    return [(r, p) for r, p in related if not any(is_ancestor(p, o) for o, _ in related)]
 
 
 def check_rerunnable(prim: str, realize: BlockRealize) -> None:

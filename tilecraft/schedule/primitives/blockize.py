@@ -171,6 +171,15 @@ def _divide(realize: BlockRealize, loops: list[For], top: For) -> list[_Division
             )
         outer = simplify_index(base // IntImm(base.dtype, ext)) if ext > 1 else base
         out.append(_Division(outer, inner, ext))
+    idle = [lp for lp in loops if id(lp.loop_var) not in used and const_value(lp.extent) != 1]
+    if idle:  # the block runs again per iteration (an init would rerun): not one block
+        raise _fail(
+            f'loop "{idle[0].loop_var.name}" binds no iterator of "{realize.block.name}"',
+            "every loop from the target down (extent > 1) binds an iterator, so the inner "
+            "block computes each point once",
+            top,
+            where=[idle[0].loop_var.name],
+        )
     return out
 
 
