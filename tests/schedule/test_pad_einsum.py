@@ -79,6 +79,21 @@ def test_pad_einsum_matmul() -> None:
     verify_trace_roundtrip(sch, before)
 
 
+def test_pad_einsum_of_a_padding_block_copies_only_the_source() -> None:
+    """Padding the block pad_einsum made (``B_pad[v] = B[v] if v < 5 else 0`` over 8 rows):
+    the new copy of ``B`` reads only its 5 rows, not the 8 the block iterates over."""
+    before = _matmul(3, 5, 2)
+    sch = Schedule(before)
+    sch.pad_einsum(sch.get_block("C"), [1, 1, 8])
+    sch.pad_einsum(sch.get_block("B_pad"), [3, 1])
+    tc.ir.verify(sch.func)  # before: "load B[...] is out of bounds"
+    check_numeric(sch.func, before)
+    sch.decompose_padding(sch.get_block("B_pad_1"), sch.get_loops(sch.get_block("B_pad_1"))[0])
+    tc.ir.verify(sch.func)
+    check_numeric(sch.func, before)
+    verify_trace_roundtrip(sch, before)
+
+
 def test_pad_einsum_spatial_only_keeps_reduction_and_tiles_evenly() -> None:
     before = _matmul(7, 6, 5)
     sch = Schedule(before)

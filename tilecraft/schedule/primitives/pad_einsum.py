@@ -37,6 +37,7 @@ from ...ir import (
     IntImm,
     IterKind,
     IterVar,
+    Min,
     Mul,
     PrimFunc,
     Range,
@@ -285,9 +286,12 @@ def _pad_producer(
     dt = dst.shape[0].dtype
     vs = [Var(n, dt) for n in fresh_var_names(func, [f"v{k}" for k in range(len(plan))])]
     cond: Expr | None = None
-    for v, p in zip(vs, plan, strict=True):
-        if p is not None:
-            c = LT(v, p.extent)
+    ana = Analyzer()
+    for v, p, size in zip(vs, plan, src.shape, strict=True):
+        if p is not None:  # inside the iterator's extent and the source (the block may
+            # guard a read of a source shorter than its iterator, as a padding block does)
+            inside = p.extent if ana.can_prove(size >= p.extent) else Min(p.extent, size)
+            c = LT(v, ana.simplify(inside))
             cond = c if cond is None else And(cond, c)
     assert cond is not None
     value = Select(cond, BufferLoad(src, tuple(vs)), const(0, src.dtype))
