@@ -11,11 +11,13 @@ from compute_workloads import (
     row_sum_scale,
 )
 
+import tilecraft as tc
 from tilecraft.errors import ScheduleError
-from tilecraft.schedule import _tree
+from tilecraft.schedule import Schedule, _tree
 from tilecraft.schedule.primitives.cache import cache_read, cache_write
 from tilecraft.schedule.primitives.compute_location import compute_at, reverse_compute_at
 from tilecraft.schedule.primitives.reduction import decompose_reduction
+from tilecraft.testing import check_numeric, verify_trace_roundtrip
 
 EXPECTED_AT = """\
 @T.prim_func
@@ -144,10 +146,6 @@ def test_compute_at_under_a_blockized_consumer_uses_the_outer_block_region() -> 
     """A consumer blockized into an outer block: its inner block's reads use the outer
     block's iterator, not a loop. The producer's region comes from the outer block (one row
     per iteration), with no free variable; replaying the schedule gives the same function."""
-    import tilecraft as tc
-    from tilecraft.schedule import Schedule
-    from tilecraft.testing import check_numeric, verify_trace_roundtrip
-
     x = tc.te.placeholder((8, 32), "float32", name="x")
     before = tc.te.create_prim_func([x, tc.topi.softmax(x)])
     sch = Schedule(before)

@@ -11,8 +11,11 @@ from compute_workloads import (
     row_sum_scale,
 )
 
+import tilecraft as tc
 from tilecraft.errors import ScheduleError
+from tilecraft.schedule import Schedule
 from tilecraft.schedule.primitives.compute_location import compute_inline, reverse_compute_inline
+from tilecraft.testing import check_numeric, verify_trace_roundtrip
 
 INLINED = """\
 @T.prim_func
@@ -122,3 +125,22 @@ def test_inlining_a_symbolic_reshape_reads_through_the_consumer_indices() -> Non
     assert all(id(v) in defined for v in used)
     for size in (1, 3):
         check_numeric(func, sch.func, shape_vars={"n": size})
+
+
+def test_compute_inline_into_a_blockized_consumer_rewrites_both_blocks() -> None:
+    """The consumer was blockized: its outer block and its inner block both declare reads of
+    the inlined buffer, and both must read the producer's input instead (before, the inner
+    block still named the removed buffer)."""
+    x = tc.te.placeholder((16, 8), "float32", name="x")
+    y = tc.topi.transpose(x, (1, 0))
+    before = tc.te.create_prim_func([x, tc.te.compute((8, 16), lambda i, j: y[i, j] * 2.0)])
+    sch = Schedule(before)
+    (consumer,) = sch.get_consumers(sch.get_block("T_transpose"))
+    _, j = sch.get_loops(consumer)
+    outer = sch.blockize(j)
+    sch.compute_inline(sch.get_block("T_transpose"))
+    tc.ir.verify(sch.func)
+    for blk in (sch.get(outer), sch.get(consumer)):
+        assert [r.buffer.name for r in blk.reads] == ["x"]
+    check_numeric(before, sch.func)
+    verify_trace_roundtrip(sch, before)

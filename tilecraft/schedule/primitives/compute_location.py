@@ -131,11 +131,12 @@ def compute_inline(func: PrimFunc, block: str) -> PrimFunc:
     buf = store.buffer
     inliner = _Inliner(store, blk)
     mapping: dict[int, Stmt | None] = {id(realize): None}
-    for r in blocks_accessing(func, buf, write=False):
-        new_blk = inliner.visit(r.block.update(reads=(), writes=()))
-        assert isinstance(new_blk, Block)
-        reads = _inlined_reads(r.block, buf, blk, store)
-        mapping[id(r)] = r.update(block=new_blk.update(reads=reads, writes=r.block.writes))
+    # rewrite the outermost consumers; those nested in them (a blockized consumer's inner
+    # block) are rewritten as part of them
+    consumers = {id(r) for r in blocks_accessing(func, buf, write=False)}
+    for node, path in _tree.walk(func.body):
+        if id(node) in consumers and not any(id(p) in consumers for p in path):
+            mapping[id(node)] = inliner.visit(node)
     out = _tree.replace_stmts(func, mapping)
     return _drop_alloc(out, buf)
 
@@ -212,6 +213,17 @@ class _Inliner(Mutator):
         self.store = store
         self.pos = {id(v): k for k, v in enumerate(simplify_index(i) for i in store.indices)}
         self.ivars = [iv.var for iv in blk.iter_vars]
+        self.producer = blk
+
+    def visit_Block(self, block: Block) -> Block:  # noqa: N802
+        """A consumer block (or one nested in it) reads what the producer reads instead."""
+        new = self.generic_visit(block.update(reads=(), writes=()))
+        assert isinstance(new, Block)
+        buf = self.store.buffer
+        reads = block.reads
+        if any(r.buffer is buf for r in reads):
+            reads = _inlined_reads(block, buf, self.producer, self.store)
+        return new.update(reads=reads, writes=block.writes)
 
     def visit_BufferLoad(self, load: BufferLoad) -> Expr:  # noqa: N802
         load = self.generic_visit(load)
