@@ -14,10 +14,12 @@ numpy before timing (targets from issue 12):
   ``W @ x`` is shown for reference.
 
 Measurement: the machine may be shared, so tilecraft and the reference are interleaved in
-rounds (each round times ``number`` back-to-back calls of each after a pause, as
+rounds (each round times a block of back-to-back calls of each after a pause, as
 ``benchmarks/cpu_schedule_bench.py`` does: OpenBLAS and OpenMP workers spin for a while after
-a call) and the table shows per-call medians; ``ratio`` is reference time over tilecraft time
-(>1: tilecraft faster); for GEMV it is tilecraft's GB/s over the read's.
+a call; a block lasts at least 0.1 s, so waking idle worker threads and idle virtual cores
+after the pause is paid once per block, by both sides) and the table shows per-call medians;
+``ratio`` is reference time over tilecraft time (>1: tilecraft faster); for GEMV it is
+tilecraft's GB/s over the read's.
 
 Threads: ``--threads N`` (default: all usable cores) sets both ``OMP_NUM_THREADS`` (tilecraft,
 the C read) and ``OPENBLAS_NUM_THREADS`` (numpy) before anything is imported, so both sides
@@ -55,6 +57,7 @@ os.environ["OPENBLAS_NUM_THREADS"] = str(_THREADS)
 
 import argparse  # noqa: E402
 import ctypes  # noqa: E402
+import math  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
@@ -67,6 +70,7 @@ from tilecraft import rules as dl  # noqa: E402
 from tilecraft.runtime.compiler import compile_shared  # noqa: E402
 
 SETTLE_S = 0.25
+BLOCK_S = 0.1
 """Pause before each timing block (see benchmarks/cpu_schedule_bench.py)."""
 
 READ_SOURCE = r"""
@@ -103,22 +107,37 @@ def _clock(kind: str) -> Callable[[], float]:
     return time.thread_time if kind == "thread" else time.perf_counter
 
 
+def _calls_per_block(fn: Callable[[], object]) -> int:
+    """Back-to-back calls of ``fn`` that last at least ``BLOCK_S`` (measured after a warm-up
+    run of the same length, so slow first calls do not shrink the block)."""
+    calls, spent = 1, 0.0
+    for _ in range(2):
+        calls, spent, start = 0, 0.0, time.perf_counter()
+        while spent < BLOCK_S / 2:
+            fn()
+            calls += 1
+            spent = time.perf_counter() - start
+    return max(1, math.ceil(calls * BLOCK_S / spent))
+
+
 def measure(
     w: Workload, rounds: int, number: int, clock: Callable[[], float]
 ) -> tuple[float, float]:
-    """Interleaved per-call medians (tilecraft, reference) in seconds."""
-    for _ in range(2):  # warm up caches, thread pools, page mappings
-        w.ours()
-        w.theirs()
-    ours, theirs = [], []
+    """Interleaved per-call medians (tilecraft, reference) in seconds; each timing block runs
+    at least ``number`` calls and lasts at least ``BLOCK_S``: waking idle worker threads (and,
+    on a virtual machine, idle virtual cores) after the pause is then paid once per block, by
+    both sides, instead of once per call."""
+    fns = (w.ours, w.theirs)
+    calls = [max(number, _calls_per_block(fn)) for fn in fns]
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(rounds):
-        for fn, out in ((w.ours, ours), (w.theirs, theirs)):
+        for fn, n, out in zip(fns, calls, times, strict=True):
             time.sleep(SETTLE_S)
             start = clock()
-            for _ in range(number):
+            for _ in range(n):
                 fn()
-            out.append((clock() - start) / number)
-    return statistics.median(ours), statistics.median(theirs)
+            out.append((clock() - start) / n)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def _schedule(func: tc.PrimFunc) -> tuple[Callable[..., object], str]:
