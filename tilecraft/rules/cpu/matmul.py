@@ -23,6 +23,9 @@ The schedule (numbers from :class:`MatmulConfig`, per target):
 * ``m`` and ``n`` extents that are symbolic or not a multiple of the tile are padded up to
   whole tiles (``pad_einsum``: zero-filled copies of the operands before the nest, the output
   copied back in the write-back), so the micro-kernel has no guard (see :func:`_pad_ragged`);
+  an ``n`` not a whole number of vectors is padded to the multiple of the vector that pads it
+  least (a conv's 28-wide rows to 32). A conv's staging block is inlined into the zero-filled
+  copy of its panel, which then is the staging block;
 * the ``K x nr`` panel of ``V`` read under one ``n_o`` is packed into a contiguous buffer
   (``cache_read``, or the conv's ``reindex`` block, + ``compute_at`` + ``transform_layout``
   putting ``n`` innermost): the micro-kernel reads it at unit stride. A panel small enough
@@ -35,7 +38,7 @@ The schedule (numbers from :class:`MatmulConfig`, per target):
   write-back and computed per register tile (``compute_inline`` + ``reverse_compute_at``);
   when that fails they stay after the nest, reading the whole intermediate;
 * the init is hoisted out of the ``K`` loops (``decompose_reduction``);
-* extents that cannot be padded (a conv's staged read) are split with a guard. tilecraft's
+* extents that cannot be padded (``pad_einsum`` declines) are split with a guard. tilecraft's
   ``decompose_reduction`` rejects a guarded block (its one-to-one check does not take a
   predicate with an outer offset), so a guarded kernel keeps its init inside: correct, slower.
 """
@@ -280,11 +283,19 @@ def _choose_roles(plan: _Plan) -> str | None:
     return None
 
 
-def _tile_sizes(plan: _Plan, cfg: MatmulConfig, direct: bool) -> tuple[int, int]:
-    """(mr, nr): the register tile (see :func:`_tile`)."""
+def _tile_sizes(
+    plan: _Plan, cfg: MatmulConfig, direct: bool, padded: bool = False
+) -> tuple[int, int]:
+    """(mr, nr): the register tile (see :func:`_tile`). ``padded``: the tile to pad ``n`` to
+    when it is longer than a vector and not a whole number of tiles: the multiple of the
+    vector that pads it least, the wider on a tie (a 28-wide conv row: 32; a 28-wide tile
+    runs a vector and a partial one per row, 3.6x slower)."""
     lanes = cfg.lanes(plan.einsum.output.buffer.dtype)
     n_ext, m_ext = const_int(plan.doms[id(plan.n)]), const_int(plan.doms[id(plan.m)])
-    nr = pick_tile(n_ext, lanes * cfg.nr_vectors * (2 if direct else 1), lanes)
+    widest = lanes * cfg.nr_vectors * (2 if direct else 1)
+    nr = pick_tile(n_ext, widest, lanes)
+    if padded and n_ext is not None and n_ext > lanes and (nr % lanes or n_ext % nr):
+        nr = min(range(widest, 0, -lanes), key=lambda t: -(-n_ext // t) * t)
     mr = 1 if direct else pick_tile(m_ext, cfg.mr)
     return mr, nr
 
@@ -300,7 +311,7 @@ def _pad_ragged(base: Schedule, plan: _Plan, cfg: MatmulConfig) -> tuple[Schedul
     back (that copy, fused into the write-back, is the only guarded step). When padding is
     not possible (a conv's staged read, an operand indexed by expressions) the guard stays.
     """
-    mr, nr = _tile_sizes(plan, cfg, direct=False)
+    mr, nr = _tile_sizes(plan, cfg, direct=False, padded=True)
     want = {id(plan.m): mr, id(plan.n): nr}
     padding = []
     for iv in block_node(base, plan.main).iter_vars:
@@ -315,7 +326,13 @@ def _pad_ragged(base: Schedule, plan: _Plan, cfg: MatmulConfig) -> tuple[Schedul
     again = _replan(padded, plan)
     if again is None or _choose_roles(again) is not None:
         return base, plan
+    stage_names = {b.name for b in plan.stages.values()}
     for copy in padded.get_producers(again.main):  # the zero-filled copies: parallel, vector
+        staged = [b for b in padded.get_producers(copy) if b.name in stage_names]
+        if staged and attempt(padded, padded.compute_inline, staged[0]):
+            # a conv's staging block filled by its zero-filled copy: the copy is the stage
+            again.stages[id(block_node(padded, copy).writes[0].buffer)] = copy
+            continue
         loops = padded.get_loops(copy)
         if len(loops) > 1:
             attempt(padded, padded.parallel, loops[0])
@@ -342,7 +359,7 @@ def _replan(sch: Schedule, plan: _Plan) -> _Plan | None:
     if einsum is None:
         return None
     doms: dict[int, int | Expr] = {id(iv.var): iv.dom.extent for iv in block.iter_vars}
-    return _Plan(main, einsum, loops, doms, plan.stages)
+    return _Plan(main, einsum, loops, doms, dict(plan.stages))
 
 
 def _reduce_extent(plan: _Plan) -> int | None:
