@@ -487,7 +487,8 @@ class CompactTensorCoreBuffers(FunctionPass):
     Tensor-core schedules stage operand tiles with ``cache_read`` + ``compute_at``, which
     keep the cached buffers at the tensor's shape; this shrinks them to the tiles (shared
     buffers, allocated above the thread loops, relax over them). The general GPU compaction
-    with region relaxation by storage scope (issue 11, item 1) subsumes this pass.
+    of the pipeline does not yet cover these buffers: without this pass the two-stage
+    pipelined GEMM asks for 70 KiB of static shared memory instead of 37 KiB.
     """
 
     def transform_function(self, func: PrimFunc) -> PrimFunc:
