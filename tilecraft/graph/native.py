@@ -35,6 +35,7 @@ from ..codegen.emulate import EmulatorSource, build_emulator_source
 from ..ir import DataType, IRModule, PrimFunc, Var
 from ..runtime import Module, compile_shared
 from ..runtime.emulate import EmulateArg, EmulatedModule, EmulateMode, emulate_mode
+from ..runtime.openmp_fork import guard_forks
 from ..target import Target
 from .memory_plan import RESULT, MemoryPlan
 from .native_source import (
@@ -146,6 +147,7 @@ class NativeGraph:
         self.result_dtype = result_dtype
         self.plan = plan
         self.storages: list[np.ndarray] = []
+        guard_forks()  # a forked child must not wait for this process's OpenMP threads
         dll = ctypes.CDLL(str(path))
         dll.tcg__init.argtypes = (ctypes.c_void_p,)
         dll.tcg__init(table.ctypes.data)

@@ -21,6 +21,7 @@ from .arguments import (
     reject_keywords,
 )
 from .bounds import find_record, raise_if_violated
+from .openmp_fork import guard_forks
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,7 @@ class Module:
     ) -> None:
         self.path = path
         self.source = source
+        guard_forks()  # a forked child must not wait for this process's OpenMP threads
         try:
             self._lib = ctypes.CDLL(str(path))
         except OSError as e:
