@@ -128,6 +128,10 @@ def _match(realize: BlockRealize) -> _Reduction | None:
     )
 
 
+def _is_one(e: Expr) -> bool:
+    return isinstance(e, IntImm) and e.value == 1
+
+
 def _conjuncts(e: Expr) -> list[Expr]:
     if isinstance(e, And):
         return _conjuncts(e.a) + _conjuncts(e.b)
@@ -181,7 +185,18 @@ class _Lowerer(Mutator):
 
     def _reduce_threads(self, chain: list[For], realize: BlockRealize) -> bool:
         ids = self._reduce_var_ids(realize)
-        return id(chain[0].loop_var) in ids and realize.block.init is not None
+        if id(chain[0].loop_var) not in ids:
+            return False
+        if realize.block.init is None and not _is_one(chain[0].extent):
+            # an update block (its init split off by decompose_reduction) would keep one
+            # partial per thread ('local') or race on the element (shared, global)
+            raise self.fail(
+                realize.block,
+                f"its reduce loop {chain[0].loop_var.name!r} is bound to {chain[0].thread} "
+                "but the block has no init (decompose_reduction split it off); a reduction "
+                "across threads needs its init in the block: do not decompose it",
+            )
+        return realize.block.init is not None
 
     def fail(self, block: Block, why: str) -> LowerError:
         return LowerError(
