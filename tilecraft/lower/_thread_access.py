@@ -17,7 +17,8 @@ encloses is still executed by every ``threadIdx.y`` value of the block.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,6 +110,24 @@ def _samples(loop: For) -> list[int] | None:
     return sorted({lo, lo + min(1, ext - 1), lo + ext - 1})
 
 
+_MAX_COMBOS = 64
+
+
+def _combos(loops: list[For]) -> Iterator[tuple[int, ...]] | None:
+    """Values of ``loops`` to decide at: every combination when there are at most
+    ``_MAX_COMBOS`` (which threads share an element can change from one block to the next,
+    as when a block's tile starts at ``bx * 8 % 20``), else the first, second and last value
+    of each loop (up to ``_MAX_COMBOS`` combinations); None for a symbolic loop."""
+    samples = [_samples(lp) for lp in loops]
+    if any(s is None for s in samples):
+        return None
+    extents = [_const(lp.extent) or 0 for lp in loops]
+    if math.prod(extents) <= _MAX_COMBOS:
+        starts = [_const(lp.min) or 0 for lp in loops]
+        return itertools.product(*(range(a, a + e) for a, e in zip(starts, extents, strict=True)))
+    return itertools.islice(itertools.product(*samples), _MAX_COMBOS)  # type: ignore[arg-type]
+
+
 class _Grid:
     """Thread ids of the block and, per tag, their index values."""
 
@@ -189,10 +208,10 @@ def crosses_threads(
         if not is_thread_loop(lp)
         and any(id(lp.loop_var) in {id(v) for v in collect_vars(i)} for i in a.indices + b.indices)
     ]
-    samples = [_samples(lp) for lp in fixed_loops]
-    if any(s is None for s in samples):
+    combos = _combos(fixed_loops)
+    if combos is None:
         return None
-    for combo in itertools.islice(itertools.product(*samples), 64):  # type: ignore[arg-type]
+    for combo in combos:
         fixed = {id(lp.loop_var): v for lp, v in zip(fixed_loops, combo, strict=True)}
         pa, pb = _points(a, grid, depth, fixed), _points(b, grid, depth, fixed)
         if pa is None or pb is None:
@@ -248,10 +267,10 @@ def reads_foreign(
         for lp in everything[0].loops[:depth]
         if not is_thread_loop(lp) and id(lp.loop_var) in used
     ]
-    samples = [_samples(lp) for lp in fixed_loops]
-    if any(s is None for s in samples):
+    combos = _combos(fixed_loops)
+    if combos is None:
         return None
-    for combo in itertools.islice(itertools.product(*samples), 64):  # type: ignore[arg-type]
+    for combo in combos:
         fixed = {id(lp.loop_var): v for lp, v in zip(fixed_loops, combo, strict=True)}
         wp = [_points(fp, grid, depth, fixed) for fp in writes]
         rp = [_points(fp, grid, depth, fixed) for fp in reads]
