@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import random
 import re
 import sys
@@ -52,6 +51,7 @@ from tilecraft.errors import (
 from tilecraft.ir import PrimFunc
 from tilecraft.schedule import Schedule
 from tilecraft.testing import check_numeric
+from tilecraft.testing import run_forked as tc_run_forked
 
 TARGET = tc.Target("cuda -arch=sm_80")
 FINDINGS = ("race", "missed", "mismatch", "serial", "emulation", "raw", "crash")
@@ -183,34 +183,14 @@ def judge(case: Case) -> tuple[str, str, str]:
 
 
 def run_forked(fn: Callable[[], tuple[str, str, str]], timeout: float) -> tuple[str, str, str]:
-    """``fn()`` in a forked child: its result, or a crash finding saying how the child died."""
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-
-    def child() -> None:
-        try:
-            send.send(fn())
-        except BaseException as e:  # noqa: BLE001 - reported to the parent as text
-            send.send(("raw", type(e).__name__, traceback.format_exc()))
-
-    proc = ctx.Process(target=child)
-    proc.start()
-    send.close()
-    result = ("crash", "hang (timeout)", f"no answer in {timeout} s")
-    answered = hung = False
-    if recv.poll(timeout):
-        try:
-            result, answered = recv.recv(), True
-        except EOFError:
-            result = ("crash", "died", "the child closed its pipe")
-        proc.join(5)
-    if proc.is_alive():
-        hung = True
-        proc.kill()
-        proc.join()
-    if not (answered or hung) and proc.exitcode and proc.exitcode < 0:
-        result = ("crash", f"signal {-proc.exitcode}", result[2])
-    return result
+    """``fn()`` in a forked child: its verdict, or a finding saying how the child failed."""
+    got = tc_run_forked(fn, timeout)
+    if got.failure is None:
+        assert got.value is not None
+        return got.value
+    if got.failure == "raised":
+        return ("raw", got.detail.split(":", 1)[0], got.detail)
+    return ("crash", "hang (timeout)" if got.failure == "hang" else got.failure, got.detail)
 
 
 # ------------------------------------------------------------------------------------------

@@ -6,14 +6,15 @@ libgomp's worker threads live in the parent only: without the fork guard of
 
 from __future__ import annotations
 
-import multiprocessing
 import os
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
 import tilecraft as tc
 from tilecraft.frontend import nn
+from tilecraft.testing import run_forked
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 
@@ -27,18 +28,9 @@ def _parallel_double(n: int = 1 << 16) -> tc.runtime.Module:
     return tc.build(sch.func, target="cpu")
 
 
-def _run_in_fork(fn, timeout: float = 60.0) -> object:  # type: ignore[no-untyped-def]
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=lambda: send.send(fn()))
-    proc.start()
-    send.close()
-    got = recv.recv() if recv.poll(timeout) else "hang"
-    proc.join(5)
-    if proc.is_alive():
-        proc.kill()
-        proc.join()
-    return got
+def _run_in_fork(fn: Callable[[], float]) -> float | str:
+    got = run_forked(fn, timeout=60.0)
+    return got.value if got.failure is None and got.value is not None else str(got.failure)
 
 
 def test_a_forked_child_runs_a_parallel_kernel() -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import random
 import re
 import sys
@@ -42,7 +41,7 @@ from tilecraft.errors import ScheduleError
 from tilecraft.ir import BufferStore, PrimFunc, Var, post_order_visit, structural_equal
 from tilecraft.ir import structural_hash as shash
 from tilecraft.schedule import INSTRUCTION_KINDS, Schedule
-from tilecraft.testing import verify_trace_roundtrip
+from tilecraft.testing import run_forked, verify_trace_roundtrip
 
 NEW_PRIMITIVES = ("get_output_blocks", "transform_block_layout", "pad_einsum", "decompose_padding")
 
@@ -267,31 +266,13 @@ def _oversized(source: str, names: Sequence[str]) -> set[str]:
 
 def _run_forked(fn: Callable[[], list[str]], timeout: float) -> list[str] | str:
     """``fn()`` in a forked child: its result, or a description of how the child died."""
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-
-    def child() -> None:
-        try:
-            send.send(fn())
-        except BaseException as e:  # noqa: BLE001 - reported to the parent as text
-            send.send(f"{type(e).__name__}: {e}")
-
-    proc = ctx.Process(target=child)
-    proc.start()
-    send.close()
-    result: list[str] | str = "hang (timeout)"
-    if recv.poll(timeout):
-        try:
-            result = recv.recv()
-        except EOFError:
-            result = "crash"
-    proc.join(5)
-    if proc.is_alive():
-        proc.kill()
-        proc.join()
-    if proc.exitcode and proc.exitcode < 0:
-        result = f"crash (signal {-proc.exitcode})"
-    return result
+    got = run_forked(fn, timeout)
+    if got.failure is None:
+        assert got.value is not None
+        return got.value
+    if got.failure == "raised":
+        return got.detail.splitlines()[0]
+    return "hang (timeout)" if got.failure == "hang" else f"crash ({got.failure})"
 
 
 def check_meaning(
