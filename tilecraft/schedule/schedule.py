@@ -32,6 +32,7 @@ from .primitives import bridge as _bridge
 from .primitives import loop as _loop
 from .primitives import query as _query
 from .primitives import sampling as _sampling
+from .result import TryResult
 from .state import BlockRV, ExprRV, LoopRV, ScheduleState
 from .trace import Trace
 
@@ -137,11 +138,19 @@ class Schedule(BufferPrimitives, TensorPrimitives):
             raise ScheduleError("seed", f"argument 'seed': expected an int, got {show(seed)}")
         self.state.rng.seed(seed)
 
-    def try_(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T | None:
-        """Call ``fn`` and return its result; on ScheduleError undo it and return None.
+    def try_(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> TryResult[_T]:
+        """Call ``fn(*args, **kwargs)``; on ScheduleError undo it and report the failure.
 
-        ``sch.last_error`` holds the error (None after a success). Only ScheduleError is caught;
-        any other exception also undoes ``fn``'s changes, then propagates.
+        Returns a :class:`~tilecraft.schedule.TryResult`: truthy on success with the return
+        value in ``.value`` (None for a primitive returning nothing), falsy on failure with
+        the ScheduleError in ``.error`` and the schedule as it was before the call. Only
+        ScheduleError is caught; any other exception also undoes ``fn``'s changes, then
+        propagates.
+
+        Examples
+        --------
+        >>> if not (res := sch.try_(sch.compute_inline, block)):
+        ...     print(res.error.short)
         """
         if not callable(fn):
             raise ScheduleError("try_", f"argument 'fn': expected a callable, got {show(fn)}")
@@ -149,10 +158,8 @@ class Schedule(BufferPrimitives, TensorPrimitives):
             with self.state.transaction():
                 result = fn(*args, **kwargs)
         except ScheduleError as e:
-            self.last_error: ScheduleError | None = e
-            return None
-        self.last_error = None
-        return result
+            return TryResult.failure(e)
+        return TryResult.success(result)
 
     def show(self) -> None:
         """Print the scheduled function's script."""
