@@ -28,7 +28,7 @@ from ._buffer_methods import BufferPrimitives
 from ._tensor_methods import TensorPrimitives
 from .arguments import show
 from .primitives import annotate as _annotate
-from .primitives import bridge as _bridge
+from .primitives import compute_location as _location
 from .primitives import loop as _loop
 from .primitives import query as _query
 from .primitives import sampling as _sampling
@@ -324,7 +324,7 @@ class Schedule(BufferPrimitives, TensorPrimitives):
         Rewrite: ``for i: B[i] = ...; for i: for j: C[i, j] = B[i]`` -- compute_at(B, C's i)
         --> ``for i: (B[i] = ...; for j: C[i, j] = B[i])``.
         """
-        _bridge.compute_at(self.state, block, loop, preserve_unit_loops, index)
+        _location.compute_at(self.state, block, loop, preserve_unit_loops, index)
 
     def reverse_compute_at(
         self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False, index: int = -1
@@ -338,7 +338,7 @@ class Schedule(BufferPrimitives, TensorPrimitives):
         Rewrite: ``for i: for j: B[i, j] = ...; for i: C[i] = B[i, 0]`` -- reverse_compute_at
         (C, B's i) --> ``for i: (for j: B[i, j] = ...; C[i] = B[i, 0])``.
         """
-        _bridge.reverse_compute_at(self.state, block, loop, preserve_unit_loops, index)
+        _location.reverse_compute_at(self.state, block, loop, preserve_unit_loops, index)
 
     def compute_inline(self, block: BlockRV) -> None:
         """Inline producer ``block`` into its consumers.
@@ -347,7 +347,7 @@ class Schedule(BufferPrimitives, TensorPrimitives):
         (no reduction, no init); it writes no function output.
         Rewrite: ``B[i] = A[i] + 1; C[i] = B[i] * 2`` -> ``C[i] = (A[i] + 1) * 2``.
         """
-        _bridge.compute_inline(self.state, block)
+        _location.compute_inline(self.state, block)
 
     def reverse_compute_inline(self, block: BlockRV) -> None:
         """Inline consumer ``block`` into its single producer.
@@ -356,7 +356,7 @@ class Schedule(BufferPrimitives, TensorPrimitives):
         block's own distinct iterators; the producer is not a reduction.
         Rewrite: ``B[i] = A[i] + 1; C[i] = B[i] * 2`` -> ``C[i] = (A[i] + 1) * 2``.
         """
-        _bridge.reverse_compute_inline(self.state, block)
+        _location.reverse_compute_inline(self.state, block)
 
     # -- sampling ---------------------------------------------------------------------------
     def sample_perfect_tile(
