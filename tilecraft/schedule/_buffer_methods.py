@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .primitives import bridge as _bridge
 from .primitives import cache as _cache
 from .primitives import layout as _layout
+from .primitives import reduction as _reduction
 from .primitives.block_layout import as_block_map as _as_block_map
 from .primitives.block_layout import get_output_blocks as _get_output_blocks
 from .primitives.block_layout import transform_block_layout as _transform_block_layout
@@ -128,7 +128,7 @@ class BufferPrimitives:
         nests replace the block's own loop nest in place (loops shared with other statements,
         e.g. after ``compute_at``, stay shared), the rf nest first.
         """
-        return _bridge.rfactor(self.state, loop, factor_axis)
+        return _reduction.rfactor(self.state, loop, factor_axis)
 
     def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
         """Move ``block``'s init into its own block before ``loop``; returns the init block.
@@ -138,7 +138,7 @@ class BufferPrimitives:
         Rewrite: ``for i, k: C[i] (init 0) += ...`` -> ``for i: (C_init: C[i] = 0;
         for k: C[i] += ...)``.
         """
-        return _bridge.decompose_reduction(self.state, block, loop)
+        return _reduction.decompose_reduction(self.state, block, loop)
 
     # -- block shape and padding ------------------------------------------------------------
     def get_output_blocks(self, scope_block: BlockRV) -> list[BlockRV]:
