@@ -116,7 +116,7 @@ def _cooperative_fetch(sch: Schedule, block: BlockRV, threads: tuple[int, int], 
 
 
 def _has_block(sch: Schedule, name: str) -> bool:
-    return sch.try_(sch.get_block, name) is not None
+    return sch.try_(sch.get_block, name).ok
 
 
 def gemm_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -178,9 +178,11 @@ def step_tile(sch: Schedule, rng: random.Random) -> Action | None:
         return None
     lp = rng.choice(loops)
     if rng.random() < 0.3:
-        cat = sch.try_(sch.sample_categorical, [2, 4, 8], [0.3, 0.4, 0.3])
+        cat = sch.try_(sch.sample_categorical, [2, 4, 8], [0.3, 0.4, 0.3]).value_or(None)
         return None if cat is None else (lambda: sch.split(lp, factors=[None, cat]))
-    vs = sch.try_(sch.sample_perfect_tile, lp, n=rng.choice([2, 3]), max_innermost_factor=8)
+    vs = sch.try_(
+        sch.sample_perfect_tile, lp, n=rng.choice([2, 3]), max_innermost_factor=8
+    ).value_or(None)
     return None if vs is None else (lambda: sch.split(lp, factors=vs))
 
 
@@ -260,7 +262,7 @@ def step_compute_at(sch: Schedule, rng: random.Random) -> Action | None:
 
 def step_sampled_location(sch: Schedule, rng: random.Random) -> Action | None:
     blk = _pick_block(sch, rng)
-    loc = sch.try_(sch.sample_compute_location, blk)
+    loc = sch.try_(sch.sample_compute_location, blk).value_or(None)
     if loc is None:
         return None
     return lambda: sch.compute_at(blk, loc)
@@ -348,7 +350,7 @@ def step_rfactor_after_compute_at(sch: Schedule, rng: random.Random) -> Action |
         return None
     lp = rng.choice(loops[-2:])
     if rng.random() < 0.7:
-        parts = sch.try_(sch.split, lp, factors=_factors(rng, _extent(sch, lp)))
+        parts = sch.try_(sch.split, lp, factors=_factors(rng, _extent(sch, lp))).value_or(None)
         if parts:
             lp = rng.choice(parts)
     axis = rng.choice([0, 1, -1])
@@ -470,7 +472,7 @@ def step_tensorize(sch: Schedule, rng: random.Random) -> Action | None:
         return None
     inner, intrin = loops[-1], rng.choice(sorted(CAMPAIGN_INTRINS))
     if _extent(sch, inner) > 4 and rng.random() < 0.8:
-        parts = sch.try_(sch.split, inner, factors=[None, 4])
+        parts = sch.try_(sch.split, inner, factors=[None, 4]).value_or(None)
         inner = parts[-1] if parts else inner
     return lambda: sch.tensorize(inner, intrin)
 

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import pytest
 from compute_workloads import assert_same_result, assert_script, elementwise_chain, matmul
-
-from tilecraft.errors import ScheduleError
-from tilecraft.schedule import _tree
-from tilecraft.schedule.primitives.cache import (
+from named_calls import (
     cache_read,
     cache_write,
+    decompose_reduction,
     reindex,
     set_scope,
     storage_align,
     transform_layout,
 )
+
+from tilecraft.errors import ScheduleError
+from tilecraft.schedule import _tree
 from tilecraft.schedule.primitives.index_map import IndexMap
 
 CACHE_WRITE = """\
@@ -75,15 +76,14 @@ def test_cache_errors() -> None:
         cache_write(f, "C", 0, "texture")
     with pytest.raises(ScheduleError, match=r"cache_read: argument 'read_buffer_index'"):
         cache_read(f, "C", 7, "shared")
-    with pytest.raises(ScheduleError, match=r'cache_read: "X" do not read'):
-        cache_read(f, "C", 0, "shared", consumer_blocks=["X"])
-    with pytest.raises(ScheduleError, match=r'cache_read: no block named "Q"'):
+    g = matmul(4, relu=True)
+    with pytest.raises(ScheduleError, match=r'cache_read: "D" do not read "A"'):
+        cache_read(g, "C", 0, "shared", consumer_blocks=["D"])
+    with pytest.raises(ScheduleError, match=r'get_block: no block named "Q"'):
         cache_read(f, "Q", 0, "shared")
 
 
 def test_cache_write_rejects_second_writer() -> None:
-    from tilecraft.schedule.primitives.reduction import decompose_reduction
-
     f = matmul(4)
     g, _ = decompose_reduction(f, "C", _tree.loops_above(f, "C")[0].loop_var)
     with pytest.raises(ScheduleError, match=r"cache_write: .*also written by"):

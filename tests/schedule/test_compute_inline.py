@@ -10,11 +10,11 @@ from compute_workloads import (
     matmul,
     row_sum_scale,
 )
+from named_calls import compute_inline, reverse_compute_inline
 
 import tilecraft as tc
 from tilecraft.errors import ScheduleError
 from tilecraft.schedule import Schedule
-from tilecraft.schedule.primitives.compute_location import compute_inline, reverse_compute_inline
 from tilecraft.testing import check_numeric, verify_trace_roundtrip
 
 INLINED = """\
@@ -79,8 +79,15 @@ def test_compute_inline_rejects_reduction() -> None:
 
 
 def test_compute_inline_rejects_missing_block() -> None:
-    with pytest.raises(ScheduleError, match=r'compute_inline: no block named "X"'):
+    with pytest.raises(ScheduleError, match=r'get_block: no block named "X"'):
         compute_inline(elementwise_chain(), "X")
+    sch = Schedule(elementwise_chain())
+    b = sch.get_block("B")
+    sch.compute_inline(b)
+    func = sch.func
+    with pytest.raises(ScheduleError, match=r'compute_inline: block handle "B" is stale'):
+        sch.compute_inline(b)
+    assert sch.func is func
 
 
 def test_compute_inline_rejects_root() -> None:

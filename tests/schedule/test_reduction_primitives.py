@@ -10,11 +10,10 @@ from compute_workloads import (
     matmul,
     row_sum_scale,
 )
+from named_calls import compute_at, decompose_reduction, rfactor
 
 from tilecraft.errors import ScheduleError
 from tilecraft.schedule import _tree
-from tilecraft.schedule.primitives.compute_location import compute_at
-from tilecraft.schedule.primitives.reduction import decompose_reduction, rfactor
 
 DECOMPOSED = """\
 @T.prim_func
@@ -64,23 +63,23 @@ def test_decompose_reduction_errors() -> None:
     g = row_sum_scale()
     with pytest.raises(ScheduleError, match=r"decompose_reduction: loop .* is not above"):
         decompose_reduction(g, "S", loops(g, "Y")[0])
-    with pytest.raises(ScheduleError, match=r"decompose_reduction: no loop"):
+    with pytest.raises(ScheduleError, match=r'decompose_reduction: loop handle "i" is stale'):
         decompose_reduction(f, "C", loops(matmul(4), "C")[0])
 
 
 def test_rfactor_matmul() -> None:
     before = matmul(8)
-    after, rf = rfactor(before, "C", loops(before, "C")[2], 0)
+    after, rf = rfactor(before, loops(before, "C")[2], 0)
     assert rf == "C_rf"
     assert "C_rf = T.alloc_buffer((8, 8, 8)" in after.script()
     assert_same_result(before, after)
-    last, _ = rfactor(before, "C", loops(before, "C")[2], -1)
+    last, _ = rfactor(before, loops(before, "C")[2], -1)
     assert_same_result(before, last)
 
 
 def test_rfactor_row_sum_then_compute_at() -> None:
     before = row_sum_scale()
-    after, rf = rfactor(before, "S", loops(before, "S")[1], 1)
+    after, rf = rfactor(before, loops(before, "S")[1], 1)
     assert_same_result(before, after)
     moved = compute_at(after, rf, loops(after, "S")[0])
     assert_same_result(before, moved)
@@ -90,12 +89,15 @@ def test_rfactor_errors() -> None:
     f = matmul(4)
     i, _j, k = loops(f, "C")
     with pytest.raises(ScheduleError, match=r"rfactor: loop \"i\" is not a reduction loop"):
-        rfactor(f, "C", i)
+        rfactor(f, i)
     with pytest.raises(ScheduleError, match=r"rfactor: argument 'factor_axis'"):
-        rfactor(f, "C", k, 5)
+        rfactor(f, k, 5)
+    decomposed, _ = decompose_reduction(f, "C", i)
+    with pytest.raises(ScheduleError, match=r'rfactor: block "C" has no init'):
+        rfactor(decomposed, loops(decomposed, "C")[2])
     e = elementwise_chain()
-    with pytest.raises(ScheduleError, match=r'rfactor: block "B" has no init'):
-        rfactor(e, "B", loops(e, "B")[0])
+    with pytest.raises(ScheduleError, match=r'rfactor: loop "i" has 0 reduction blocks under it'):
+        rfactor(e, loops(e, "B")[0])
     g = row_sum_scale()
-    with pytest.raises(ScheduleError, match=r"rfactor: loop .* is not above"):
-        rfactor(g, "S", loops(g, "Y")[1])
+    with pytest.raises(ScheduleError, match=r"rfactor: loop .* has 0 reduction blocks under it"):
+        rfactor(g, loops(g, "Y")[1])

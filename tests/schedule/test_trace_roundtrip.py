@@ -128,11 +128,12 @@ def test_try_rolls_back_and_copy_is_independent() -> None:
         sch.split(loops[-1], [None, 4])
         sch.fuse(loops[0], loops[-1])  # not adjacent: fails after the split committed
 
-    assert sch.try_(two_steps) is None
+    failed = sch.try_(two_steps)
+    assert not failed
     assert sch.func is func
     assert len(sch.trace) == n
-    assert sch.last_error is not None
-    assert sch.try_(sch.split, loops[-1], [None, 4]) is not None
+    assert isinstance(failed.error, tc.errors.ScheduleError)
+    assert sch.try_(sch.split, loops[-1], [None, 4]).value is not None
     other = sch.copy()
     other.unroll(other.get_loops(other.get_block("C"))[-1])
     assert len(other.trace) == len(sch.trace) + 3

@@ -59,7 +59,7 @@ def _row_sum() -> PrimFunc:
 
 
 def _try(sch: Schedule, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    return sch.try_(fn, *args, **kwargs)
+    return sch.try_(fn, *args, **kwargs).value_or(None)
 
 
 def _matmul_trace(sch: Schedule) -> None:

@@ -7,6 +7,7 @@ from .instruction import Instruction as Instruction
 from .instruction import InstructionKind as InstructionKind
 from .instruction import primitive as primitive
 from .primitives.index_map import IndexMap as IndexMap
+from .result import TryResult as TryResult
 from .schedule import Schedule as Schedule
 from .state import BlockRV as BlockRV
 from .state import ExprRV as ExprRV
@@ -33,6 +34,7 @@ __all__ = [
     "TensorIntrin",
     "Trace",
     "TraceFormatError",
+    "TryResult",
     "analysis",
     "get_tensor_intrin",
     "list_tensor_intrins",

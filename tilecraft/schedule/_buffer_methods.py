@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .primitives import bridge as _bridge
+from .primitives import cache as _cache
+from .primitives import layout as _layout
+from .primitives import reduction as _reduction
 from .primitives.block_layout import as_block_map as _as_block_map
 from .primitives.block_layout import get_output_blocks as _get_output_blocks
 from .primitives.block_layout import transform_block_layout as _transform_block_layout
@@ -46,7 +48,7 @@ class BufferPrimitives:
         the deepest loop holding both, covering what the readers there read. Returns the copy
         block.
         """
-        return _bridge.cache_read(
+        return _cache.cache_read(
             self.state, block, read_buffer_index, storage_scope, consumer_blocks
         )
 
@@ -58,7 +60,7 @@ class BufferPrimitives:
         Rewrite: ``C[v] = ...`` -> ``C_local[v] = ...`` then ``C[v] = C_local[v]`` (new block,
         returned) after the block's nest.
         """
-        return _bridge.cache_write(self.state, block, write_buffer_index, storage_scope)
+        return _cache.cache_write(self.state, block, write_buffer_index, storage_scope)
 
     def set_scope(self, block: BlockRV, buffer_index: int, storage_scope: str) -> None:
         """Change the storage scope of a buffer ``block`` writes.
@@ -67,7 +69,7 @@ class BufferPrimitives:
         the function (not a parameter).
         Rewrite: every use of ``B`` refers to ``B`` with the new scope.
         """
-        _bridge.set_scope(self.state, block, buffer_index, storage_scope)
+        _layout.set_scope(self.state, block, buffer_index, storage_scope)
 
     def storage_align(
         self, block: BlockRV, buffer_index: int, axis: int, factor: int, offset: int
@@ -83,7 +85,7 @@ class BufferPrimitives:
         A later primitive that relayouts the buffer or makes the block write another one
         (transform_layout, reindex, reverse_compute_inline) drops the stale request.
         """
-        _bridge.storage_align(self.state, block, buffer_index, axis, factor, offset)
+        _layout.storage_align(self.state, block, buffer_index, axis, factor, offset)
 
     def transform_layout(
         self,
@@ -98,7 +100,7 @@ class BufferPrimitives:
         is a bijection of permutations, splits and fusions onto a 0-based box.
         Rewrite: ``B[i, j]`` -> ``B[j, i]`` everywhere (the shape is permuted likewise).
         """
-        _bridge.transform_layout(self.state, block, buffer, index_map)
+        _layout.transform_layout(self.state, block, buffer, index_map)
 
     def reindex(self, block: BlockRV, buffer: tuple[str, int]) -> BlockRV:
         """Stage an access of ``block`` through a buffer indexed by its iterators.
@@ -109,7 +111,7 @@ class BufferPrimitives:
         Rewrite: ``... A[vi + vk] ...`` -> ``A_reindex[v0, v1] = A[v0 + v1]`` (new block,
         returned) and ``... A_reindex[vi, vk] ...``.
         """
-        return _bridge.reindex(self.state, block, buffer)
+        return _layout.reindex(self.state, block, buffer)
 
     # -- reductions -------------------------------------------------------------------------
     def rfactor(self, loop: LoopRV, factor_axis: int = 0) -> BlockRV:
@@ -126,7 +128,7 @@ class BufferPrimitives:
         nests replace the block's own loop nest in place (loops shared with other statements,
         e.g. after ``compute_at``, stay shared), the rf nest first.
         """
-        return _bridge.rfactor(self.state, loop, factor_axis)
+        return _reduction.rfactor(self.state, loop, factor_axis)
 
     def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
         """Move ``block``'s init into its own block before ``loop``; returns the init block.
@@ -136,7 +138,7 @@ class BufferPrimitives:
         Rewrite: ``for i, k: C[i] (init 0) += ...`` -> ``for i: (C_init: C[i] = 0;
         for k: C[i] += ...)``.
         """
-        return _bridge.decompose_reduction(self.state, block, loop)
+        return _reduction.decompose_reduction(self.state, block, loop)
 
     # -- block shape and padding ------------------------------------------------------------
     def get_output_blocks(self, scope_block: BlockRV) -> list[BlockRV]:

@@ -28,10 +28,11 @@ from ._buffer_methods import BufferPrimitives
 from ._tensor_methods import TensorPrimitives
 from .arguments import show
 from .primitives import annotate as _annotate
-from .primitives import bridge as _bridge
+from .primitives import compute_location as _location
 from .primitives import loop as _loop
 from .primitives import query as _query
 from .primitives import sampling as _sampling
+from .result import TryResult
 from .state import BlockRV, ExprRV, LoopRV, ScheduleState
 from .trace import Trace
 
@@ -137,11 +138,19 @@ class Schedule(BufferPrimitives, TensorPrimitives):
             raise ScheduleError("seed", f"argument 'seed': expected an int, got {show(seed)}")
         self.state.rng.seed(seed)
 
-    def try_(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T | None:
-        """Call ``fn`` and return its result; on ScheduleError undo it and return None.
+    def try_(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> TryResult[_T]:
+        """Call ``fn(*args, **kwargs)``; on ScheduleError undo it and report the failure.
 
-        ``sch.last_error`` holds the error (None after a success). Only ScheduleError is caught;
-        any other exception also undoes ``fn``'s changes, then propagates.
+        Returns a :class:`~tilecraft.schedule.TryResult`: truthy on success with the return
+        value in ``.value`` (None for a primitive returning nothing), falsy on failure with
+        the ScheduleError in ``.error`` and the schedule as it was before the call. Only
+        ScheduleError is caught; any other exception also undoes ``fn``'s changes, then
+        propagates.
+
+        Examples
+        --------
+        >>> if not (res := sch.try_(sch.compute_inline, block)):
+        ...     print(res.error.short)
         """
         if not callable(fn):
             raise ScheduleError("try_", f"argument 'fn': expected a callable, got {show(fn)}")
@@ -149,10 +158,8 @@ class Schedule(BufferPrimitives, TensorPrimitives):
             with self.state.transaction():
                 result = fn(*args, **kwargs)
         except ScheduleError as e:
-            self.last_error: ScheduleError | None = e
-            return None
-        self.last_error = None
-        return result
+            return TryResult.failure(e)
+        return TryResult.success(result)
 
     def show(self) -> None:
         """Print the scheduled function's script."""
@@ -317,7 +324,7 @@ class Schedule(BufferPrimitives, TensorPrimitives):
         Rewrite: ``for i: B[i] = ...; for i: for j: C[i, j] = B[i]`` -- compute_at(B, C's i)
         --> ``for i: (B[i] = ...; for j: C[i, j] = B[i])``.
         """
-        _bridge.compute_at(self.state, block, loop, preserve_unit_loops, index)
+        _location.compute_at(self.state, block, loop, preserve_unit_loops, index)
 
     def reverse_compute_at(
         self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False, index: int = -1
@@ -331,7 +338,7 @@ class Schedule(BufferPrimitives, TensorPrimitives):
         Rewrite: ``for i: for j: B[i, j] = ...; for i: C[i] = B[i, 0]`` -- reverse_compute_at
         (C, B's i) --> ``for i: (for j: B[i, j] = ...; C[i] = B[i, 0])``.
         """
-        _bridge.reverse_compute_at(self.state, block, loop, preserve_unit_loops, index)
+        _location.reverse_compute_at(self.state, block, loop, preserve_unit_loops, index)
 
     def compute_inline(self, block: BlockRV) -> None:
         """Inline producer ``block`` into its consumers.
@@ -340,7 +347,7 @@ class Schedule(BufferPrimitives, TensorPrimitives):
         (no reduction, no init); it writes no function output.
         Rewrite: ``B[i] = A[i] + 1; C[i] = B[i] * 2`` -> ``C[i] = (A[i] + 1) * 2``.
         """
-        _bridge.compute_inline(self.state, block)
+        _location.compute_inline(self.state, block)
 
     def reverse_compute_inline(self, block: BlockRV) -> None:
         """Inline consumer ``block`` into its single producer.
@@ -349,7 +356,7 @@ class Schedule(BufferPrimitives, TensorPrimitives):
         block's own distinct iterators; the producer is not a reduction.
         Rewrite: ``B[i] = A[i] + 1; C[i] = B[i] * 2`` -> ``C[i] = (A[i] + 1) * 2``.
         """
-        _bridge.reverse_compute_inline(self.state, block)
+        _location.reverse_compute_inline(self.state, block)
 
     # -- sampling ---------------------------------------------------------------------------
     def sample_perfect_tile(

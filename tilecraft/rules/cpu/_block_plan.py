@@ -84,10 +84,8 @@ def inline_spatial(
             and not info.is_opaque()
             and not (has_call(info.block.body) and _broadcast_read(infos, info))
         )
-        if candidate:
-            sch.try_(sch.compute_inline, info.block_rv)
-            if sch.last_error is None:
-                continue
+        if candidate and sch.try_(sch.compute_inline, info.block_rv):
+            continue
         left.append(info)
     return left
 

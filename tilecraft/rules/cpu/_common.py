@@ -131,8 +131,7 @@ def vectorize_innermost(sch: Schedule, block: BlockRV, below: LoopRV | None = No
 
 def attempt(sch: Schedule, fn: Callable[..., object], *args: object) -> bool:
     """Call a primitive; on ScheduleError undo it and return False (``Schedule.try_``)."""
-    sch.try_(fn, *args)
-    return sch.last_error is None
+    return sch.try_(fn, *args).ok
 
 
 def writes_param(sch: Schedule, block: BlockRV) -> bool:

@@ -69,7 +69,7 @@ def split_for_vector(
     factor = vector_factor(ext, width)
     if factor is None:
         return None, loop
-    parts = sch.try_(sch.split, loop, [None, factor])
+    parts = sch.try_(sch.split, loop, [None, factor]).value_or(None)
     if parts is None:
         return loop, None
     return parts[0], parts[1]
@@ -84,7 +84,7 @@ def parallelize(
     """
     if not loops:
         return None
-    fused = loops[0] if len(loops) == 1 else sch.try_(sch.fuse, *loops)
+    fused = loops[0] if len(loops) == 1 else sch.try_(sch.fuse, *loops).value_or(None)
     if fused is None:  # not adjacent: parallel over the outermost only
         if cfg.worth_parallel(work, loop_extent(sch, loops[0])):
             sch.try_(sch.parallel, loops[0])
@@ -204,11 +204,13 @@ def schedule_spatial(
     if standalone and transpose_tiles[0] > 1 and len(loops) > 1:
         pair = transposed_pair(sch, block, node, loops)
         if pair is not None:
-            done = sch.try_(_tile_transpose, sch, cfg, loops, pair, transpose_tiles, work)
+            done = sch.try_(_tile_transpose, sch, cfg, loops, pair, transpose_tiles, work).value_or(
+                None
+            )
             if done is not None:
                 return done[0]
     if elementwise and len(loops) > 1:
-        fused = sch.try_(sch.fuse, *loops)
+        fused = sch.try_(sch.fuse, *loops).value_or(None)
         loops = [fused] if fused is not None else loops
     outer = _vectorize_innermost(sch, loops, lanes * cfg.chunk_vectors if standalone else 0)
     if not standalone:
@@ -348,7 +350,7 @@ def _form_b(
         heads.append(vo)
     sch.reorder(*heads, *reduce, vi)
     # a guarded last vector keeps the init inside (decompose_reduction refuses the guard)
-    init = sch.try_(sch.decompose_reduction, block, reduce[0])
+    init = sch.try_(sch.decompose_reduction, block, reduce[0]).value_or(None)
     sch.vectorize(vi)
     if init is not None:
         sch.vectorize(sch.get_loops(init)[-1])
@@ -406,12 +408,14 @@ def schedule_reduction(
     lanes, work = cfg.lanes(info.buffer.dtype), _work(sch, loops)
     width = partial_width(_work(sch, reduce), lanes, cfg.reduce_vectors)
     if width is not None and reduce_contiguous(node):
-        done = sch.try_(_form_a, sch, cfg, block, groups, info, width)
+        done = sch.try_(_form_a, sch, cfg, block, groups, info, width).value_or(None)
         if done is not None:
             return _finish(sch, cfg, done[0], work, standalone)
     vec = vector_loop(sch, block, node, info, spatial)
     if vec is not None and loop_extent(sch, vec) != 1:
-        heads = sch.try_(_form_b, sch, block, groups, vec, lanes * cfg.reduce_vectors)
+        heads = sch.try_(_form_b, sch, block, groups, vec, lanes * cfg.reduce_vectors).value_or(
+            None
+        )
         if heads is not None:
             if standalone:
                 return parallelize(sch, cfg, heads, work)
@@ -448,5 +452,5 @@ def _serial(
     if not lead:
         return None
     if not standalone:
-        return lead[-1] if len(lead) == 1 else sch.try_(sch.fuse, *lead)
+        return lead[-1] if len(lead) == 1 else sch.try_(sch.fuse, *lead).value_or(None)
     return parallelize(sch, cfg, lead, _work(sch, loops))

@@ -199,7 +199,7 @@ def _rows_schedule(
         # Step 2b. Partial sums in a local R x L tile; their sum and the epilogue per tile.
         localize_output(sch, rf, r_o)
         localize_output(sch, main, r_o, copy_param=False)
-        init = sch.try_(sch.decompose_reduction, rf, _first_loop_below(sch, rf, r_o))
+        init = sch.try_(sch.decompose_reduction, rf, _first_loop_below(sch, rf, r_o)).value_or(None)
         if init is not None:
             vectorize_innermost(sch, init, r_o)
         rf_loops = sch.get_loops(rf)
@@ -239,7 +239,7 @@ def _columns_schedule(
     outer_loops = [*(loops[id(v)] for v in outer), c_o]
     sch.reorder(*outer_loops, *(loops[id(v)] for v in unit), *k_loops, c_i)
     localize_output(sch, main, c_o)
-    init = sch.try_(sch.decompose_reduction, main, k_loops[0])
+    init = sch.try_(sch.decompose_reduction, main, k_loops[0]).value_or(None)
     if init is not None:
         vectorize_innermost(sch, init, c_o)
     sch.vectorize(c_i)

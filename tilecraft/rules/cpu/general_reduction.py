@@ -96,8 +96,9 @@ def _move_under(
     moves = [(b, False) for b in reversed(blocks[:at])] + [(b, True) for b in blocks[at + 1 :]]
     for block, reverse in moves:
         saved = trial.copy()
-        trial.try_(trial.reverse_compute_at if reverse else trial.compute_at, block, prefix[-1])
-        if trial.last_error is not None:
+        if not trial.try_(
+            trial.reverse_compute_at if reverse else trial.compute_at, block, prefix[-1]
+        ):
             continue
         if all(loop_extent(trial, lp) == 1 or bound_alone(trial, block, lp) for lp in prefix):
             inside.add(block.name)
@@ -169,7 +170,11 @@ class GeneralReduction(CPURule):
             return sch
         sch = rows.sch
         # Step 3. One row loop.
-        row = rows.prefix[0] if len(rows.prefix) == 1 else sch.try_(sch.fuse, *rows.prefix)
+        row = (
+            rows.prefix[0]
+            if len(rows.prefix) == 1
+            else sch.try_(sch.fuse, *rows.prefix).value_or(None)
+        )
         row = row if row is not None else rows.prefix[-1]
         # Step 4. Vectorize each stage in the row; the blocks left at the root on their own.
         for b in blocks:

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 
 from ...codegen.c import STACK_LIMIT_BYTES
 from ...ir import BufferLoad, DataType, Expr, For, IntImm, PrimFunc, Var
-from ...schedule import BlockRV, IndexMap, LoopRV, Schedule
+from ...schedule import BlockRV, IndexMap, LoopRV, Schedule, ScheduleError
 from ...schedule.analysis import (
     BlockInfo,
     EinsumInfo,
@@ -215,9 +215,8 @@ def _match(sch: Schedule) -> _Plan | Decline:
     stages: dict[int, BlockRV] = {}
     if classify_einsum(main) is None and is_multiply_accumulate(main.block):
         staged = _stage_computed_reads(sch, main)
-        if staged is None:
-            assert sch.last_error is not None
-            return Decline(f"cannot stage the implicit GEMM's input: {sch.last_error.short}")
+        if isinstance(staged, ScheduleError):
+            return Decline(f"cannot stage the implicit GEMM's input: {staged.short}")
         stages = staged
     block = block_node(sch, main.block_rv)
     einsum = classify_einsum(block)
@@ -232,10 +231,10 @@ def _match(sch: Schedule) -> _Plan | Decline:
     return _Plan(main.block_rv, einsum, loops, doms, stages)
 
 
-def _stage_computed_reads(sch: Schedule, main: BlockInfo) -> dict[int, BlockRV] | None:
+def _stage_computed_reads(sch: Schedule, main: BlockInfo) -> dict[int, BlockRV] | ScheduleError:
     """``reindex`` each read indexed by expressions (conv2d's ``x[n, c, h + r, w + s]``) and
     inline its producer (the padding) into the new block. Returns the staging blocks by the
-    id of the buffer each writes; None when a ``reindex`` fails (``sch.last_error`` says why).
+    id of the buffer each writes; the ScheduleError of the first ``reindex`` that fails.
     """
     stages: dict[int, BlockRV] = {}
     out = main.writes[0].buffer
@@ -244,9 +243,11 @@ def _stage_computed_reads(sch: Schedule, main: BlockInfo) -> dict[int, BlockRV] 
         mine = [ld for ld in loads if ld.buffer is region.buffer]
         if region.buffer is out or all(_simple(ld) for ld in mine):
             continue
-        stage = sch.try_(sch.reindex, main.block_rv, ("read", index))
-        if stage is None:
-            return None
+        staged = sch.try_(sch.reindex, main.block_rv, ("read", index))
+        if not staged:
+            assert staged.error is not None
+            return staged.error
+        stage = staged.value
         for producer in sch.get_producers(stage):
             attempt(sch, sch.compute_inline, producer)
         stages[id(block_node(sch, stage).writes[0].buffer)] = stage

@@ -64,12 +64,10 @@ def downstream(infos: Sequence[BlockInfo], root: BlockInfo) -> set[str]:
 
 def attach_epilogue(sch: Schedule, cfg: VectorConfig, block: BlockInfo, row: LoopRV | None) -> None:
     """Compute ``block`` under ``row`` and vectorize it there (else on its own nest)."""
-    if row is not None:
-        sch.try_(sch.reverse_compute_at, block.block_rv, row)
-        if sch.last_error is None:
-            below = loops_below(sch, block.block_rv, row)
-            schedule_spatial(sch, cfg, block.block_rv, below, standalone=False)
-            return
+    if row is not None and sch.try_(sch.reverse_compute_at, block.block_rv, row):
+        below = loops_below(sch, block.block_rv, row)
+        schedule_spatial(sch, cfg, block.block_rv, below, standalone=False)
+        return
     schedule_standalone(sch, cfg, block.block_rv)
 
 

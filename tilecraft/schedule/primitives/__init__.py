@@ -7,9 +7,9 @@ requirements, builds the new IR and commits it:
 ``loop`` (split, fuse, reorder, add_unit_loop), ``annotate`` (parallel, vectorize, unroll,
 bind, annotate, unannotate), ``sampling`` (sample_perfect_tile, sample_categorical,
 sample_compute_location), ``query`` (get_block, get_loops, get_child_blocks, get_producers,
-get_consumers and the enter_postproc marker), and ``bridge`` (compute_at,
-reverse_compute_at, compute_inline, reverse_compute_inline, cache_read, cache_write,
-set_scope, storage_align, transform_layout, reindex, rfactor, decompose_reduction), whose
-pure PrimFunc-to-PrimFunc builders live in ``compute_location``, ``cache`` and
-``reduction``. ``index_map`` holds :class:`IndexMap`.
+get_consumers and the enter_postproc marker), ``compute_location`` (compute_at,
+reverse_compute_at, compute_inline, reverse_compute_inline), ``cache`` (cache_read,
+cache_write), ``layout`` (set_scope, storage_align, transform_layout, reindex), ``reduction``
+(rfactor, decompose_reduction) and the block-shape, tensorize and padding families.
+``index_map`` holds :class:`IndexMap`.
 """

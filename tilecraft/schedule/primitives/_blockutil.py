@@ -42,6 +42,7 @@ from ...ir import (
     substitute,
 )
 from .. import _tree
+from ..state import BlockRV, LoopRV, ScheduleState
 from .index_map import Bounds, bound_index, const_value, same_index, simplify_index
 
 
@@ -65,6 +66,22 @@ def get_block(func: PrimFunc, name: str, primitive: str) -> tuple[BlockRealize, 
             locations=[name],
         )
     return realize, path
+
+
+def block_of(state: ScheduleState, rv: BlockRV) -> tuple[BlockRealize, _tree.Path]:
+    """The realize and path of the block handle ``rv``; ScheduleError when stale or the root."""
+    name = state.block_name(rv)
+    realize, path = _tree.find_block(state.func, name)
+    if not path or realize is _tree.root_block(state.func):
+        raise state.error(
+            f'block "{name}" is the root block', requires="a non-root block", locations=[name]
+        )
+    return realize, path
+
+
+def loop_of(state: ScheduleState, rv: LoopRV) -> tuple[For, _tree.Path]:
+    """The For and path of the loop handle ``rv``; ScheduleError when stale or special."""
+    return _tree.find_loop_path(state.func, state.loop_var(rv))
 
 
 def get_loop(func: PrimFunc, loop: Var, primitive: str) -> tuple[For, _tree.Path]:

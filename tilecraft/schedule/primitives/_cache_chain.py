@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from ...errors import ScheduleError
 from ...ir import BlockRealize, Buffer, For, IntImm, PrimFunc, Range, Stmt, relaxed_loop
 from .. import _tree
+from ..state import ScheduleState
 from ._blockutil import (
     body_items,
     bounds_to_region,
@@ -24,7 +25,6 @@ from ._blockutil import (
     copy_block,
     fragment,
     fresh_var_names,
-    get_loop,
     insert_at,
     is_ancestor,
     nest_for,
@@ -40,7 +40,7 @@ def shares_nest(top: Stmt, writer: BlockRealize, readers: Sequence[BlockRealize]
 
 
 def cache_read_in_nest(
-    prim: str,
+    state: ScheduleState,
     func: PrimFunc,
     writer: BlockRealize,
     chosen: Sequence[BlockRealize],
@@ -55,7 +55,7 @@ def cache_read_in_nest(
     loops = [n for n in wpath if isinstance(n, For)]
     shared = [lp for lp in loops if all(is_ancestor(p, lp) for _, p in paths)]
     if not shared:
-        raise _error(prim, writer, chosen, buf, "no loop encloses the producer and the readers")
+        raise _error(state, writer, chosen, buf, "no loop encloses the producer and the readers")
     lca = shared[-1]
     items = body_items(lca)
     w = next(k for k, it in enumerate(items) if contains(it, writer))
@@ -63,7 +63,7 @@ def cache_read_in_nest(
         next(k for k, it in enumerate(items) if contains(it, r)) < w for r in chosen
     ):
         raise _error(
-            prim,
+            state,
             writer,
             chosen,
             buf,
@@ -72,7 +72,7 @@ def cache_read_in_nest(
     lca_path = _tree.find_loop_path(func, lca.loop_var)[1]
     enclosing = [*_tree.loops_in_path(lca_path), lca]
     relax = [lp for lp in enclosing if relaxed_loop(cache.scope, lp)]
-    bounds = demanded_regions(prim, func, paths, [buf], lca, reverse=False, relax=relax)[id(buf)]
+    bounds = demanded_regions(state, func, paths, [buf], lca, reverse=False, relax=relax)[id(buf)]
     names = fresh_var_names(func, [f"v{k}" for k in range(buf.ndim)])
     loop_names = fresh_var_names(func, [f"ax{k}" for k in range(buf.ndim)])
     full = [Range(IntImm(e.dtype, 0), e) for e in buf.shape]
@@ -82,15 +82,18 @@ def cache_read_in_nest(
         id(r): r.update(block=replace_buffers(r.block, {buf: cache})) for r in chosen
     }
     func = _tree.replace_stmts(func, mapping)
-    new_lca, _ = get_loop(func, lca.loop_var, prim)
+    new_lca = _tree.find_loop(func, lca.loop_var)
     return _tree.replace_stmt(func, new_lca, insert_at(new_lca, nest, w + 1))
 
 
 def _error(
-    prim: str, writer: BlockRealize, chosen: Sequence[BlockRealize], buf: Buffer, short: str
+    state: ScheduleState,
+    writer: BlockRealize,
+    chosen: Sequence[BlockRealize],
+    buf: Buffer,
+    short: str,
 ) -> ScheduleError:
-    return ScheduleError(
-        prim,
+    return state.error(
         f'cannot stage "{buf.name}" between its producer "{writer.block.name}" and its '
         f"readers: {short}",
         requires="the producer and the readers sharing its loop nest lie under one loop, the "

@@ -23,6 +23,7 @@ from ...ir import (
     collect_vars,
 )
 from .. import _tree
+from ..state import ScheduleState
 from ._blockutil import (
     ALIGN_KEY,
     alloc_owner,
@@ -41,23 +42,21 @@ from ._blockutil import (
 )
 
 
-def check_scope(prim: str, scope: str) -> None:
+def check_scope(state: ScheduleState, scope: str) -> None:
     """The storage scope is one of :data:`tilecraft.ir.SCOPES`."""
     if scope not in SCOPES:
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f"argument 'storage_scope': expected one of {SCOPES}, got {scope!r}",
             requires="a known storage scope",
         )
 
 
-def check_buffer_index(prim: str, blk: Block, index: int, *, write: bool) -> Buffer:
+def check_buffer_index(state: ScheduleState, blk: Block, index: int, *, write: bool) -> Buffer:
     """``index`` selects one of the block's write (read) regions."""
     regions = blk.writes if write else blk.reads
     kind = "write" if write else "read"
     if not 0 <= index < len(regions):
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f"argument '{kind}_buffer_index': {index} is out of range for block "
             f'"{blk.name}" with {len(regions)} {kind} regions',
             requires=f"0 <= index < number of {kind} regions",
@@ -115,14 +114,17 @@ def top_level_child(func: PrimFunc, realize: BlockRealize) -> tuple[Stmt, BlockR
 
 
 def check_alone_in_nest(
-    prim: str, top: Stmt, realize: BlockRealize, buf: Buffer, others: Sequence[BlockRealize]
+    state: ScheduleState,
+    top: Stmt,
+    realize: BlockRealize,
+    buf: Buffer,
+    others: Sequence[BlockRealize],
 ) -> None:
     """None of ``others`` (blocks accessing ``buf``) shares ``realize``'s top-level nest
     ``top``: the copy stage goes before or after that whole nest."""
     inside = [r.block.name for r in others if r is not realize and contains(top, r)]
     if inside:
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f'block "{realize.block.name}" shares its loop nest with {_tree.names_of(inside)}, '
             f'which also access "{buf.name}"',
             requires="no other block accessing the buffer lies in the block's outer loop nest",
@@ -144,12 +146,13 @@ def insert_after(
     return _tree.replace_stmt(func, scope, scope.update(block=blk))
 
 
-def check_intermediate(prim: str, func: PrimFunc, blk: Block, buf: Buffer) -> BlockRealize:
+def check_intermediate(
+    state: ScheduleState, func: PrimFunc, blk: Block, buf: Buffer
+) -> BlockRealize:
     """``buf`` is allocated inside the function (not a parameter); returns the allocator."""
     owner = alloc_owner(func, buf)
     if is_param(func, buf) or owner is None:
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f'buffer "{buf.name}" is a function parameter',
             requires="the buffer is allocated in the function (an intermediate)",
             hint="cache_read / cache_write it first and change the cache instead",
@@ -159,7 +162,7 @@ def check_intermediate(prim: str, func: PrimFunc, blk: Block, buf: Buffer) -> Bl
 
 
 def check_alignment_agrees(
-    prim: str,
+    state: ScheduleState,
     func: PrimFunc,
     realize: BlockRealize,
     index: int,
@@ -187,8 +190,7 @@ def check_alignment_agrees(
             if not (isinstance(k, int) and 0 <= k < len(blk.writes)):
                 continue
             if blk.writes[k].buffer is buf and ax == axis and (factor, offset) != request:
-                raise ScheduleError(
-                    prim,
+                raise state.error(
                     f'buffer "{buf.name}" axis {axis} is already aligned with factor {factor}, '
                     f'offset {offset} (by block "{blk.name}"); asked for factor {request[0]}, '
                     f"offset {request[1]}",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...errors import ScheduleError
 from ...ir import (
     Block,
     BlockRealize,
@@ -20,11 +19,12 @@ from ...ir import (
     PrimFunc,
     Range,
     Stmt,
-    Var,
     relaxed_loop,
 )
 from .. import _tree
+from ..state import BlockRV, LoopRV, ScheduleState
 from ._blockutil import (
+    block_of,
     blocks_accessing,
     body_items,
     bounds_to_region,
@@ -32,11 +32,10 @@ from ._blockutil import (
     direct_dims,
     fragment,
     fresh_var_names,
-    get_block,
-    get_loop,
     insert_at,
     is_ancestor,
     is_param,
+    loop_of,
     loops_between,
     nest_for,
     region_bounds,
@@ -55,39 +54,49 @@ from .index_map import Bounds
 
 
 def move_block(
-    func: PrimFunc, name: str, loop_var: Var, preserve: bool, index: int, *, reverse: bool
+    state: ScheduleState,
+    block: BlockRV,
+    loop_rv: LoopRV,
+    preserve: bool,
+    index: int,
+    *,
+    reverse: bool,
 ) -> PrimFunc:
-    """Move ``name`` under ``loop_var`` (compute_at, or reverse_compute_at if ``reverse``)."""
-    prim = "reverse_compute_at" if reverse else "compute_at"
-    realize, path = get_block(func, name, prim)
-    loop, loop_path = get_loop(func, loop_var, prim)
-    check_loop_not_above(prim, realize, path, loop)
-    check_same_scope(prim, realize, path, loop, loop_path)
+    """The function with ``block`` moved under ``loop_rv`` (compute_at, or reverse_compute_at
+    if ``reverse``); every requirement is checked first, nothing is committed."""
+    func = state.func
+    realize, path = block_of(state, block)
+    loop, loop_path = loop_of(state, loop_rv)
+    name = realize.block.name
+    check_loop_not_above(state, realize, path, loop)
+    check_same_scope(state, realize, path, loop, loop_path)
     blk = realize.block
     if reverse:
         buffers = [r.buffer for r in blk.reads]
         others = _related(func, blk, buffers, write=True)
     else:
-        check_single_intermediate_output(prim, func, blk)
+        check_single_intermediate_output(state, func, blk)
         buffers = [blk.writes[0].buffer]
         others = _related(func, blk, buffers, write=False)
-    check_rerunnable(prim, realize)
-    check_related_under_loop(prim, func, name, others, loop, reverse=reverse)
+    check_rerunnable(state, realize)
+    check_related_under_loop(state, func, name, others, loop, reverse=reverse)
     under = _outermost([(r, p) for r, p in others if is_ancestor(p, loop)])
     enclosing = [*_tree.loops_in_path(loop_path), loop]
     if reverse:
-        check_producers_finish(prim, name, under, enclosing)
-        check_exact_production(prim, name, under, buffers, loop)
+        check_producers_finish(state, name, under, enclosing)
+        check_exact_production(state, name, under, buffers, loop)
     # compute_at relaxes the region over the enclosing thread loops that share the produced
     # buffer's storage (see tilecraft.ir.thread_scope); reverse_compute_at never does: a
     # consumer reading what other threads produce in the same iteration would read, in the
     # schedule's serial meaning, elements not produced yet
     relax = [] if reverse else [lp for lp in enclosing if relaxed_loop(buffers[0].scope, lp)]
-    bounds_by_buf = demanded_regions(prim, func, under, buffers, loop, reverse=reverse, relax=relax)
-    ranges = _iter_ranges(prim, blk, bounds_by_buf, reverse=reverse)
+    bounds_by_buf = demanded_regions(
+        state, func, under, buffers, loop, reverse=reverse, relax=relax
+    )
+    ranges = _iter_ranges(state, blk, bounds_by_buf, reverse=reverse)
     if reverse:
-        check_reads_within(prim, blk, ranges, bounds_by_buf)
-    position = check_position(prim, func, loop, blk, [r for r, _ in under], index, reverse=reverse)
+        check_reads_within(state, blk, ranges, bounds_by_buf)
+    position = check_position(state, func, loop, blk, [r for r, _ in under], index, reverse=reverse)
     names = fresh_var_names(func, [f"ax{k}" for k in range(len(blk.iter_vars))])
     nest = nest_for(blk, ranges, names, preserve_unit_loops=preserve, outer=var_dom(enclosing))
     if reverse:  # where no producer runs, the consumer must not run either
@@ -117,15 +126,14 @@ def _outermost(
     return [(r, p) for r, p in related if not any(is_ancestor(p, o) for o, _ in related)]
 
 
-def check_rerunnable(prim: str, realize: BlockRealize) -> None:
+def check_rerunnable(state: ScheduleState, realize: BlockRealize) -> None:
     """Running the block again on an element gives the same result: it has an init, or it
     reads no buffer it writes (an update without init would accumulate twice)."""
     blk = realize.block
     written = _tree.buffers_written(blk)
     if blk.init is not None or not any(b is w for b in _tree.buffers_read(blk) for w in written):
         return
-    raise ScheduleError(
-        prim,
+    raise state.error(
         f'block "{blk.name}" updates a buffer it reads and has no init',
         requires="the block has an init or reads no buffer it writes (the moved block may "
         "run more than once on an element when the computed region is over-approximated)",
@@ -135,11 +143,12 @@ def check_rerunnable(prim: str, realize: BlockRealize) -> None:
     )
 
 
-def check_loop_not_above(prim: str, realize: BlockRealize, path: _tree.Path, loop: For) -> None:
+def check_loop_not_above(
+    state: ScheduleState, realize: BlockRealize, path: _tree.Path, loop: For
+) -> None:
     """The target loop must not enclose the block being moved."""
     if is_ancestor(path, loop):
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f'block "{realize.block.name}" is already under loop "{loop.loop_var.name}"',
             requires="the target loop is not an ancestor of the block",
             fragment=fragment(loop, {id(loop): "<- target loop"}),
@@ -149,32 +158,29 @@ def check_loop_not_above(prim: str, realize: BlockRealize, path: _tree.Path, loo
 
 
 def check_same_scope(
-    prim: str, realize: BlockRealize, path: _tree.Path, loop: For, loop_path: _tree.Path
+    state: ScheduleState, realize: BlockRealize, path: _tree.Path, loop: For, loop_path: _tree.Path
 ) -> None:
     """Block and loop must have the same scope block."""
     if _tree.scope_of(path) is not _tree.scope_of(loop_path):
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f'block "{realize.block.name}" and loop "{loop.loop_var.name}" are in different scopes',
             requires="the block and the loop share their scope block",
             locations=[realize.block.name, loop.loop_var.name],
         )
 
 
-def check_single_intermediate_output(prim: str, func: PrimFunc, blk: Block) -> None:
+def check_single_intermediate_output(state: ScheduleState, func: PrimFunc, blk: Block) -> None:
     """The block writes one buffer, allocated in the function, with no other writer."""
     bufs = _tree.buffers_written(blk)
     if len(bufs) != 1:
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f'block "{blk.name}" writes {len(bufs)} buffers',
             requires="the block writes exactly one buffer",
             locations=[blk.name],
         )
     buf = bufs[0]
     if is_param(func, buf):
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f'block "{blk.name}" writes the function output "{buf.name}"',
             requires="the block writes an intermediate buffer (not a parameter)",
             hint="cache_write the block first, then compute_at the copy or this block",
@@ -182,8 +188,7 @@ def check_single_intermediate_output(prim: str, func: PrimFunc, blk: Block) -> N
         )
     writers = [r.block.name for r in blocks_accessing(func, buf, write=True) if r.block is not blk]
     if writers:
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f'buffer "{buf.name}" has other writers {_tree.names_of(writers)}',
             requires="the block is the only writer of its output",
             hint="decompose_reduction after compute_at, not before",
@@ -192,7 +197,7 @@ def check_single_intermediate_output(prim: str, func: PrimFunc, blk: Block) -> N
 
 
 def check_related_under_loop(
-    prim: str,
+    state: ScheduleState,
     func: PrimFunc,
     name: str,
     others: Sequence[tuple[BlockRealize, _tree.Path]],
@@ -203,16 +208,14 @@ def check_related_under_loop(
     """Every consumer (producer) exists and lies under the target loop."""
     role = "producer" if reverse else "consumer"
     if not others:
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f'block "{name}" has no {role}s',
             requires=f"the block has at least one {role}",
             locations=[name],
         )
     outside = [r.block.name for r, p in others if not is_ancestor(p, loop)]
     if outside:
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f'block "{name}" cannot move under loop "{loop.loop_var.name}"',
             requires=f'every {role} of "{name}" lies under the target loop; '
             f"{_tree.names_of(outside)} do not",
@@ -223,7 +226,7 @@ def check_related_under_loop(
 
 
 def demanded_regions(
-    prim: str,
+    state: ScheduleState,
     func: PrimFunc,
     under: Sequence[tuple[BlockRealize, _tree.Path]],
     buffers: Sequence[Buffer],
@@ -244,8 +247,7 @@ def demanded_regions(
                 continue
             got = region_bounds(reg.region, vmap, dom)
             if got is None:
-                raise ScheduleError(
-                    prim,
+                raise state.error(
                     f'cannot bound the region of "{reg.buffer.name}" accessed by "{r.block.name}"',
                     requires="access regions are affine in the loops below the target loop",
                     locations=[r.block.name],
@@ -256,7 +258,7 @@ def demanded_regions(
 
 
 def _iter_ranges(
-    prim: str, blk: Block, demanded: dict[int, list[Bounds]], *, reverse: bool
+    state: ScheduleState, blk: Block, demanded: dict[int, list[Bounds]], *, reverse: bool
 ) -> list[Range | None]:
     """Iterator ranges of ``blk`` covering the demanded regions (None: the full domain)."""
     regions = blk.reads if reverse else blk.writes
@@ -268,8 +270,7 @@ def _iter_ranges(
             continue
         dims = direct_dims(reg.region, blk.iter_vars)
         if dims is None:
-            raise ScheduleError(
-                prim,
+            raise state.error(
                 f'block "{blk.name}" accesses "{reg.buffer.name}" at non-trivial indices',
                 requires="the buffer is indexed directly by block iterators (B[vi, vj])",
                 hint="use reindex or transform_layout first",
@@ -285,8 +286,7 @@ def _iter_ranges(
         if reverse:
             break
     if not used:
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f'block "{blk.name}" accesses none of the demanded buffers',
             requires="the block reads (writes) a buffer its producers (consumers) write (read)",
             locations=[blk.name],
@@ -295,7 +295,7 @@ def _iter_ranges(
 
 
 def check_position(
-    prim: str,
+    state: ScheduleState,
     func: PrimFunc,
     loop: For,
     blk: Block,
@@ -333,8 +333,7 @@ def check_position(
         default = hi
     pos = default if index == -1 else (lo if index == -2 else index)
     if not lo <= pos <= hi:
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f'index {index} is not a valid position under loop "{loop.loop_var.name}"',
             requires=f"the position lies between {lo} and {hi} (dependences inside the loop)",
             fragment=fragment(loop, {id(loop): "<- target loop"}),

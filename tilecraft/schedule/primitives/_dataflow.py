@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...arith import detect_iter_map
-from ...errors import ScheduleError
 from ...ir import (
     GE,
     LT,
@@ -34,12 +33,16 @@ from ...ir import (
     uses_var,
 )
 from .. import _tree
+from ..state import ScheduleState
 from ._blockutil import fragment, region_bounds
 from .index_map import Bounds, const_value, is_const, same_index
 
 
 def check_producers_finish(
-    prim: str, name: str, under: Sequence[tuple[BlockRealize, _tree.Path]], enclosing: list[For]
+    state: ScheduleState,
+    name: str,
+    under: Sequence[tuple[BlockRealize, _tree.Path]],
+    enclosing: list[For],
 ) -> None:
     """No loop in ``enclosing`` (the target loop and the loops above it) carries a reduction
     of a producer: the consumer would read partial results."""
@@ -49,8 +52,7 @@ def check_producers_finish(
                 continue
             for lp in enclosing:
                 if uses_var(val, lp.loop_var):
-                    raise ScheduleError(
-                        prim,
+                    raise state.error(
                         f'loop "{lp.loop_var.name}" carries the reduction of producer '
                         f'"{r.block.name}"',
                         requires="every producer under the target loop finishes its elements "
@@ -63,7 +65,10 @@ def check_producers_finish(
 
 
 def check_reads_within(
-    prim: str, blk: Block, ranges: Sequence[Range | None], produced: dict[int, list[Bounds]]
+    state: ScheduleState,
+    blk: Block,
+    ranges: Sequence[Range | None],
+    produced: dict[int, list[Bounds]],
 ) -> None:
     """Every read of a produced buffer by ``blk`` (iterators over ``ranges``) lies inside what
     the producers wrote in the same iteration."""
@@ -81,8 +86,7 @@ def check_reads_within(
             for (lo, hi), (p_lo, p_hi) in zip(got, have, strict=True)
         )
         if not inside:
-            raise ScheduleError(
-                prim,
+            raise state.error(
                 f'block "{blk.name}" would read elements of "{reg.buffer.name}" that the '
                 "producers write in other iterations of the loop",
                 requires="the block reads only what its producers write in the same iteration "
@@ -153,7 +157,7 @@ def add_predicate(nest: Stmt, conds: Sequence[Expr]) -> Stmt:
 
 
 def check_exact_production(
-    prim: str,
+    state: ScheduleState,
     name: str,
     under: Sequence[tuple[BlockRealize, _tree.Path]],
     buffers: Sequence[Buffer],
@@ -178,8 +182,7 @@ def check_exact_production(
             idx = [substitute(substitute(rg.min, vmap), unit) for rg in reg.region]
             why = _box_failure(idx, reg.buffer, below, substitute(r.predicate, unit))
             if why is not None:
-                raise ScheduleError(
-                    prim,
+                raise state.error(
                     f'producer "{r.block.name}" does not write a box of "{reg.buffer.name}" '
                     f'in one iteration of loop "{loop.loop_var.name}"',
                     requires="each producer writes, per iteration of the target loop, exactly "

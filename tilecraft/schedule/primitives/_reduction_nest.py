@@ -7,7 +7,6 @@ Package-private; pure functions raising :class:`~tilecraft.errors.ScheduleError`
 from __future__ import annotations
 
 from ...arith import detect_iter_map
-from ...errors import ScheduleError
 from ...ir import (
     BlockRealize,
     Buffer,
@@ -21,6 +20,7 @@ from ...ir import (
     substitute,
 )
 from .. import _tree
+from ..state import ScheduleState
 from ._blockutil import fragment
 from .index_map import is_const
 
@@ -34,7 +34,7 @@ def reduce_vars(realize: BlockRealize, kind: IterKind) -> set[int]:
     return out
 
 
-def check_one_to_one(prim: str, realize: BlockRealize, below: list[For]) -> None:
+def check_one_to_one(state: ScheduleState, realize: BlockRealize, below: list[For]) -> None:
     """The loops from the target down reach each iterator tuple of the block at most once.
 
     A block with an init may be recomputed (``vi = fused // 32`` under a fused loop repeats
@@ -53,8 +53,7 @@ def check_one_to_one(prim: str, realize: BlockRealize, below: list[For]) -> None
     found = detect_iter_map(values, iters, substitute(realize.predicate, vmap), "bijective")
     if found.errors:
         name = realize.block.name
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f'the loops from the target loop down do not reach each iteration of "{name}" '
             "exactly once",
             requires="the block bindings are a one-to-one map of the loops from the target "
@@ -66,7 +65,7 @@ def check_one_to_one(prim: str, realize: BlockRealize, below: list[For]) -> None
 
 
 def check_reduction_nest(
-    prim: str, realize: BlockRealize, path: _tree.Path, out: Buffer, target: For
+    state: ScheduleState, realize: BlockRealize, path: _tree.Path, out: Buffer, target: For
 ) -> tuple[For, list[For]]:
     """The top of the block's own loop nest and the loops from it down to the block.
 
@@ -82,8 +81,7 @@ def check_reduction_nest(
         if id(lp.loop_var) in red & reduce_vars(realize, IterKind.SPATIAL)
     ]
     if mixed:
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f'loops {_tree.names_of(mixed)} bind both spatial and reduce iterators of "{name}"',
             requires="every loop above the block binds spatial or reduce iterators, not both",
             fragment=fragment(realize),
@@ -100,8 +98,7 @@ def check_reduction_nest(
         if br is not realize and any(r.buffer is out for r in (*br.block.reads, *br.block.writes))
     ]
     if others:
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f'blocks {_tree.names_of(others)} inside the reduction nest of "{name}" access '
             f'"{out.name}"',
             requires="no other block inside the reduction loops accesses the output buffer",
@@ -109,12 +106,12 @@ def check_reduction_nest(
             hint="move those blocks out of the reduction loops first",
             locations=[name, *others],
         )
-    _check_nest_ranges(prim, name, loops, inner, red, target)
+    _check_nest_ranges(state, name, loops, inner, red, target)
     return top, inner
 
 
 def _check_nest_ranges(
-    prim: str, name: str, loops: list[For], inner: list[For], red: set[int], target: For
+    state: ScheduleState, name: str, loops: list[For], inner: list[For], red: set[int], target: For
 ) -> None:
     """The factored loop's range uses no enclosing loop (it sizes the rf buffer), and no loop
     kept for the write-back nest has a range using a dropped reduction loop."""
@@ -127,8 +124,7 @@ def _check_nest_ranges(
     bad = [target] if uses(target, {id(lp.loop_var) for lp in loops}) else []
     bad += [lp for lp in kept if lp is not target and uses(lp, dropped)]
     if bad:
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f'the range of loop "{bad[0].loop_var.name}" depends on another loop',
             requires="the factored loop's range uses no enclosing loop, and the loops kept for "
             "the write-back block have ranges independent of the other reduction loops",

@@ -1,15 +1,16 @@
 """Compute-location primitives: compute_at, reverse_compute_at, compute_inline,
 reverse_compute_inline.
 
-All functions are pure: they take a PrimFunc and return a new one (the input is never
-changed), identify blocks by name and loops by their ``loop_var`` identity, and keep the
-variables of every loop they do not touch. Each checks all of its requirements before
-building anything and raises :class:`~tilecraft.errors.ScheduleError` on the first broken one.
+Each primitive takes the schedule state and handles, checks every requirement first
+(``check_*`` raise :class:`~tilecraft.errors.ScheduleError` naming the primitive), builds the
+new function with pure helpers (the input is never changed; the variables of every loop not
+touched are kept) and commits it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Annotated
 
 from ...errors import ScheduleError
 from ...ir import (
@@ -31,14 +32,17 @@ from ...ir import (
     substitute,
 )
 from .. import _tree
+from ..arguments import LOCATION
+from ..instruction import primitive
+from ..state import INLINE, ROOT, BlockRV, LoopRV, ScheduleState
 from ._blockutil import (
     access_indices,
     alloc_owner,
+    block_of,
     blocks_accessing,
     bounds_to_region,
     direct_dims,
     fragment,
-    get_block,
     is_param,
     point_region,
     prune_alignment,
@@ -59,9 +63,14 @@ from .index_map import const_value, simplify_index
 # compute_at / reverse_compute_at
 
 
+@primitive("compute_at", inputs=("block", "loop"))
 def compute_at(
-    func: PrimFunc, block: str, loop: Var, preserve_unit_loops: bool = False, index: int = -1
-) -> PrimFunc:
+    state: ScheduleState,
+    block: BlockRV,
+    loop: Annotated[LoopRV, LOCATION],
+    preserve_unit_loops: bool = False,
+    index: int = -1,
+) -> None:
     """Move producer ``block`` under ``loop`` of its consumers, computing only what they need.
 
     Requires: (1) the block is not the root and writes exactly one buffer, an intermediate
@@ -77,13 +86,27 @@ def compute_at(
         for i, j: B[i, j] = f(A[i, j])          for i:
         for i, j: C[i, j] = g(B[i, j])   ->        for ax1: B[i, ax1] = f(A[i, ax1])
                                                    for j: C[i, j] = g(B[i, j])
+
+    A root location handle (from ``sample_compute_location``) leaves the block where it is;
+    an inline handle inlines it (``compute_inline``).
     """
-    return move_block(func, block, loop, preserve_unit_loops, index, reverse=False)
+    state.block_name(block)
+    if loop.special == ROOT:
+        return
+    if loop.special == INLINE:
+        compute_inline(state, block)
+        return
+    state.commit(move_block(state, block, loop, preserve_unit_loops, index, reverse=False))
 
 
+@primitive("reverse_compute_at", inputs=("block", "loop"))
 def reverse_compute_at(
-    func: PrimFunc, block: str, loop: Var, preserve_unit_loops: bool = False, index: int = -1
-) -> PrimFunc:
+    state: ScheduleState,
+    block: BlockRV,
+    loop: Annotated[LoopRV, LOCATION],
+    preserve_unit_loops: bool = False,
+    index: int = -1,
+) -> None:
     """Move consumer ``block`` under ``loop`` of its producers, consuming what they produced.
 
     Requires: (1) the block is not the root; (2) the loop is not above the block and both
@@ -103,15 +126,25 @@ def reverse_compute_at(
         for i, j: B[i, j] = f(A[i, j])          for i:
         for i, j: C[i, j] = g(B[i, j])   ->        for j: B[i, j] = f(A[i, j])
                                                    for ax1: C[i, ax1] = g(B[i, ax1])
+
+    A root location handle leaves the block where it is; an inline handle inlines it
+    (``reverse_compute_inline``).
     """
-    return move_block(func, block, loop, preserve_unit_loops, index, reverse=True)
+    state.block_name(block)
+    if loop.special == ROOT:
+        return
+    if loop.special == INLINE:
+        reverse_compute_inline(state, block)
+        return
+    state.commit(move_block(state, block, loop, preserve_unit_loops, index, reverse=True))
 
 
 # ------------------------------------------------------------------------------------------
 # compute_inline
 
 
-def compute_inline(func: PrimFunc, block: str) -> PrimFunc:
+@primitive("compute_inline", inputs=("block",))
+def compute_inline(state: ScheduleState, block: BlockRV) -> None:
     """Inline the elementwise producer ``block`` into every consumer and remove it.
 
     Requires: (1) the block is not the root; (2) its body is one store ``B[v0, v1, ...] =
@@ -124,9 +157,13 @@ def compute_inline(func: PrimFunc, block: str) -> PrimFunc:
         B[vi, vj] = A[vi, vj] + 1.0                   (removed)
         C[vi, vj] = B[vi, vj] * 2.0      ->   C[vi, vj] = (A[vi, vj] + 1.0) * 2.0
     """
-    prim = "compute_inline"
-    realize, _ = get_block(func, block, prim)
-    store = check_inlinable_producer(prim, func, realize)
+    realize, _ = block_of(state, block)
+    store = check_inlinable_producer(state, state.func, realize)
+    state.commit(inline_producer(state.func, realize, store))
+
+
+def inline_producer(func: PrimFunc, realize: BlockRealize, store: BufferStore) -> PrimFunc:
+    """``func`` with the checked producer ``realize`` (body ``store``) inlined and removed."""
     blk = realize.block
     buf = store.buffer
     inliner = _Inliner(store, blk)
@@ -141,10 +178,12 @@ def compute_inline(func: PrimFunc, block: str) -> PrimFunc:
     return _drop_alloc(out, buf)
 
 
-def check_inlinable_producer(prim: str, func: PrimFunc, realize: BlockRealize) -> BufferStore:
+def check_inlinable_producer(
+    state: ScheduleState, func: PrimFunc, realize: BlockRealize
+) -> BufferStore:
     """The block is a single spatial store at its iterators into an intermediate buffer."""
     blk = realize.block
-    fail = _block_failure(prim, realize)
+    fail = _block_failure(state, realize)
     store = _single_spatial_store(fail, blk, "inline only elementwise producers")
     ivars = [iv.var for iv in blk.iter_vars]
     idx = [simplify_index(i) for i in store.indices]
@@ -177,14 +216,13 @@ def check_inlinable_producer(prim: str, func: PrimFunc, realize: BlockRealize) -
 _Failure = Callable[..., ScheduleError]
 
 
-def _block_failure(prim: str, realize: BlockRealize) -> _Failure:
+def _block_failure(state: ScheduleState, realize: BlockRealize) -> _Failure:
     """A builder of errors about ``realize``'s block: ``fail(short, requires, hint="")``."""
     blk = realize.block
     frag = fragment(realize)
 
     def fail(short: str, requires: str, hint: str = "") -> ScheduleError:
-        return ScheduleError(
-            prim,
+        return state.error(
             f'block "{blk.name}" {short}',
             requires=requires,
             fragment=frag,
@@ -294,7 +332,8 @@ def _drop_alloc(func: PrimFunc, buf: Buffer) -> PrimFunc:
 # reverse_compute_inline
 
 
-def reverse_compute_inline(func: PrimFunc, block: str) -> PrimFunc:
+@primitive("reverse_compute_inline", inputs=("block",))
+def reverse_compute_inline(state: ScheduleState, block: BlockRV) -> None:
     """Fold consumer ``block`` (``D[f(v)] = g(C[v])``) into the single producer of ``C``.
 
     Requires: (1) the block is not the root; its body is one store with no init, all
@@ -308,12 +347,24 @@ def reverse_compute_inline(func: PrimFunc, block: str) -> PrimFunc:
         C[vi, vj] = A[vi, vj] * 2.0                      D[vj, vi] = A[vi, vj] * 2.0 + 1.0
         D[vj, vi] = C[vi, vj] + 1.0      ->    (consumer removed)
     """
-    prim = "reverse_compute_inline"
-    realize, _ = get_block(func, block, prim)
-    store, load = check_inlinable_consumer(prim, func, realize)
+    func = state.func
+    realize, _ = block_of(state, block)
+    store, load = check_inlinable_consumer(state, func, realize)
+    prod = blocks_accessing(func, load.buffer, write=True)[0]
+    pstore = check_complete_producer(state, func, prod, load.buffer)
+    state.commit(inline_consumer(func, realize, store, load, prod, pstore))
+
+
+def inline_consumer(
+    func: PrimFunc,
+    realize: BlockRealize,
+    store: BufferStore,
+    load: BufferLoad,
+    prod: BlockRealize,
+    pstore: BufferStore,
+) -> PrimFunc:
+    """``func`` with the checked consumer ``realize`` folded into its producer ``prod``."""
     buf = load.buffer
-    prod = blocks_accessing(func, buf, write=True)[0]
-    pstore = check_complete_producer(prim, func, prod, buf)
     cvars = [iv.var for iv in realize.block.iter_vars]
     vmap = {
         v: pstore.indices[[id(simplify_index(i)) for i in load.indices].index(id(v))] for v in cvars
@@ -339,11 +390,11 @@ def reverse_compute_inline(func: PrimFunc, block: str) -> PrimFunc:
 
 
 def check_inlinable_consumer(
-    prim: str, func: PrimFunc, realize: BlockRealize
+    state: ScheduleState, func: PrimFunc, realize: BlockRealize
 ) -> tuple[BufferStore, BufferLoad]:
     """The block is one spatial store reading an intermediate buffer once at its iterators."""
     blk = realize.block
-    fail = _block_failure(prim, realize)
+    fail = _block_failure(state, realize)
     store = _single_spatial_store(fail, blk)
     if not (isinstance(realize.predicate, IntImm) and realize.predicate.value == 1):
         raise fail("has a predicate", "the block realize has no predicate")
@@ -399,7 +450,7 @@ def check_inlinable_consumer(
 
 
 def check_complete_producer(
-    prim: str, func: PrimFunc, prod: BlockRealize, buf: Buffer
+    state: ScheduleState, func: PrimFunc, prod: BlockRealize, buf: Buffer
 ) -> BufferStore:
     """The single producer of ``buf`` stores it at its iterators, covering its shape."""
     writers = blocks_accessing(func, buf, write=True)
@@ -418,8 +469,7 @@ def check_complete_producer(
         == sorted(const_value(s) or -2 for s in buf.shape)
     )
     if not ok:
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f'the producer "{blk.name}" of "{buf.name}" is not a single elementwise store',
             requires="the buffer has one writer, a single store at its spatial iterators",
             fragment=fragment(prod),

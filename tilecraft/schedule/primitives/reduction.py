@@ -1,14 +1,14 @@
 """Reduction primitives: decompose_reduction and rfactor.
 
-Both are pure PrimFunc -> PrimFunc transforms. ``decompose_reduction`` keeps the reduction
-block's name for the update block (so handles to it stay valid) and returns the name of the
-new init block; ``rfactor`` keeps the original name for the final write-back block and
-returns the name of the new ``*_rf`` block.
+Each primitive takes the schedule state and handles, checks every requirement first
+(``check_*`` raise ScheduleError naming the primitive), builds the new function with pure
+helpers and commits it. ``decompose_reduction`` keeps the reduction block's name for the
+update block (so handles to it stay valid) and returns the new init block; ``rfactor`` keeps
+the original name for the final write-back block and returns the new ``*_rf`` block.
 """
 
 from __future__ import annotations
 
-from ...errors import ScheduleError
 from ...ir import (
     And,
     Block,
@@ -27,7 +27,6 @@ from ...ir import (
     Max,
     Min,
     Mul,
-    PrimFunc,
     Range,
     Select,
     SeqStmt,
@@ -38,13 +37,15 @@ from ...ir import (
 )
 from ...ir.expr import Add
 from .. import _tree
+from ..instruction import primitive
+from ..state import BlockRV, LoopRV, ScheduleState
 from ._blockutil import (
     add_alloc,
+    block_of,
     fragment,
     fresh_buffer_name,
-    get_block,
-    get_loop,
     is_ancestor,
+    loop_of,
     loops_between,
     point_region,
     rename_iters,
@@ -53,11 +54,10 @@ from ._reduction_nest import check_one_to_one, check_reduction_nest, reduce_vars
 from .index_map import is_const, simplify_index
 
 
-def check_has_init(prim: str, realize: BlockRealize) -> None:
+def check_has_init(state: ScheduleState, realize: BlockRealize) -> None:
     """The block is a reduction block with an init statement."""
     if realize.block.init is None:
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f'block "{realize.block.name}" has no init',
             requires="the block is a reduction block with an init statement",
             fragment=fragment(realize),
@@ -65,18 +65,20 @@ def check_has_init(prim: str, realize: BlockRealize) -> None:
         )
 
 
-def check_loop_above(prim: str, realize: BlockRealize, path: _tree.Path, loop: For) -> None:
+def check_loop_above(
+    state: ScheduleState, realize: BlockRealize, path: _tree.Path, loop: For
+) -> None:
     """``loop`` encloses the block."""
     if not is_ancestor(path, loop):
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f'loop "{loop.loop_var.name}" is not above block "{realize.block.name}"',
             requires="the loop is an ancestor of the block",
             locations=[realize.block.name, loop.loop_var.name],
         )
 
 
-def decompose_reduction(func: PrimFunc, block: str, loop: Var) -> tuple[PrimFunc, str]:
+@primitive("decompose_reduction", inputs=("block", "loop"), outputs="one")
+def decompose_reduction(state: ScheduleState, block: BlockRV, loop: LoopRV) -> BlockRV:
     """Split ``block``'s init into its own block placed right before ``loop``.
 
     Requires: (1) the block has an init; (2) the loop is above the block; (3) no loop above
@@ -94,66 +96,85 @@ def decompose_reduction(func: PrimFunc, block: str, loop: Var) -> tuple[PrimFunc
 
     The init block copies the loops from ``loop`` down that bind spatial iterators (a loop
     that also binds a reduce iterator is copied too; the init then stores equal values again).
-    Returns the new function and the init block's name.
+    Returns the init block (the update block keeps the reduction block's name).
     """
-    prim = "decompose_reduction"
-    realize, path = get_block(func, block, prim)
-    target, _ = get_loop(func, loop, prim)
-    check_has_init(prim, realize)
-    check_loop_above(prim, realize, path, target)
-    red = reduce_vars(realize, IterKind.REDUCE)
+    func = state.func
+    realize, path = block_of(state, block)
+    target, _ = loop_of(state, loop)
+    check_has_init(state, realize)
+    check_loop_above(state, realize, path, target)
     above = [
         lp
         for lp in _tree.loops_in_path(path)
         if not is_ancestor((*loops_between(path, target), target), lp)
     ]
-    bad = [lp.loop_var.name for lp in above if id(lp.loop_var) in red]
-    if bad:
-        raise ScheduleError(
-            prim,
-            f"loops {_tree.names_of(bad)} above the target loop carry the reduction",
-            requires="every loop above the target loop binds spatial iterators only",
-            hint="choose an outer loop that is above every reduction loop",
-            locations=[block, loop.name],
-        )
     below = [target, *loops_between(path, target)]
-    spatial = reduce_vars(realize, IterKind.SPATIAL)
-    repeat = [
-        lp.loop_var.name
-        for lp in below
-        if id(lp.loop_var) not in red | spatial and not is_const(lp.extent, 1)
-    ]
-    if repeat:
-        # the init re-runs each time such a loop repeats the reduction; once hoisted it would not
-        raise ScheduleError(
-            prim,
-            f'loops {_tree.names_of(repeat)} bind no iterator of "{block}" and repeat its '
-            "reduction",
-            requires="every loop from the target loop down to the block binds an iterator",
-            fragment=fragment(realize),
-            hint="move the block out of the repeating loop (compute_at it elsewhere)",
-            locations=[block, *repeat],
-        )
-    check_one_to_one(prim, realize, below)
+    check_no_reduction_above(state, realize, above, target)
+    check_no_repeating_loop(state, realize, below)
+    check_one_to_one(state, realize, below)
     # a loop binding both kinds (after fuse) is kept: the init then rewrites equal values
+    red, spatial = reduce_vars(realize, IterKind.REDUCE), reduce_vars(realize, IterKind.SPATIAL)
     kept = [lp for lp in below if id(lp.loop_var) not in red or id(lp.loop_var) in spatial]
-    kept_ids = {id(lp.loop_var) for lp in kept} | {id(lp.loop_var) for lp in above}
-    pred_vars = collect_vars(realize.predicate)
-    if any(id(v) not in kept_ids and id(v) in {id(lp.loop_var) for lp in below} for v in pred_vars):
-        raise ScheduleError(
-            prim,
-            f'the predicate of "{block}" uses a reduction loop',
-            requires="the predicate only uses loops kept for the init block",
-            fragment=fragment(realize),
-            locations=[block],
-        )
-    name = _tree.fresh_name(func, f"{block}_init")
+    check_predicate_kept(state, realize, below, [*kept, *above])
+    name = _tree.fresh_name(func, f"{realize.block.name}_init")
     init_realize = _init_realize(realize, name, kept)
     update = realize.update(block=realize.block.update(init=None))
     parent_new = SeqStmt(
         (init_realize, _tree.replace_stmt(func.update(body=target), realize, update).body)
     )
-    return _tree.replace_stmt(func, target, parent_new), name
+    state.commit(_tree.replace_stmt(func, target, parent_new))
+    return state.block_rv(name)
+
+
+def check_no_reduction_above(
+    state: ScheduleState, realize: BlockRealize, above: list[For], target: For
+) -> None:
+    """No loop above ``target`` (inside the scope) drives a reduce iterator of the block."""
+    red = reduce_vars(realize, IterKind.REDUCE)
+    bad = [lp.loop_var.name for lp in above if id(lp.loop_var) in red]
+    if bad:
+        raise state.error(
+            f"loops {_tree.names_of(bad)} above the target loop carry the reduction",
+            requires="every loop above the target loop binds spatial iterators only",
+            hint="choose an outer loop that is above every reduction loop",
+            locations=[realize.block.name, target.loop_var.name],
+        )
+
+
+def check_no_repeating_loop(state: ScheduleState, realize: BlockRealize, below: list[For]) -> None:
+    """Every non-unit loop from the target loop down binds some iterator of the block: the
+    init re-runs each time such a loop repeats the reduction; once hoisted it would not."""
+    used = reduce_vars(realize, IterKind.REDUCE) | reduce_vars(realize, IterKind.SPATIAL)
+    repeat = [
+        lp.loop_var.name
+        for lp in below
+        if id(lp.loop_var) not in used and not is_const(lp.extent, 1)
+    ]
+    if repeat:
+        name = realize.block.name
+        raise state.error(
+            f'loops {_tree.names_of(repeat)} bind no iterator of "{name}" and repeat its reduction',
+            requires="every loop from the target loop down to the block binds an iterator",
+            fragment=fragment(realize),
+            hint="move the block out of the repeating loop (compute_at it elsewhere)",
+            locations=[name, *repeat],
+        )
+
+
+def check_predicate_kept(
+    state: ScheduleState, realize: BlockRealize, below: list[For], kept: list[For]
+) -> None:
+    """The predicate uses no loop from the target loop down that the init block drops."""
+    kept_ids = {id(lp.loop_var) for lp in kept}
+    below_ids = {id(lp.loop_var) for lp in below}
+    pred_vars = collect_vars(realize.predicate)
+    if any(id(v) not in kept_ids and id(v) in below_ids for v in pred_vars):
+        raise state.error(
+            f'the predicate of "{realize.block.name}" uses a reduction loop',
+            requires="the predicate only uses loops kept for the init block",
+            fragment=fragment(realize),
+            locations=[realize.block.name],
+        )
 
 
 def _init_realize(realize: BlockRealize, name: str, kept: list[For]) -> Stmt:
@@ -197,7 +218,7 @@ def _identity(kind: type, dt: object) -> Expr:
     return IntImm(d, -(2 ** (bits - 1)) if kind is Max else 2 ** (bits - 1) - 1)
 
 
-def check_combiner(prim: str, realize: BlockRealize) -> tuple[BufferStore, type, Expr]:
+def check_combiner(state: ScheduleState, realize: BlockRealize) -> tuple[BufferStore, type, Expr]:
     """The body is ``C[s] = C[s] op rhs`` (or ``rhs op C[s]``) with op in + * max min."""
     blk = realize.block
     store = blk.body
@@ -215,8 +236,7 @@ def check_combiner(prim: str, realize: BlockRealize) -> tuple[BufferStore, type,
 
                 if not access_indices(rhs, store.buffer):
                     return store, type(store.value), rhs
-    raise ScheduleError(
-        prim,
+    raise state.error(
         f'block "{blk.name}" is not a recognised reduction',
         requires="the body is C[s] = C[s] op rhs with op one of +, *, max, min",
         fragment=fragment(realize),
@@ -230,13 +250,14 @@ def _same(a: Expr, b: Expr) -> bool:
     return same_index(a, b)
 
 
-def rfactor(func: PrimFunc, block: str, loop: Var, factor_axis: int = 0) -> tuple[PrimFunc, str]:
-    """Factor the reduction of ``block`` over ``loop`` into an rf block and a final block.
+@primitive("rfactor", inputs=("loop",), outputs="one")
+def rfactor(state: ScheduleState, loop: LoopRV, factor_axis: int = 0) -> BlockRV:
+    """Factor the reduction over ``loop`` into an rf block and a final block.
 
-    Requires: (1) the block has an init and a body ``C[s] = C[s] op rhs`` (op in +, *, max,
-    min); (2) the loop is above the block, its variable is used by reduce iterator bindings
-    and by no spatial binding; (3) each condition of the realize's predicate uses reduction
-    loops only, or none (a guarded split); (4)
+    Requires: (0) exactly one reduction block lies under ``loop``; (1) the block has an init
+    and a body ``C[s] = C[s] op rhs`` (op in +, *, max, min); (2) its variable is used by
+    reduce iterator bindings and by no spatial binding; (3) each condition of the realize's
+    predicate uses reduction loops only, or none (a guarded split); (4)
     ``-(ndim + 1) <= factor_axis <= ndim``; (5) no loop binds both spatial and reduce
     iterators of the block; (6) no other block inside the replaced nest (see below) accesses
     the output buffer; (7) the factored loop's range uses no enclosing loop, and the range
@@ -256,26 +277,26 @@ def rfactor(func: PrimFunc, block: str, loop: Var, factor_axis: int = 0) -> tupl
     nothing but the block (or, when the block shares every loop down to the outermost
     reduction loop with other statements, e.g. a consumer placed by ``compute_at``, that
     reduction loop). Loops above it stay shared; the rf nest comes first and the write-back
-    nest right after it. Returns the new function and the name of the rf block.
+    nest right after it. The final block keeps the reduction block's name. Returns the rf block.
     """
-    prim = "rfactor"
-    realize, path = get_block(func, block, prim)
-    target, _ = get_loop(func, loop, prim)
-    check_has_init(prim, realize)
-    store, op, rhs = check_combiner(prim, realize)
-    check_loop_above(prim, realize, path, target)
-    check_rfactor_loop(prim, realize, target)
+    func = state.func
+    target, _ = loop_of(state, loop)
+    realize, path = _tree.find_block(func, check_one_reduction_under(state, target))
+    block = realize.block.name
+    check_has_init(state, realize)
+    store, op, rhs = check_combiner(state, realize)
+    check_loop_above(state, realize, path, target)
+    check_rfactor_loop(state, realize, target)
     buf = store.buffer
     ndim = buf.ndim
     if not -(ndim + 1) <= factor_axis <= ndim:
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f"argument 'factor_axis': {factor_axis} is out of range for a {ndim}-d output",
             requires="-(ndim + 1) <= factor_axis <= ndim",
             locations=[block],
         )
-    top, inner = check_reduction_nest(prim, realize, path, store.buffer, target)
-    check_gate_conditions(prim, realize, path)
+    top, inner = check_reduction_nest(state, realize, path, store.buffer, target)
+    check_gate_conditions(state, realize, path)
     axis = factor_axis % (ndim + 1)
     shape = list(buf.shape)
     shape.insert(axis, target.extent)
@@ -285,17 +306,33 @@ def rfactor(func: PrimFunc, block: str, loop: Var, factor_axis: int = 0) -> tupl
     final = _final_nest(realize, path, inner, store, op, rf_buf, target, axis)
     rf_nest = _tree.replace_stmt(func.update(body=top), realize, rf_realize).body
     func = _tree.replace_stmt(func, top, SeqStmt((rf_nest, final)))
-    return add_alloc(func, rf_buf, func.body), rf_name
+    state.commit(add_alloc(func, rf_buf, func.body))
+    return state.block_rv(rf_name)
 
 
-def check_rfactor_loop(prim: str, realize: BlockRealize, target: For) -> None:
+def check_one_reduction_under(state: ScheduleState, loop: For) -> str:
+    """The name of the one reduction block under ``loop``."""
+    found = [
+        br.block.name
+        for br in _tree.blocks_under(loop.body)
+        if any(iv.kind is IterKind.REDUCE for iv in br.block.iter_vars)
+    ]
+    if len(found) != 1:
+        raise state.error(
+            f'loop "{loop.loop_var.name}" has {len(found)} reduction blocks under it',
+            requires="rfactor needs exactly one reduction block under the loop",
+            fragment=_tree.outline(loop, {id(loop): "<- loop"}),
+        )
+    return found[0]
+
+
+def check_rfactor_loop(state: ScheduleState, realize: BlockRealize, target: For) -> None:
     """The loop feeds reduce iterators only, and the realize has no predicate."""
     lid = id(target.loop_var)
     if lid in reduce_vars(realize, IterKind.SPATIAL) or lid not in reduce_vars(
         realize, IterKind.REDUCE
     ):
-        raise ScheduleError(
-            prim,
+        raise state.error(
             f'loop "{target.loop_var.name}" is not a reduction loop of "{realize.block.name}"',
             requires="the loop is bound only into reduce iterators",
             fragment=fragment(realize),
@@ -303,7 +340,7 @@ def check_rfactor_loop(prim: str, realize: BlockRealize, target: For) -> None:
         )
 
 
-def check_gate_conditions(prim: str, realize: BlockRealize, path: _tree.Path) -> None:
+def check_gate_conditions(state: ScheduleState, realize: BlockRealize, path: _tree.Path) -> None:
     """A predicate condition on the reduction loops uses no other loop of the nest (it moves
     into the rf block's body, where only the reduction loops have iterators)."""
     _, gate = _split_predicate(realize, path)
@@ -312,8 +349,7 @@ def check_gate_conditions(prim: str, realize: BlockRealize, path: _tree.Path) ->
     for c in gate:
         mixed = [others[id(v)].loop_var.name for v in collect_vars(c) if id(v) in others]
         if mixed:
-            raise ScheduleError(
-                prim,
+            raise state.error(
                 f'the predicate of "{realize.block.name}" mixes reduction loops with {mixed}',
                 requires="each predicate condition uses reduction loops only, or none",
                 fragment=fragment(realize),

@@ -12,12 +12,14 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 from ...errors import IRError, ScheduleError
-from ...ir import IntImm, PrimFunc, Var
+from ...ir import IntImm, Var
 from .. import _tree
 from ..arguments import POSITIVE_INT, Float, Int, SeqOf
 from ..instruction import primitive
 from ..state import BlockRV, ExprRV, LoopRV, ScheduleState
-from .compute_location import compute_at, compute_inline
+from ._blockutil import block_of
+from ._compute_at_common import move_block
+from .compute_location import check_inlinable_producer, inline_producer
 from .loop import loop_error_fragment, loop_node
 
 
@@ -167,22 +169,25 @@ def sample_categorical(
     return ExprRV(int(candidates[index])), index
 
 
-def compute_location_candidates(func: PrimFunc, block: str) -> tuple[list[Var], bool]:
+def compute_location_candidates(state: ScheduleState, block: BlockRV) -> tuple[list[Var], bool]:
     """Loops under which ``compute_at(block, loop)`` succeeds (pre-order), and whether the
-    block can be inlined."""
+    block can be inlined (each tried on the current function, nothing committed)."""
+    func, name = state.func, state.block_name(block)
     seen: dict[int, Var] = {}
-    for name in _tree.consumers(func, block):
-        for loop in _tree.loops_above(func, name):
+    for consumer in _tree.consumers(func, name):
+        for loop in _tree.loops_above(func, consumer):
             seen.setdefault(id(loop.loop_var), loop.loop_var)
     out: list[Var] = []
     for var in seen.values():
         try:
-            compute_at(func, block, var)
+            move_block(state, block, LoopRV(var), False, -1, reverse=False)
         except (ScheduleError, IRError):  # IRError: e.g. an extent overflowing int32
             continue
         out.append(var)
     try:
-        compute_inline(func, block)
+        realize, _ = block_of(state, block)
+        store = check_inlinable_producer(state, func, realize)
+        inline_producer(func, realize, store)
     except (ScheduleError, IRError):
         return out, False
     return out, True
@@ -200,7 +205,7 @@ def sample_compute_location(
     Rewrite:  none; returns a loop handle that ``compute_at`` accepts.
     """
     name = state.block_name(block)
-    cands, inlinable = compute_location_candidates(state.func, name)
+    cands, inlinable = compute_location_candidates(state, block)
     if decision is None:
         choices = [-1, *range(len(cands))] + ([-2] if inlinable else [])
         decision = choices[state.rng.randrange(len(choices))]

@@ -43,15 +43,15 @@ def _tile(sch: Schedule, block: BlockRV) -> None:
     for loop, iv in zip(loops, ivs, strict=True):
         spatial = iv.kind is IterKind.SPATIAL
         limit = SPATIAL_INNER_MAX if spatial else REDUCE_INNER_MAX
-        factors = sch.try_(sch.sample_perfect_tile, loop, 2, limit)
-        parts = sch.try_(sch.split, loop, factors) if factors is not None else None
+        factors = sch.try_(sch.sample_perfect_tile, loop, 2, limit).value_or(None)
+        parts = sch.try_(sch.split, loop, factors).value_or(None) if factors is not None else None
         if parts is None:
             return
         (outer_s if spatial else outer_r).append(parts[0])
         (inner_s if spatial else inner_r).append(parts[1])
     sch.try_(sch.reorder, *outer_s, *outer_r, *inner_r, *inner_s)
     if outer_s:
-        fused = sch.try_(sch.fuse, *outer_s) if len(outer_s) > 1 else outer_s[0]
+        fused = sch.try_(sch.fuse, *outer_s).value_or(None) if len(outer_s) > 1 else outer_s[0]
         if fused is not None:
             sch.try_(sch.parallel, fused)
     if inner_s:
@@ -65,10 +65,8 @@ def cpu_default_space(sch: Schedule) -> None:
     for i, block in enumerate(blocks):
         node = sch.get(block)
         reduces = any(iv.kind is IterKind.REDUCE for iv in getattr(node, "iter_vars", ()))
-        if i < len(blocks) - 1 and not reduces:
-            sch.try_(sch.compute_inline, block)
-            if sch.last_error is None:
-                continue  # inlined into its consumers
+        if i < len(blocks) - 1 and not reduces and sch.try_(sch.compute_inline, block):
+            continue  # inlined into its consumers
         kept.append(block)
     for block in kept:
         _tile(sch, block)
