@@ -286,7 +286,8 @@ class Schedule(BufferPrimitives, TensorPrimitives):
     def annotate(self, block_or_loop: BlockRV | LoopRV, key: str, value: Any) -> None:
         """Set annotation ``key`` = ``value`` on a block or loop.
 
-        Requires: ``value`` is a bool, int, float, str or a (nested) list of them.
+        Requires: ``value`` is a bool, int, float, str or a (nested) list of them;
+        ``pragma_auto_unroll_max_step`` is an int from 0 to 1024.
         Rewrite: the block's ``T.block_attr`` / the loop's annotations gain ``key``.
         """
         _annotate.annotate(self.state, block_or_loop, key, value)
