@@ -74,3 +74,55 @@ def test_a_trace_sampling_an_unroll_step_above_the_cap_does_not_load() -> None:
     sample["attrs"]["candidates"] = [16, 1 << 20]
     with pytest.raises(TraceFormatError, match="pragma_auto_unroll_max_step"):
         Trace.from_json(json.dumps(data))
+
+
+# -- software pipelining -------------------------------------------------------------------
+STAGE, ORDER = "software_pipeline_stage", "software_pipeline_order"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        (STAGE, 0),
+        (STAGE, []),
+        (STAGE, [0, 0]),
+        (STAGE, [0, 1, 2]),
+        (STAGE, [0, True]),
+        (STAGE, [0, "1"]),
+        (STAGE, [-1, 0]),
+        (ORDER, 1),
+        (ORDER, [0, 0, 1]),
+        (ORDER, [1, 2]),
+        (ORDER, []),
+    ],
+)
+def test_malformed_pipeline_annotations_are_refused(key: str, value: object) -> None:
+    sch = _sch()
+    i, _ = sch.get_loops(sch.get_block("B"))
+    err = assert_fails_unchanged(sch, "annotate", i, key, value, match=f'annotate: loop "i": {key}')
+    assert err.requires.startswith(f"{key} needs")
+
+
+def test_pipeline_annotations_belong_on_loops() -> None:
+    sch = _sch()
+    assert_fails_unchanged(sch, "annotate", sch.get_block("B"), STAGE, [0, 1], match="loops only")
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [(STAGE, [0, 1]), (STAGE, [0, 0, 2]), (ORDER, [0]), (ORDER, [2, 0, 1])]
+)
+def test_wellformed_pipeline_annotations_are_set(key: str, value: list[int]) -> None:
+    before = tc.script.parse(ADD_ONE_BEFORE)
+    sch = tc.Schedule(before)
+    i, _ = sch.get_loops(sch.get_block("B"))
+    sch.annotate(i, key, value)
+    assert list(sch.get(i).annotations[key]) == value
+    verify_trace_roundtrip(sch, before)
+
+
+def test_a_trace_with_a_malformed_pipeline_stage_does_not_load() -> None:
+    sch = _sch()
+    i, _ = sch.get_loops(sch.get_block("B"))
+    sch.annotate(i, STAGE, [0, 1])
+    with pytest.raises(TraceFormatError, match="software_pipeline_stage = 0 is not"):
+        Trace.from_json(_set_value(sch.trace.as_json(), "annotate", 0))

@@ -265,7 +265,9 @@ def annotate(
 
     Requires: (1) ``key`` is a non-empty string; ``value`` is a bool, int, float, str or a
     list; (2) the keys lowering acts on hold what it can use: ``pragma_auto_unroll_max_step``
-    an int from 0 to :data:`MAX_AUTO_UNROLL_STEP` (1024).
+    an int from 0 to :data:`MAX_AUTO_UNROLL_STEP` (1024); ``software_pipeline_stage`` (on a
+    loop) a list of stages, each 0 or ``S - 1 >= 1``; ``software_pipeline_order`` (on a loop)
+    a permutation of ``0 .. n-1``.
     Rewrite:  with block("C")  ->  with block("C"): T.block_attr({key: value})
     """
     value = _plain(value)
