@@ -25,6 +25,7 @@ from .workload import (
     TuningRecord,
     Workload,
     WorkloadKey,
+    target_conflict,
     workload_hash,
 )
 
@@ -213,11 +214,15 @@ def decode_record(
     error = _str(data, "error", where, optional=True)
     if (run_secs is None) == (error is None):
         raise DatabaseError(f"{where}: a record has 'run_secs' or an 'error', exactly one")
+    target = _str(data, "target", where)
+    conflict = target_conflict(target, workload.key.target)
+    if conflict is not None:
+        raise DatabaseError(f"{where}: the record belongs to another target: {conflict}")
     return TuningRecord(
         workload=workload,
         trace=trace,
         run_secs=run_secs,
-        target=_str(data, "target", where),
+        target=target,
         args_info=args,
         error=error,
         func_hash=_str(data, "func_hash", where, optional=True),
