@@ -215,11 +215,30 @@ def test_pipeline_annotation_requirements(
     stage: list[int], order: list[int], k: int, match: str
 ) -> None:
     sch = schedule_mma_gemm(make_gemm(128, 128, k), GemmConfig(pipeline=False))
-    ko = sch.get_loops(sch.get_block("A_shared"))[2]
-    sch.annotate(ko, "software_pipeline_stage", stage)
-    sch.annotate(ko, "software_pipeline_order", order)
+    ko = sch.get(sch.get_loops(sch.get_block("A_shared"))[2])
+    # set on the IR: annotate refuses the malformed values itself, the pass checks them again
+    attrs = {"software_pipeline_stage": tuple(stage), "software_pipeline_order": tuple(order)}
+    func = _SetLoopAnnotations(ko, attrs).visit_function(sch.func)
     with pytest.raises(LowerError, match=match):
-        lower_gpu(sch.func, SM80)
+        lower_gpu(func, SM80)
+
+
+class _SetLoopAnnotations(ir.Mutator):
+    def __init__(self, loop: ir.For, attrs: dict[str, object]) -> None:
+        super().__init__()
+        self.loop, self.attrs = loop, attrs
+
+    def visit_function(self, func: PrimFunc) -> PrimFunc:
+        return func.update(body=self.visit(func.body))
+
+    def visit_For(self, loop: ir.For) -> ir.Stmt:
+        new: ir.For = self.generic_visit(loop)
+        if loop is not self.loop:
+            return new
+        anns = new.annotations
+        for key, value in self.attrs.items():
+            anns = anns.with_item(key, value)
+        return new.update(annotations=anns)
 
 
 def test_copies_that_are_not_16_bytes_stay_synchronous() -> None:

@@ -27,7 +27,13 @@ import numpy as np
 
 from ..ir import Buffer, IntImm, IRModule, PrimFunc, Var
 from ..runtime import build as build_prim_funcs
-from ..runtime.arguments import ArgumentError, check_timing, eval_shape_expr, to_array
+from ..runtime.arguments import (
+    ArgumentError,
+    ArgumentTypeError,
+    check_timing,
+    eval_shape_expr,
+    to_array,
+)
 from ..runtime.emulate import EmulateArg, EmulatedModule, EmulateMode, emulate_mode
 from ..runtime.module import TimingResult, time_calls
 from ..target import Target, as_target
@@ -216,8 +222,20 @@ class GraphFunction:
         result: np.ndarray = values[self.ret_slot]
         return result
 
-    def __call__(self, *args: Any) -> np.ndarray:
-        """Run on numpy arrays or DLPack CPU tensors (inputs then weights); returns the result."""
+    def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        """Run on numpy arrays or DLPack CPU tensors (inputs then weights); returns the result.
+
+        Arguments may also be given by parameter name (``f(x=x)``, ``f(x, w=w)``).
+
+        Raises
+        ------
+        ArgumentTypeError
+            For a keyword that names no parameter, or a parameter given twice.
+        ArgumentError
+            For a parameter missing from a call with keywords, or too many arguments.
+        """
+        if kwargs:
+            args = self._positional(args, kwargs)
         native = self.native
         if native is not None:
             out = native.call(*args)
@@ -227,6 +245,40 @@ class GraphFunction:
             if retried is not None:
                 return retried
         return self.run(args)
+
+    def _positional(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """``args`` completed with ``kwargs`` by parameter name, in parameter order."""
+        fname, names = self.func.name, [p.name for p in self.func.params]
+        listed = ", ".join(names)
+        if len(args) > len(names):
+            raise ArgumentError(
+                f"{fname}: expected {len(names)} arguments ({listed}), got {len(args)} "
+                f"positional and {len(kwargs)} by name"
+            )
+        unknown = [k for k in kwargs if k not in names]
+        if unknown:
+            raise ArgumentTypeError(
+                f"{fname}: unknown argument {', '.join(map(repr, unknown))}; the parameters "
+                f"are ({listed})"
+            )
+        ambiguous = [k for k in kwargs if names.count(k) > 1]
+        if ambiguous:
+            raise ArgumentTypeError(
+                f"{fname}: several parameters are named {ambiguous[0]!r}; pass them by position"
+            )
+        for k in kwargs:
+            if names.index(k) < len(args):
+                raise ArgumentTypeError(
+                    f"{fname}: argument {k!r} given twice: at position {names.index(k)} and by name"
+                )
+        missing = [n for n in names[len(args) :] if n not in kwargs]
+        if missing:
+            plural = "s" if len(missing) > 1 else ""
+            raise ArgumentError(
+                f"{fname}: missing argument{plural} {', '.join(map(repr, missing))}; the "
+                f"parameters are ({listed})"
+            )
+        return (*args, *(kwargs[n] for n in names[len(args) :]))
 
     def _retry_native(self, native: NativeGraph, args: Sequence[Any]) -> np.ndarray | None:
         """After the entry declined: validate here (raising GraphError), run on the result.

@@ -31,6 +31,7 @@ from ..errors import IRError, TilecraftError
 from .arguments import INT64_MAX, INT64_MIN, RejectedError, normalise_args
 from .handles import HANDLE_PREFIX, BlockRV, ExprRV, Location, LoopRV
 from .instruction import INSTRUCTION_KINDS, Instruction, InstructionKind
+from .primitives._annotation_values import annotation_problem
 from .primitives.index_map import IndexMap
 
 FORMAT = "tilecraft.trace"
@@ -194,6 +195,11 @@ def _check_arguments(
         normalise_args(kind.checks, arguments)
     except RejectedError as e:
         raise TraceFormatError(f"trace: {where}: {e.detail}") from None
+    if kind.name == "annotate":
+        target, key, value = (arguments[n] for n in ("block_or_loop", "key", "value"))
+        problem = annotation_problem(key, value, isinstance(target, LoopRV))
+        if problem is not None:
+            raise TraceFormatError(f"trace: {where}: {problem.short}; {problem.requires}")
 
 
 def _decode_outputs(

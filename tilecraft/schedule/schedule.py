@@ -293,7 +293,10 @@ class Schedule(BufferPrimitives, TensorPrimitives):
     def annotate(self, block_or_loop: BlockRV | LoopRV, key: str, value: Any) -> None:
         """Set annotation ``key`` = ``value`` on a block or loop.
 
-        Requires: ``value`` is a bool, int, float, str or a (nested) list of them.
+        Requires: ``value`` is a bool, int, float, str or a (nested) list of them; the keys
+        lowering acts on hold what it can use (``pragma_auto_unroll_max_step``: an int from 0
+        to 1024; ``software_pipeline_stage`` / ``software_pipeline_order``, on loops: stages
+        0 or ``S - 1 >= 1`` / a permutation).
         Rewrite: the block's ``T.block_attr`` / the loop's annotations gain ``key``.
         """
         _annotate.annotate(self.state, block_or_loop, key, value)

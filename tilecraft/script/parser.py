@@ -260,8 +260,8 @@ class _Parser(StmtParser):
 
     def signature(self, args: list[ast.arg]) -> list[Buffer | Var]:
         """The parameters, scalars defined first: shapes may use any scalar parameter."""
-        params: list[Buffer | Var] = []
-        for arg in args:
+        params: list[tuple[int, Buffer | Var]] = []  # (position, parameter)
+        for pos, arg in enumerate(args):
             if arg.annotation is None:
                 self.fail(
                     arg, f"parameter {arg.arg!r} needs an annotation (T.Buffer(...) or T.int32)"
@@ -270,8 +270,8 @@ class _Parser(StmtParser):
             if dt is not None:
                 var = Var(arg.arg, dt)
                 self.define(arg, arg.arg, var)
-                params.append(var)
-        for arg in args:
+                params.append((pos, var))
+        for pos, arg in enumerate(args):
             assert arg.annotation is not None
             if self.scalar_annotation(arg.annotation) is None:
                 if self.call_name(arg.annotation) != "Buffer":
@@ -283,9 +283,9 @@ class _Parser(StmtParser):
                 assert isinstance(arg.annotation, ast.Call)
                 buf = self.buffer_decl(arg.annotation, "Buffer", arg.arg)
                 self.define(arg, arg.arg, buf)
-                params.append(buf)
-        params.sort(key=lambda p: [x.arg for x in args].index(p.name))
-        return params
+                params.append((pos, buf))
+        params.sort(key=lambda item: item[0])  # back to the written order (linear keys)
+        return [p for _, p in params]
 
     def function_body(self, body: list[ast.stmt], node: ast.FunctionDef) -> Stmt:
         """The body; leading ``X = T.alloc_buffer(...)`` lines open an implicit root block."""

@@ -31,7 +31,8 @@ def _out_extent(size: Expr, before: int, after: int, k: Expr, stride: int, dil: 
     return add(floordiv(sub(add(size, before + after), span), stride), 1)
 
 
-def _pad_input(x: Tensor, layout: str, p: tuple[int, int, int, int], value: float) -> Tensor:
+def _pad_input(x: Tensor, layout: str, p: tuple[int, int, int, int], value: float | int) -> Tensor:
+    """``x`` padded on its spatial axes with ``value`` (an int for integer dtypes)."""
     if not any(p):
         return x
     _, ha, wa = _layout_axes(layout)
@@ -102,7 +103,7 @@ def conv2d(
     p = padding4(padding)
     oh = _out_extent(x.shape[ha], p[0], p[2], kh, sh, dh)
     ow = _out_extent(x.shape[wa], p[1], p[3], kw, sw, dw)
-    xp = _pad_input(x, layout, p, 0.0)
+    xp = _pad_input(x, layout, p, 0.0 if x.dtype.is_float else 0)  # a zero of x's dtype
     ocg = floordiv(oc, groups)
     rc, ry, rx = reduce_axis(icg, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
 

@@ -25,6 +25,8 @@ from .. import _tree
 from ..arguments import AnnotationValue, OneOf, Str
 from ..instruction import primitive
 from ..state import BlockRV, LoopRV, ScheduleState
+from ._annotation_values import MAX_AUTO_UNROLL_STEP as MAX_AUTO_UNROLL_STEP
+from ._annotation_values import annotation_problem
 from ._looporder import check_kind_nesting
 from .loop import check_serial, loop_error_fragment, loop_node
 
@@ -231,6 +233,27 @@ def _plain(value: Any) -> Any:
     return plain(value)
 
 
+def check_annotation_value(
+    state: ScheduleState, block_or_loop: BlockRV | LoopRV, key: str, value: Any
+) -> None:
+    """Refuse a value that the lowering pass reading annotation ``key`` cannot use."""
+    on_loop = isinstance(block_or_loop, LoopRV)
+    problem = annotation_problem(key, value, on_loop)
+    if problem is None:
+        return
+    if isinstance(block_or_loop, LoopRV):
+        node = state.get_loop(block_or_loop)
+        what, name, fragment = "loop", node.loop_var.name, loop_error_fragment(state, node)
+    else:
+        what, name, fragment = "block", state.get_block(block_or_loop).block.name, ""
+    raise state.error(
+        f'{what} "{name}": {problem.short}',
+        requires=problem.requires,
+        fragment=fragment,
+        locations=[name],
+    )
+
+
 @primitive("annotate", inputs=("block_or_loop", "value"))
 def annotate(
     state: ScheduleState,
@@ -240,10 +263,15 @@ def annotate(
 ) -> None:
     """Set annotation ``key`` to ``value`` on a block or loop.
 
-    Requires: ``key`` is a non-empty string; ``value`` is a bool, int, float, str or a list.
+    Requires: (1) ``key`` is a non-empty string; ``value`` is a bool, int, float, str or a
+    list; (2) the keys lowering acts on hold what it can use: ``pragma_auto_unroll_max_step``
+    an int from 0 to :data:`MAX_AUTO_UNROLL_STEP` (1024); ``software_pipeline_stage`` (on a
+    loop) a list of stages, each 0 or ``S - 1 >= 1``; ``software_pipeline_order`` (on a loop)
+    a permutation of ``0 .. n-1``.
     Rewrite:  with block("C")  ->  with block("C"): T.block_attr({key: value})
     """
     value = _plain(value)
+    check_annotation_value(state, block_or_loop, key, value)
     if isinstance(block_or_loop, BlockRV):
         br = state.get_block(block_or_loop)
         blk = br.block.update(annotations=br.block.annotations.with_item(key, value))

@@ -1,9 +1,11 @@
 """JSON form of workloads and tuning records: one object per line, validated on the way in.
 
 Decoding never runs code from the data (``json`` plus the IR's and the trace's own JSON
-readers). Every malformed value is a :class:`DatabaseError` naming where it was found;
-:class:`TornLineError` marks text that is not JSON at all (a write cut short), which the file
-databases skip with a warning.
+readers). Every field's type and range is checked; a malformed value is a
+:class:`DatabaseError` naming where it was found (file and line, or table and row);
+:class:`TornLineError` marks text that is not JSON at all (a write cut short). The databases
+skip such a line with a warning and keep the others: one bad record never makes a database
+unusable.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .workload import (
     TuningRecord,
     Workload,
     WorkloadKey,
+    target_conflict,
     workload_hash,
 )
 
@@ -207,13 +210,21 @@ def decode_record(
     extra = data["extra"]
     if not isinstance(extra, dict):
         raise DatabaseError(f"{where}: 'extra' must be an object")
+    run_secs = _run_secs(data["run_secs"], where)
+    error = _str(data, "error", where, optional=True)
+    if (run_secs is None) == (error is None):
+        raise DatabaseError(f"{where}: a record has 'run_secs' or an 'error', exactly one")
+    target = _str(data, "target", where)
+    conflict = target_conflict(target, workload.key.target)
+    if conflict is not None:
+        raise DatabaseError(f"{where}: the record belongs to another target: {conflict}")
     return TuningRecord(
         workload=workload,
         trace=trace,
-        run_secs=_run_secs(data["run_secs"], where),
-        target=_str(data, "target", where),
+        run_secs=run_secs,
+        target=target,
         args_info=args,
-        error=_str(data, "error", where, optional=True),
+        error=error,
         func_hash=_str(data, "func_hash", where, optional=True),
         extra=extra,
     )

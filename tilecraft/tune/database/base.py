@@ -22,6 +22,7 @@ from .workload import (
     Workload,
     WorkloadKey,
     as_prim_func,
+    target_conflict,
 )
 
 _CURRENT = threading.local()
@@ -124,6 +125,9 @@ class Database(ABC):
             raise DatabaseError(f"expected a TuningRecord, got {type(record).__name__}")
         if (record.run_secs is None) == (record.error is None):
             raise DatabaseError("a tuning record has run times or an error, exactly one")
+        conflict = target_conflict(record.target, record.workload.key.target)
+        if conflict is not None:
+            raise DatabaseError(f"a tuning record belongs to another target: {conflict}")
         if not self._knows(record.workload.key):
             self._store_workload(record.workload)
         self._store_record(record)
@@ -147,8 +151,12 @@ class Database(ABC):
         return self._ranked(key)[:top_k]
 
     def _ranked(self, key: WorkloadKey) -> list[TuningRecord]:
-        """Successful records of ``key``, fastest first (stable in commit order)."""
-        return sorted((r for r in self._records(key) if r.ok), key=lambda r: r.mean_secs)
+        """Successful records of ``key`` measured for its target, fastest first (stable in
+        commit order). Storage refuses other targets' records on load and on commit; checking
+        again here keeps any storage from handing one out."""
+        ok = (r for r in self._records(key) if r.ok)
+        usable = (r for r in ok if target_conflict(r.target, key.target) is None)
+        return sorted(usable, key=lambda r: r.mean_secs)
 
     def query_tuning_record(
         self,

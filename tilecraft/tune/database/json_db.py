@@ -10,6 +10,9 @@ Safety:
   exclusive ``flock``; readers take a shared lock, so they never see half of a live write;
 * a line cut short by a crash (no trailing newline) is skipped with a warning, and the next
   writer ends it with a newline before appending, so it never glues onto a good record;
+* a complete line that is malformed (a field of the wrong type or out of range, edited by
+  hand or written by a buggy tool) is skipped with a warning naming the file and line; the
+  other lines load;
 * ``kill -9`` of a writer therefore loses at most the line being written; everything before
   it loads. ``fsync=True`` also survives power loss, at the cost of a disk flush per line;
 * the index is refreshed from the files before each query, so records committed by other
@@ -155,8 +158,10 @@ class JSONDatabase(MemoryDatabase):
     Raises
     ------
     DatabaseError
-        When the folder is missing (``create=False``) or cannot be created, or a file holds
-        a malformed line (a torn line, cut short by a crash, is skipped with a warning).
+        When the folder is missing (``create=False``) or cannot be created. A line cut short
+        by a crash, or a malformed one (a field of the wrong type or range, an unknown
+        workload), is skipped with a warning naming the file and line; the other lines stay
+        usable.
     """
 
     def __init__(
@@ -194,7 +199,7 @@ class JSONDatabase(MemoryDatabase):
     def _read(self, ingest: _Ingest, path: Path, line_no: int, text: bytes, complete: bool) -> None:
         if not text.strip():
             return
-        where = f"{path.name}:{line_no}"
+        where = f"{path}:{line_no}"
         if not complete:
             self._note(f"{where}: skipped a last line without newline (torn write?)")
             return

@@ -72,18 +72,24 @@ class MemoryDatabase(Database):
             self._notes.append(message)
             warnings.warn(message, stacklevel=3)
 
+    def _skip(self, where: str, error: DatabaseError, torn_ok: bool) -> None:
+        """Warn that the line (or row) at ``where`` was skipped, and why."""
+        why = str(error).removeprefix(f"{where}: ")
+        if isinstance(error, _codec.ForeignVersionError):
+            self._note(f"{where}: skipped a line of another format version: {why}")
+        elif isinstance(error, _codec.TornLineError) and torn_ok:
+            self._note(f"{where}: skipped an unreadable line (torn write?): {why}")
+        else:
+            self._note(f"{where}: skipped a malformed line; the rest is usable: {why}")
+
     def _ingest_workload(self, text: bytes | str, where: str, torn_ok: bool) -> None:
-        """Decode one stored workload line into the index (skipping torn/foreign lines)."""
+        """Decode one stored workload line into the index (skipping bad lines with a warning:
+        torn, of another format version, or malformed)."""
         try:
             data = _codec.parse_line(text, where)
             stored_id, wl, same_hash = _codec.decode_workload(data, where)
-        except _codec.TornLineError as e:
-            if not torn_ok:
-                raise DatabaseError(str(e)) from None
-            self._note(f"skipped an unreadable line (torn write?): {e}")
-            return
-        except _codec.ForeignVersionError as e:
-            self._note(f"skipped a line of another format version: {e}")
+        except DatabaseError as e:
+            self._skip(where, e, torn_ok)
             return
         if not same_hash:
             self._note(
@@ -93,17 +99,13 @@ class MemoryDatabase(Database):
         self._index_workload(stored_id, wl)
 
     def _ingest_record(self, text: bytes | str, where: str, torn_ok: bool) -> None:
-        """Decode one stored record line into the index (skipping torn/foreign/orphan lines)."""
+        """Decode one stored record line into the index (skipping bad lines with a warning:
+        torn, of another format version, malformed, or of an unknown workload)."""
         try:
             data = _codec.parse_line(text, where)
             rec = _codec.decode_record(data, where, self._by_id.get)
-        except _codec.TornLineError as e:
-            if not torn_ok:
-                raise DatabaseError(str(e)) from None
-            self._note(f"skipped an unreadable line (torn write?): {e}")
-            return
-        except _codec.ForeignVersionError as e:
-            self._note(f"skipped a line of another format version: {e}")
+        except DatabaseError as e:
+            self._skip(where, e, torn_ok)
             return
         if rec is None:
             self._note(f"{where}: skipped records of a workload that is not in the database")

@@ -40,7 +40,9 @@ class SQLiteDatabase(MemoryDatabase):
     Raises
     ------
     DatabaseError
-        When the file is not an SQLite database, has another schema, or holds a malformed row.
+        When the file is not an SQLite database or has another schema. A malformed row (bad
+        JSON, a field of the wrong type or range, an unknown workload) is skipped with a
+        warning naming the file, table and row id; the other rows stay usable.
     """
 
     def __init__(
@@ -91,11 +93,14 @@ class SQLiteDatabase(MemoryDatabase):
                 except sqlite3.Error as e:
                     raise DatabaseError(f"cannot read {self.path}: {e}") from None
                 for seq, line in rows:
-                    if not isinstance(seq, int) or not isinstance(line, str | bytes):
-                        raise DatabaseError(f"{self.path.name}: {table} row {seq!r} is malformed")
+                    where = f"{self.path}: {table} row {seq!r}"
+                    if not isinstance(seq, int):
+                        raise DatabaseError(f"{where}: the row id is not an integer")
                     self._seen[table] = seq
-                    if (table, seq) not in self._own:
-                        ingest(line, f"{self.path.name}: {table} row {seq}", False)
+                    if not isinstance(line, str | bytes):
+                        self._note(f"{where}: skipped a row whose line is not text")
+                    elif (table, seq) not in self._own:
+                        ingest(line, where, False)
 
     def _execute(self, sql: str, params: tuple[str, ...]) -> int | None:
         try:

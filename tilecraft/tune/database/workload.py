@@ -36,12 +36,13 @@ Module equality modes:
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import json
 import math
 from dataclasses import dataclass, field
 
-from ...errors import TuneError
+from ...errors import TilecraftError, TuneError
 from ...ir import Block, IntImm, IRModule, IterKind, Node, PrimFunc, post_order_visit
 from ...ir import structural_hash as ir_structural_hash
 from ...schedule import Trace
@@ -154,6 +155,37 @@ def target_key(target: Target | str | None) -> str:
     if tgt.is_gpu:
         return f"cuda {tgt.arch}"
     return f"cpu {tgt.arch} {','.join(tgt.features) or '-'}"
+
+
+_ISA_OPTIONS = ("-mcpu=", "-mattr=", "-march=")
+
+
+@functools.lru_cache(maxsize=256)
+def target_conflict(measured_on: str, key_target: str) -> str | None:
+    """Why a record measured on ``measured_on`` cannot serve a workload keyed ``key_target``.
+
+    None when it can. The kinds must agree (a CPU record never serves a CUDA workload, nor the
+    reverse) and so must a CUDA architecture. A CPU record whose target names its ISA
+    (``-mcpu``, ``-mattr``) must have the key's :func:`target_key`; a bare ``"cpu"`` means
+    "the host it was measured on", which is what the workload key records.
+    """
+    try:
+        measured = as_target(measured_on)
+    except TilecraftError as e:
+        return f"its target {measured_on!r} is not a target ({e})"
+    kind, _, rest = key_target.partition(" ")
+    arch = rest.split(" ", 1)[0]
+    names_isa = any(w.startswith(_ISA_OPTIONS) for w in measured_on.split()[1:])
+    if (
+        measured.kind != kind
+        or (measured.is_gpu and measured.arch != arch)
+        or (not measured.is_gpu and names_isa and target_key(measured) != key_target)
+    ):
+        return (
+            f"it was measured on {measured_on!r} ({target_key(measured)}) but its workload "
+            f"is for {key_target!r}"
+        )
+    return None
 
 
 @dataclass(frozen=True)
