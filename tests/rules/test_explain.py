@@ -122,3 +122,11 @@ def test_profile_resolves_symbolic_shapes() -> None:
     assert all(f.time_s is not None and f.time_s > 0 for f in report.functions)
     assert report["softmax"].calls == 1
     assert report["matmul1"].calls == 2  # the key and value projections
+
+
+def test_a_module_straight_from_export_is_refused_naming_the_pipeline() -> None:
+    mod = models.small("tutorial_reference_b1").mod
+    assert not list(mod.prim_funcs())  # graph functions calling operators only
+    with pytest.raises(dl.RuleError, match=r'explain: the module has no PrimFuncs yet.*'
+                       r'matmul, permute_dims, relu.*get_pipeline\("default"\)'):  # fmt: skip
+        dl.explain(mod, dl.cpu.default_rules(), CPU, profile=True)

@@ -23,12 +23,18 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..graph.ir import CallTIR, graph_functions
+from ..graph.ir import CallTIR, OpCall, graph_functions
 from ..ir import Buffer, IRModule, PrimFunc, Var
 from ..runtime import build
 from ..runtime.arguments import eval_shape_expr
 from ..target import Target, as_target
-from .apply import SCHEDULE_RULE_ATTR, function_target, scheduled_reason, try_rules
+from .apply import (
+    SCHEDULE_RULE_ATTR,
+    RuleError,
+    function_target,
+    scheduled_reason,
+    try_rules,
+)
 from .base import ScheduleRule
 
 FLAG_SHARE = 0.10
@@ -163,6 +169,23 @@ def _call_counts(mod: IRModule) -> dict[str, int] | None:
     return counts
 
 
+def _check_legalized(mod: IRModule) -> None:
+    """Refuse a module of graph functions calling operators but holding no PrimFunc yet."""
+    if any(True for _ in mod.prim_funcs()):
+        return
+    ops = sorted(
+        {b.value.op for _, g in graph_functions(mod) for b in g.bindings
+         if isinstance(b.value, OpCall)}
+    )  # fmt: skip
+    if ops:
+        raise RuleError(
+            "explain: the module has no PrimFuncs yet, only graph functions calling operators "
+            f'({", ".join(ops)}): run the graph pipeline first, e.g. `with tc.Target("cpu"): '
+            'mod = tc.graph.get_pipeline("default")(mod)` (what tc.compile runs; "zero" '
+            "without the weight-layout and constant folding passes), and explain the result"
+        )
+
+
 def _decide(
     name: str, func: PrimFunc, rules: Sequence[ScheduleRule], target: Target | None
 ) -> tuple[FunctionReport, PrimFunc]:
@@ -266,7 +289,11 @@ def explain(
     ------
     TargetError
         When there is no target.
+    RuleError
+        When ``mod`` comes straight from an export (graph functions calling operators, no
+        PrimFuncs): run ``tc.graph.get_pipeline("default")`` (or ``"zero"``) first.
     """
+    _check_legalized(mod)
     tgt = as_target(target) if target is not None else Target.current()
     rows: list[FunctionReport] = []
     funcs: dict[str, PrimFunc] = {}
