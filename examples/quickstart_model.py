@@ -82,7 +82,7 @@ def main(batch: int = 1, timing_s: float = 1.5) -> float:
     print(f"output {out.shape} {out.dtype}; max abs error vs numpy: {err:.2e}\n")
 
     # which rule scheduled each kernel, and where the time goes: the same graph pipeline as
-    # tc.compile, then the rules explained and each scheduled kernel timed alone
+    # tc.compile, then the rules explained and each scheduled kernel timed inside forwards
     with tc.Target("cpu"):
         graph_mod = tc.graph.get_pipeline("default", params=params)(mod)
     print(dl.explain(graph_mod, dl.cpu.default_rules(), target="cpu", profile=True))

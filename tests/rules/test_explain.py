@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import models
@@ -13,6 +14,8 @@ from tilecraft.ir import PrimFunc
 from tilecraft.rules.explain import Status
 
 CPU = tc.Target("cpu")
+# the module (``tilecraft.rules.explain`` is also the name of its function)
+explain_module = importlib.import_module("tilecraft.rules.explain")
 
 
 def test_explain_names_the_rule_and_every_earlier_decline() -> None:
@@ -122,3 +125,58 @@ def test_profile_resolves_symbolic_shapes() -> None:
     assert all(f.time_s is not None and f.time_s > 0 for f in report.functions)
     assert report["softmax"].calls == 1
     assert report["matmul1"].calls == 2  # the key and value projections
+
+
+def test_a_module_straight_from_export_is_refused_naming_the_pipeline() -> None:
+    mod = models.small("tutorial_reference_b1").mod
+    assert not list(mod.prim_funcs())  # graph functions calling operators only
+    with pytest.raises(dl.RuleError, match=r'explain: the module has no PrimFuncs yet.*'
+                       r'matmul, permute_dims, relu.*get_pipeline\("default"\)'):  # fmt: skip
+        dl.explain(mod, dl.cpu.default_rules(), CPU, profile=True)
+
+
+def test_profile_times_kernels_inside_whole_forwards_and_reports_the_forward(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mod = models.pipelined(models.small("tutorial_reference_b1"), "default", bind=True)
+    profiled: list[str] = []  # graph functions run with per-kernel timing
+    alone: list[str] = []  # functions timed by time_evaluator
+    real_build = explain_module.build
+
+    def spy_build(m: tc.IRModule, target: tc.Target) -> object:
+        exe = real_build(m, target)
+        run_profiled, time_evaluator = exe.profile, exe.time_evaluator
+
+        def profile(name: str, *args: object) -> object:
+            profiled.append(name)
+            return run_profiled(name, *args)
+
+        def timed_alone(name: str, *a: object, **kw: object) -> object:
+            alone.append(name)
+            return time_evaluator(name, *a, **kw)
+
+        exe.profile, exe.time_evaluator = profile, timed_alone
+        return exe
+
+    monkeypatch.setattr(explain_module, "build", spy_build)
+    # unscheduled kernels (no parallel loops): timings that do not wait on busy cores' threads
+    report = dl.explain(mod, [do_nothing_fallback], CPU, profile=True, repeat=3)
+    assert profiled == ["forward"] * (1 + explain_module.PROFILED_FORWARDS)  # warm-up + rounds
+    assert alone == []  # every kernel is called by the forward: none is timed alone
+    assert report.forward_s is not None
+    assert report.total_s is not None
+    assert report.forward_s > 0
+    assert all(f.time_s is not None and f.time_s > 0 for f in report.functions)
+    # the kernels run inside forwards: their sum is no more than the forward, up to noise
+    assert report.total_s <= 3 * report.forward_s + 50e-6
+    assert report.to_dict()["forward_s"] == report.forward_s
+    forward_line = str(report).splitlines()[-1]
+    assert forward_line.startswith("forward")
+    assert f"{report.forward_s * 1e6:.1f}" in forward_line
+
+
+def test_profile_of_a_module_without_graph_functions_times_kernels_alone() -> None:
+    report = dl.explain(_matmul_and_add(), [do_nothing_fallback], CPU, profile=True, repeat=1)
+    assert report.forward_s is None
+    assert report.total_s is not None
+    assert "forward" not in str(report).splitlines()[-1]

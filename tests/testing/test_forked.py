@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -27,9 +31,32 @@ def test_an_exception_is_raised_with_its_traceback() -> None:
     assert "Traceback" in got.detail
 
 
+def _segfault() -> bytes:
+    """Crash on a null read, quietly: the fault handler the child inherits from the test run
+    (pytest's) would print a "Fatal Python error" stack dump into the run's output."""
+    faulthandler.disable()
+    return ctypes.string_at(0)
+
+
 def test_a_segfault_is_a_signal() -> None:
-    got = run_forked(lambda: ctypes.string_at(0), timeout=30)
+    got = run_forked(_segfault, timeout=30)
     assert got.failure == "signal 11"
+
+
+def test_the_deliberately_crashing_children_print_no_stack_dump() -> None:
+    root = Path(__file__).resolve().parents[2]
+    tests = [
+        "tests/testing/test_forked.py::test_a_segfault_is_a_signal",
+        "tests/gpu/test_gpu_campaign.py::test_a_crashing_or_hanging_child_is_recorded",
+    ]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *tests],
+        cwd=root, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output
+    assert "2 passed" in output
+    assert "Fatal Python error" not in output
 
 
 def test_a_hang_is_killed() -> None:

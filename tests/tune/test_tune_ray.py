@@ -20,6 +20,10 @@ from pathlib import Path
 
 import pytest
 
+# one worker runs the whole module under pytest-xdist (--dist loadgroup): its fixture starts a
+# Ray cluster for about 20 s, once
+pytestmark = pytest.mark.xdist_group("ray")
+
 HERE = Path(__file__).parent
 _NS = ["--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
 

@@ -174,3 +174,22 @@ def test_tile_matmul_keeps_the_epilogue() -> None:
     sch = Schedule(matmul(relu=True), seed=0)
     tile_matmul(sch)
     tc.testing.check_numeric(sch.func, matmul(relu=True), rtol=1e-4, atol=1e-4)
+
+
+def test_a_module_straight_from_export_is_refused_naming_the_pipeline() -> None:
+    mod, _ = TutorialModel().export({"forward": {"x": nn.spec.Tensor((1, 784), "float32")}})
+    assert not list(mod.prim_funcs())  # graph functions calling operators only
+    with pytest.raises(TuneError, match=r"extract_tasks: the module has no PrimFuncs yet.*"
+                       r'add, matmul, permute_dims, relu.*get_pipeline\("zero"\)'):  # fmt: skip
+        ms.extract_tasks(mod, CPU)
+
+
+def test_tune_tasks_warns_when_there_is_nothing_to_tune_and_refuses_a_module() -> None:
+    db = ms.database.MemoryDatabase()
+    with pytest.warns(UserWarning, match=r'tune_tasks: no tasks to tune.*get_pipeline\("zero"\)'):
+        out = ms.tune_tasks([], CPU, max_trials_global=1, database=db)
+    assert out is db
+    assert len(db) == 0
+    with pytest.raises(TuneError, match=r"tune_tasks: expected the tasks of a module, got a "
+                       r"IRModule; pass extract_tasks\(mod, target\)"):  # fmt: skip
+        ms.tune_tasks(_zero(TutorialModel(), (1, 784)), CPU, max_trials_global=1)  # type: ignore[arg-type]

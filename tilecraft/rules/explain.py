@@ -5,11 +5,16 @@
 schedules) and reports, per function, the rule that took it and each earlier rule's
 :class:`~tilecraft.rules.Decline` reason. Functions already scheduled are listed with the rule
 (or mark) that scheduled them. With ``profile=True`` the scheduled module is built with
-``tc.build`` and each kernel is timed with ``lib.time_evaluator`` on random inputs; a kernel's
-*share* is its time times the number of calls the module's graph functions make to it
-(1 when no graph function calls kernels), over the sum of those. A kernel left to the
-``Fallback`` rule, or to no rule, that takes more than :data:`FLAG_SHARE` of the total is
-flagged: it is the place to write a rule or to tune.
+``tc.build`` and timed on random inputs. Kernels are timed the way the forward runs them: each
+graph function is run whole, with per-kernel timing (around each kernel call inside the
+forward, in C for the native executor), and a kernel's time is the median over those runs;
+the forward's own time, measured without per-kernel timing, is reported beside the sum of the
+kernel times (``forward_s``). A module without graph functions, and a kernel no graph function
+calls, has its kernels timed alone with ``lib.time_evaluator``. A kernel's *share* is its time
+times the number of calls the module's graph functions make to it (1 when no graph function
+calls kernels), over the sum of those. A kernel left to the ``Fallback`` rule, or to no rule,
+that takes more than :data:`FLAG_SHARE` of the total is flagged: it is the place to write a
+rule or to tune.
 
 The report prints as a plain-text table (``print(report)``) and is a plain dict with
 :meth:`ExplainReport.to_dict`.
@@ -18,22 +23,33 @@ The report prints as a plain-text table (``print(report)``) and is a plain dict 
 from __future__ import annotations
 
 import enum
+import statistics
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
-from ..graph.ir import CallTIR, graph_functions
-from ..ir import Buffer, IRModule, PrimFunc, Var
+from ..graph.ir import CallTIR, Function, OpCall, graph_functions
+from ..ir import Buffer, DataType, Expr, IRModule, PrimFunc, Var
 from ..runtime import build
 from ..runtime.arguments import eval_shape_expr
 from ..target import Target, as_target
-from .apply import SCHEDULE_RULE_ATTR, function_target, scheduled_reason, try_rules
+from .apply import (
+    SCHEDULE_RULE_ATTR,
+    RuleError,
+    function_target,
+    scheduled_reason,
+    try_rules,
+)
 from .base import ScheduleRule
 
 FLAG_SHARE = 0.10
 """Share of the total time above which a Fallback (or unscheduled) kernel is flagged."""
 FALLBACK_RULE = "Fallback"
+PROFILED_FORWARDS = 20
+"""Forwards run with per-kernel timing (at least; ``repeat`` when larger) per graph function."""
 
 
 class Status(enum.Enum):
@@ -100,11 +116,16 @@ class FunctionReport:
 
 @dataclass(frozen=True)
 class ExplainReport:
-    """The report of :func:`explain`: one :class:`FunctionReport` per PrimFunc, module order."""
+    """The report of :func:`explain`: one :class:`FunctionReport` per PrimFunc, module order.
+
+    ``total_s`` is the sum of the kernels' times weighted by their calls; ``forward_s`` the
+    measured time of one run of the module's graph functions (None without them).
+    """
 
     target: str
     functions: tuple[FunctionReport, ...]
     total_s: float | None = None
+    forward_s: float | None = None
 
     def __getitem__(self, name: str) -> FunctionReport:
         for f in self.functions:
@@ -113,10 +134,11 @@ class ExplainReport:
         raise KeyError(f"explain report has no function {name!r}")
 
     def to_dict(self) -> dict[str, object]:
-        """``{"target": ..., "total_s": ..., "functions": {name: row dict}}``."""
+        """``{"target", "total_s", "forward_s", "functions": {name: row dict}}``."""
         return {
             "target": self.target,
             "total_s": self.total_s,
+            "forward_s": self.forward_s,
             "functions": {f.name: f.to_dict() for f in self.functions},
         }
 
@@ -143,7 +165,10 @@ class ExplainReport:
                 lines.append(f"    ({f.note})")
         if profiled:
             assert self.total_s is not None
-            lines.append(f"{'total':<{width}}{'':<20}{'':>6}{self.total_s * 1e6:>12.1f}")
+            lines.append(f"{'total':<{width}}{'(kernels)':<20}{'':>6}{self.total_s * 1e6:>12.1f}")
+            if self.forward_s is not None:
+                forward = f"{self.forward_s * 1e6:>12.1f}"
+                lines.append(f"{'forward':<{width}}{'(whole, measured)':<20}{'':>6}{forward}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -161,6 +186,23 @@ def _call_counts(mod: IRModule) -> dict[str, int] | None:
             if isinstance(b.value, CallTIR):
                 counts[b.value.func] = counts.get(b.value.func, 0) + 1
     return counts
+
+
+def _check_legalized(mod: IRModule) -> None:
+    """Refuse a module of graph functions calling operators but holding no PrimFunc yet."""
+    if any(True for _ in mod.prim_funcs()):
+        return
+    ops = sorted(
+        {b.value.op for _, g in graph_functions(mod) for b in g.bindings
+         if isinstance(b.value, OpCall)}
+    )  # fmt: skip
+    if ops:
+        raise RuleError(
+            "explain: the module has no PrimFuncs yet, only graph functions calling operators "
+            f'({", ".join(ops)}): run the graph pipeline first, e.g. `with tc.Target("cpu"): '
+            'mod = tc.graph.get_pipeline("default")(mod)` (what tc.compile runs; "zero" '
+            "without the weight-layout and constant folding passes), and explain the result"
+        )
 
 
 def _decide(
@@ -182,6 +224,19 @@ def _decide(
     return row, outcome.schedule.func.with_attr(SCHEDULE_RULE_ATTR, outcome.rule)
 
 
+def _random_array(dt: DataType, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Uniform values in [-1, 1) for floats (bfloat16 aside), zeros otherwise."""
+    if dt.is_float and dt.code.value != "bfloat":
+        out: np.ndarray = rng.uniform(-1, 1, size=shape).astype(dt.numpy_name())
+        return out
+    return np.zeros(shape, dtype=dt.numpy_name())
+
+
+def _shape(dims: Sequence[Expr], env: dict[int, int]) -> tuple[int, ...]:
+    """Static extents under ``env``; unknown ones are 1."""
+    return tuple(max(eval_shape_expr(e, env) or 1, 0) for e in dims)
+
+
 def _random_args(func: PrimFunc, shape_vars: Mapping[str, int], seed: int) -> list[object]:
     """Random inputs (zeros for non-floats) for every parameter; unknown extents are 1."""
     rng = np.random.default_rng(seed)
@@ -195,30 +250,84 @@ def _random_args(func: PrimFunc, shape_vars: Mapping[str, int], seed: int) -> li
             args.append(env[id(p)])
             continue
         assert isinstance(p, Buffer)
-        shape = tuple(max(eval_shape_expr(e, env) or 1, 0) for e in p.shape)
-        dt = p.dtype
-        if dt.is_float and dt.code.value != "bfloat":
-            args.append(rng.uniform(-1, 1, size=shape).astype(dt.numpy_name()))
-        else:
-            args.append(np.zeros(shape, dtype=dt.numpy_name()))
+        args.append(_random_array(p.dtype, _shape(p.shape, env), rng))
     return args
+
+
+def _graph_args(func: Function, shape_vars: Mapping[str, int], seed: int) -> list[np.ndarray]:
+    """Random arrays for a graph function's parameters; unknown extents are 1."""
+    rng = np.random.default_rng(seed)
+    env: dict[int, int] = {}
+    for p in func.params:
+        for d in p.type.shape:
+            if isinstance(d, Var):
+                env.setdefault(id(d), int(shape_vars.get(d.name, 1)))
+    return [_random_array(p.type.dtype, _shape(p.type.shape, env), rng) for p in func.params]
+
+
+def _time_alone(
+    lib: Any, names: Sequence[str], funcs: Mapping[str, PrimFunc],
+    shape_vars: Mapping[str, int], repeat: int,
+) -> dict[str, float]:  # fmt: skip
+    """Seconds per call of each kernel in ``names``, called alone on random inputs."""
+    times = {}
+    for name in names:
+        args = _random_args(funcs[name], shape_vars, seed=0)
+        timer = lib.time_evaluator(name, number=1, repeat=repeat, min_repeat_ms=2.0)
+        times[name] = float(timer(*args).median)
+    return times
+
+
+def _time_forwards(
+    exe: Any, shape_vars: Mapping[str, int], repeat: int
+) -> tuple[dict[str, float], float]:
+    """Per kernel, the median seconds per call inside whole forwards; and the forwards' time.
+
+    Every graph function of ``exe`` runs, after a warm-up, :data:`PROFILED_FORWARDS` (or
+    ``repeat``) rounds of one forward with per-kernel timing and one timed whole without it,
+    so both see the same warm caches and the same machine load.
+    """
+    samples: dict[str, list[float]] = {}
+    forward = 0.0
+    for name, graph in exe.functions.items():
+        args = _graph_args(graph.func, shape_vars, seed=0)
+        run_whole = exe[name]
+        exe.profile(name, *args)  # warm-up: plans and allocates the workspace
+        run_whole(*args)
+        whole = []
+        for _ in range(max(repeat, PROFILED_FORWARDS)):
+            per_kernel: dict[str, list[float]] = {}
+            for kernel, seconds in exe.profile(name, *args):
+                per_kernel.setdefault(kernel, []).append(seconds)
+            for kernel, secs in per_kernel.items():
+                samples.setdefault(kernel, []).append(sum(secs) / len(secs))
+            start = time.perf_counter()
+            run_whole(*args)
+            whole.append(time.perf_counter() - start)
+        forward += statistics.median(whole)
+    return {k: statistics.median(v) for k, v in samples.items()}, forward
 
 
 def _profile(
     rows: list[FunctionReport],
+    mod: IRModule,
     funcs: dict[str, PrimFunc],
-    calls: dict[str, int] | None,
     target: Target,
     shape_vars: Mapping[str, int],
     repeat: int,
-) -> tuple[list[FunctionReport], float]:
-    """Time every function; fill in calls, time, share and the flag."""
-    lib = build(IRModule(funcs), target)
-    times: dict[str, float] = {}
-    for name, func in funcs.items():
-        args = _random_args(func, shape_vars, seed=0)
-        timer = lib.time_evaluator(name, number=1, repeat=repeat, min_repeat_ms=2.0)
-        times[name] = float(timer(*args).median)
+) -> tuple[list[FunctionReport], float, float | None]:
+    """Time every function; fill in calls, time, share and the flag. Also the totals."""
+    calls = _call_counts(mod)
+    forward: float | None = None
+    if calls is None:
+        lib = build(IRModule(funcs), target)
+        times = _time_alone(lib, list(funcs), funcs, shape_vars, repeat)
+    else:
+        exe = build(IRModule({**mod.functions, **funcs}, mod.attrs), target)
+        measured, forward = _time_forwards(exe, shape_vars, repeat)
+        times = {n: t for n, t in measured.items() if n in funcs}
+        alone = [n for n in funcs if n not in times]  # no forward calls them
+        times.update(_time_alone(exe, alone, funcs, shape_vars, repeat))
     weights = {n: (calls.get(n, 0) if calls is not None else 1) for n in funcs}
     total = sum(times[n] * weights[n] for n in funcs)
     out = []
@@ -228,7 +337,7 @@ def _profile(
         flag = weak and share > FLAG_SHARE
         out.append(replace(row, calls=weights[row.name], time_s=times[row.name], share=share,
                            flagged=flag))  # fmt: skip
-    return out, total
+    return out, total, forward
 
 
 def explain(
@@ -251,11 +360,12 @@ def explain(
     target
         The target (a function's ``target`` attribute still wins); None: the current target.
     profile
-        Also build the scheduled module, time each kernel and compute its share.
+        Also build the scheduled module, time each kernel (inside whole runs of the graph
+        functions, when the module has them) and compute its share; time the forward too.
     shape_vars
         Values of symbolic extents for profiling, by name (others are 1).
     repeat
-        Timing repeats per kernel (the median is reported).
+        Timing repeats per kernel and forward (the median is reported).
 
     Returns
     -------
@@ -266,7 +376,11 @@ def explain(
     ------
     TargetError
         When there is no target.
+    RuleError
+        When ``mod`` comes straight from an export (graph functions calling operators, no
+        PrimFuncs): run ``tc.graph.get_pipeline("default")`` (or ``"zero"``) first.
     """
+    _check_legalized(mod)
     tgt = as_target(target) if target is not None else Target.current()
     rows: list[FunctionReport] = []
     funcs: dict[str, PrimFunc] = {}
@@ -278,5 +392,5 @@ def explain(
     if not profile or not funcs:
         return ExplainReport(shown, tuple(rows))
     build_target = tgt or function_target(next(iter(funcs.values())))
-    timed, total = _profile(rows, funcs, _call_counts(mod), build_target, shape_vars or {}, repeat)
-    return ExplainReport(shown, tuple(timed), total)
+    timed, total, forward = _profile(rows, mod, funcs, build_target, shape_vars or {}, repeat)
+    return ExplainReport(shown, tuple(timed), total, forward)

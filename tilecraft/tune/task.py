@@ -6,7 +6,9 @@ are grouped by workload key (structural hash under ``module_equality``), so two 
 equal kernels are one task; a task's weight is its number of call sites (counting a graph
 function called twice twice), or for a plain module its number of functions. PrimFuncs no
 graph function calls are left out of a model's tasks, and functions already scheduled
-(attribute ``tc.tuned`` or ``tc.schedule_rule``) are left out of every module's.
+(attribute ``tc.tuned`` or ``tc.schedule_rule``) are left out of every module's. A module
+straight from a frontend's export (graph functions calling operators, no PrimFuncs yet) is
+refused: there is nothing to tune before the graph pipeline has legalized its operators.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import TuneError
-from ..graph import CallFunc, CallTIR, Function, is_graph_module
+from ..graph import CallFunc, CallTIR, Function, OpCall, is_graph_module
 from ..ir import IRModule, PrimFunc
 from ..target import Target, as_target
 from .database.workload import ModuleEquality, WorkloadKey, canonical_func
@@ -92,6 +94,23 @@ def _call_counts(mod: IRModule) -> Counter[str]:
     return result
 
 
+def _check_legalized(mod: IRModule) -> None:
+    """Refuse a module of graph functions calling operators but holding no PrimFunc yet."""
+    if any(True for _ in mod.prim_funcs()):
+        return
+    ops = sorted(
+        {b.value.op for g in mod.functions.values() if isinstance(g, Function)
+         for b in g.bindings if isinstance(b.value, OpCall)}
+    )  # fmt: skip
+    if ops:
+        raise TuneError(
+            "extract_tasks: the module has no PrimFuncs yet, only graph functions calling "
+            f"operators ({', '.join(ops)}): legalize them first with the graph pipeline, "
+            'e.g. `with target: mod = tc.graph.get_pipeline("zero")(mod)`, and extract the '
+            "tasks of the result"
+        )
+
+
 def extract_tasks(
     mod: IRModule | PrimFunc,
     target: Target | str | None = None,
@@ -112,7 +131,8 @@ def extract_tasks(
     Raises
     ------
     TuneError
-        When ``mod`` is neither a module nor a PrimFunc.
+        When ``mod`` is neither a module nor a PrimFunc, or is a module straight from an
+        export (operator calls, no PrimFuncs: run ``tc.graph.get_pipeline("zero")`` first).
     """
     tgt = as_target(target)
     mode = ModuleEquality.parse(module_equality)
@@ -122,6 +142,7 @@ def extract_tasks(
         raise TuneError(
             f"extract_tasks: expected an IRModule or PrimFunc, got {type(mod).__name__}"
         )
+    _check_legalized(mod)
     prims = dict(mod.prim_funcs())
     if is_graph_module(mod):
         weights: Mapping[str, int] = {n: c for n, c in _call_counts(mod).items() if n in prims}

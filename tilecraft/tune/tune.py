@@ -110,6 +110,7 @@ def tune_tasks(
         Compare candidates with the unscheduled function; seed of the search.
     """
     _check_budget(max_trials_global, num_trials_per_iter)
+    _check_tasks(tasks)
     tgt = as_target(target if target is not None else (tasks[0].target if tasks else None))
     db = _database(work_dir, database)
     per_task = max_trials_global if max_trials_per_task is None else max_trials_per_task
@@ -118,6 +119,22 @@ def tune_tasks(
         budget = (max_trials_global, num_trials_per_iter)
         _round_robin(states, budget, db, build, run, check_correctness)
     return db
+
+
+def _check_tasks(tasks: Sequence[ExtractedTask]) -> None:
+    """Refuse what is not a list of tasks; warn that an empty one tunes nothing."""
+    if isinstance(tasks, IRModule | PrimFunc):
+        raise TuneError(
+            f"tune_tasks: expected the tasks of a module, got a {type(tasks).__name__}; "
+            "pass extract_tasks(mod, target)"
+        )
+    if not tasks:
+        warnings.warn(
+            "tune_tasks: no tasks to tune; the database is returned unchanged (a module "
+            "straight from an export has no PrimFuncs to tune: legalize it first with "
+            '`with target: mod = tc.graph.get_pipeline("zero")(mod)`, then extract_tasks)',
+            stacklevel=3,
+        )
 
 
 class _Workers:
