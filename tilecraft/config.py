@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -65,18 +66,45 @@ first (a BuildError).
 
 
 def deep_recursion(fn: _F) -> _F:
-    """Run ``fn`` with the recursion limit raised to :data:`RECURSION_HEADROOM` (restored on
-    return; never lowered)."""
+    """Run ``fn`` with the recursion limit raised to :data:`RECURSION_HEADROOM`.
+
+    The limit is process-wide while the callers are per thread: it is raised when the first
+    caller enters and restored (never lowered below what it was) when the last one leaves, so
+    a thread finishing its build cannot pull the limit down under another still inside one.
+    """
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        before = sys.getrecursionlimit()
-        if before >= RECURSION_HEADROOM:
-            return fn(*args, **kwargs)
-        sys.setrecursionlimit(RECURSION_HEADROOM)
+        _raise_recursion_limit()
         try:
             return fn(*args, **kwargs)
         finally:
-            sys.setrecursionlimit(before)
+            _release_recursion_limit()
 
     return call  # type: ignore[return-value]
+
+
+_recursion_lock = threading.Lock()
+_recursion_users = 0
+_recursion_saved: int | None = None
+
+
+def _raise_recursion_limit() -> None:
+    global _recursion_users, _recursion_saved
+    with _recursion_lock:
+        _recursion_users += 1
+        before = sys.getrecursionlimit()
+        if before < RECURSION_HEADROOM:
+            if _recursion_saved is None:
+                _recursion_saved = before
+            sys.setrecursionlimit(RECURSION_HEADROOM)
+
+
+def _release_recursion_limit() -> None:
+    global _recursion_users, _recursion_saved
+    with _recursion_lock:
+        _recursion_users -= 1
+        if _recursion_users == 0 and _recursion_saved is not None:
+            if sys.getrecursionlimit() == RECURSION_HEADROOM:  # nobody else changed it since
+                sys.setrecursionlimit(_recursion_saved)
+            _recursion_saved = None
