@@ -17,7 +17,7 @@ from kernels import (
 from tests_gpu_reference import REFERENCE_GEMV
 
 import tilecraft as tc
-from tilecraft.codegen.cuda import build_cuda_source, cuda_source
+from tilecraft.runtime import build_cuda_source, cuda_source
 from tilecraft.errors import LowerError
 from tilecraft.ir import (
     Allocate,

@@ -9,7 +9,7 @@ import pytest
 import schedules as ks
 
 import tilecraft as tc
-from tilecraft.codegen.cuda import build_cuda_source
+from tilecraft.runtime import build_cuda_source
 from tilecraft.ir import For, ForKind, PrimFunc, Var, post_order_visit
 from tilecraft.lower.gpu_nodes import ThreadSync
 from tilecraft.lower.gpu_pipeline import lower_gpu

@@ -9,7 +9,7 @@ import pytest
 from kernels import make_matmul, make_transpose
 
 import tilecraft as tc
-from tilecraft.codegen.cuda import build_cuda_source
+from tilecraft.runtime import build_cuda_source
 from tilecraft.ir import Allocate, post_order_visit
 from tilecraft.ir.transform import PassContext, PrimFuncHooks
 from tilecraft.lower import CollectStorageAlign, CompactThreadDims, ConvertBlocksToLoops, Sequential

@@ -17,7 +17,7 @@ from tensor_core_kernels import GemmConfig, make_gemm, schedule_mma_gemm, schedu
 
 import tilecraft as tc
 from tilecraft import ir
-from tilecraft.codegen.cuda import cuda_source
+from tilecraft.runtime import cuda_source
 from tilecraft.codegen.cuda_tensor_core import emit_async_copy
 from tilecraft.errors import LowerError
 from tilecraft.ir import PrimFunc

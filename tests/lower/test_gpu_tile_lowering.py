@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tilecraft as tc
-from tilecraft.codegen.cuda import build_cuda_source, cuda_source
+from tilecraft.runtime import build_cuda_source, cuda_source
 from tilecraft.ir import Allocate, For, ForKind, PrimFunc, post_order_visit
 from tilecraft.lower import UnrollLoops, lower
 from tilecraft.lower.gpu_pipeline import lower_gpu
