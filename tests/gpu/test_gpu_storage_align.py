@@ -9,12 +9,12 @@ import pytest
 from kernels import make_matmul, make_transpose
 
 import tilecraft as tc
-from tilecraft.runtime import build_cuda_source
 from tilecraft.ir import Allocate, post_order_visit
 from tilecraft.ir.transform import PassContext, PrimFuncHooks
 from tilecraft.lower import CollectStorageAlign, CompactThreadDims, ConvertBlocksToLoops, Sequential
 from tilecraft.lower.collect_storage_align import STORAGE_ALIGN_ATTR, storage_align_table
 from tilecraft.lower.gpu_pipeline import lower_gpu_function
+from tilecraft.runtime import build_cuda_source
 from tilecraft.runtime.cuda_compile import ptxas_info
 from tilecraft.testing import check_numeric
 

@@ -79,7 +79,7 @@ def test_backend_of_decides_the_kind(target, emulate, cls, serial) -> None:  # t
 
 
 def test_backend_of_refuses_what_no_backend_does() -> None:
-    with pytest.raises(BuildError, match="racecheck.*needs a CUDA target"):
+    with pytest.raises(BuildError, match=r"racecheck.*needs a CUDA target"):
         be.backend_of(CPU, "racecheck")
     with pytest.raises(BuildError, match="bounds_check=True is not available"):
         be.backend_of(GPU, False, bounds_check=True)

@@ -196,7 +196,7 @@ def _abandoned(path: Path, now: float) -> bool:
 def remove_stale_temporaries(folder: Path) -> list[Path]:
     """Remove the temporaries in ``folder`` that writers which died left behind."""
     now = time.time()
-    removed = []
+    removed: list[Path] = []
     try:
         names = [e.name for e in os.scandir(folder) if e.name.startswith(TMP_PREFIX)]
     except OSError:
