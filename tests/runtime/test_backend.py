@@ -4,6 +4,7 @@ and one build path shared by ``tc.build``, the graph executor and the tuner's bu
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -203,3 +204,25 @@ def test_march_reaches_the_compiler_in_place_of_native() -> None:
     assert "-march=native" not in flags
     with pytest.raises(BuildError, match="not a machine option"):
         tc.runtime.compiler.build_flags(tc.runtime.find_compiler(), "", ("-o/tmp/x",))
+
+
+@pytest.mark.nvcc
+def test_cuda_artifact_loads_its_cubin_without_lowering(monkeypatch: pytest.MonkeyPatch) -> None:
+    art = build_artifact(_gpu_add_one(), GPU)
+    assert art.kind == "cuda"
+    assert art.lib_bytes
+    assert art.lib_path is not None
+    assert Path(art.lib_path).read_bytes() == art.lib_bytes  # the cached cubin
+    message = json.loads(json.dumps(art.as_message()))
+    expected_source = tc.runtime.cuda_source(_gpu_add_one(), GPU)
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the CUDA loader lowered or emitted")
+
+    monkeypatch.setattr(be.cuda, "lower_gpu", forbidden)
+    monkeypatch.setattr(be.cuda, "emit_cuda", forbidden)
+    lib = be.load_artifact(be.Artifact.from_message(message))
+    assert isinstance(lib, tc.runtime.CUDAModule)
+    assert lib.cubin == art.lib_bytes
+    assert lib.source == expected_source
+    assert [k.name for k in lib["main"].program.kernels] == ["main_kernel0"]
