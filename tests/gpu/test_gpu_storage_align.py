@@ -141,7 +141,7 @@ def test_padded_tiles_compile_with_the_padded_shared_size():
 @pytest.mark.gpu
 @pytest.mark.parametrize("make", [aligned_matmul, lambda: aligned_transpose((2, 32, 1))])
 def test_padded_kernels_run_on_gpu(make):
-    from tilecraft.runtime.cuda import build_cuda
+    from tilecraft.runtime import build_cuda
 
     _, sch, ref = make()
     lib = build_cuda(sch.func, GPU)
