@@ -213,7 +213,7 @@ def run_emulated(cases: dict[str, Case], target: tc.Target) -> int:
 
 def run_ptxas(cases: dict[str, Case], arch: str) -> int:
     """Registers, shared memory and spills of every kernel at full size (nvcc, no GPU)."""
-    from tilecraft.codegen.cuda import build_cuda_source
+    from tilecraft.runtime import build_cuda_source
     from tilecraft.runtime.cuda_compile import ptxas_info
 
     target = tc.Target(f"cuda -arch={arch}")
@@ -232,7 +232,7 @@ def run_ptxas(cases: dict[str, Case], arch: str) -> int:
 
 def run_gpu(cases: dict[str, Case], target: tc.Target, repeat: int) -> int:
     """Time every kernel on the GPU at full size, against PyTorch."""
-    from tilecraft.runtime.cuda import DeviceArray, build_cuda
+    from tilecraft.runtime import DeviceArray, build_cuda
 
     rng = np.random.default_rng(0)
     print(f"{'kernel':24s} {'ms':>9s} {'GB/s':>8s} {'GFLOP/s':>9s} {'torch ms':>9s} {'ratio':>6s}")

@@ -36,8 +36,8 @@ from dataclasses import dataclass  # noqa: E402
 
 import tilecraft as tc  # noqa: E402
 from tilecraft import tune as ms  # noqa: E402
+from tilecraft.runtime.compiler import flag_probe  # noqa: E402
 from tilecraft.schedule import Schedule  # noqa: E402
-from tilecraft.tune.builder import build_flags  # noqa: E402
 
 CPU = tc.Target("cpu")
 
@@ -116,7 +116,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=None, help="builder workers")
     opts = parser.parse_args()
     workers = opts.workers or ms.builder.local.usable_cores()
-    build_flags(None)  # probe the compiler once, outside the timings
+    flag_probe()  # probe the compiler once, outside the timings
     rows = []
     with ms.LocalRunner(timeout_s=60.0) as runner:
         func = trivial()

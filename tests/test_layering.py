@@ -7,8 +7,12 @@ Only import statements are checked. Two deliberate hooks reach a layer above at 
 through ``importlib``, never through an import statement: ``Node.script()`` reaches the printer
 (``ir`` into ``script``), and ``tilecraft.ir.verify`` reaches its bounds checks in
 ``tilecraft.arith.verify_bounds`` (``ir`` into ``arith``: proving an index in range needs the
-analyzer, which must not be duplicated in ``ir``). ``tilecraft.ir.transform`` is part of the
-``ir`` layer.
+analyzer, which must not be duplicated in ``ir``). A third keeps old names working:
+``tilecraft.codegen``'s lower-and-emit conveniences (``c_source``, ``cuda_source``...) are
+aliases resolved at call time of the runtime's backends, which lower (``codegen`` itself only
+emits). ``tilecraft.ir.transform`` is part of the ``ir`` layer. The backends
+(``tilecraft.runtime.backend``) sit in the ``runtime`` layer: they import ``lower`` and
+``codegen``, and everything that builds (graph, tune, driver) imports them.
 """
 
 from __future__ import annotations
@@ -106,6 +110,21 @@ def test_no_upward_imports(module: Path) -> None:
         if target in RANK and RANK[target] > RANK[layer]
     ]
     assert not bad, "upward imports:\n" + "\n".join(bad)
+
+
+def test_codegen_only_emits() -> None:
+    # the emitters never reach a lowering entry point; the backends do the lowering
+    lowering = {"lower", "lower_gpu", "lower_gpu_function", "get_pipeline", "get_gpu_pipeline"}
+    for module in sorted((ROOT / "codegen").rglob("*.py")):
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("lower"):
+                used = lowering & {a.name for a in node.names}
+                assert not used, f"{module.relative_to(ROOT)} imports {used}"
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith(
+                ("gpu_pipeline", "lower.pipeline")
+            ):
+                raise AssertionError(f"{module.relative_to(ROOT)} imports {node.module}")
 
 
 def test_checker_sees_upward_imports() -> None:

@@ -27,6 +27,7 @@ from .rules import ApplyDefaultSchedule, ScheduleRule
 from .rules import cpu as cpu_rules
 from .runtime import Library, build
 from .runtime.arguments import ArgumentTypeError
+from .runtime.backend import backend_of
 from .target import Target, as_target
 
 
@@ -51,7 +52,7 @@ def default_rules(target: Target | str) -> list[ScheduleRule]:
         a tuning database) and call :func:`tilecraft.build`.
     """
     tgt = as_target(target)
-    if tgt.is_gpu:
+    if backend_of(tgt).needs_gpu_schedule:
         raise BuildError(
             f"compile: no default schedule rules for {tgt} yet (there are CPU rules only); "
             "schedule the kernels (tc.Schedule, or tune.ApplyDatabase after tuning) and call "

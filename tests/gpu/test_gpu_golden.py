@@ -8,7 +8,7 @@ import pytest
 from kernels import make_softmax, make_vector_add
 
 import tilecraft as tc
-from tilecraft.codegen.cuda import cuda_source
+from tilecraft.runtime import cuda_source
 
 GOLDEN = Path(__file__).parent / "golden"
 GPU = tc.Target("cuda -arch=sm_90")

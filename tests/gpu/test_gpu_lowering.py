@@ -17,7 +17,6 @@ from kernels import (
 from tests_gpu_reference import REFERENCE_GEMV
 
 import tilecraft as tc
-from tilecraft.codegen.cuda import build_cuda_source, cuda_source
 from tilecraft.errors import LowerError
 from tilecraft.ir import (
     Allocate,
@@ -33,6 +32,7 @@ from tilecraft.ir import (
 from tilecraft.lower.gpu_nodes import ThreadSync
 from tilecraft.lower.gpu_pipeline import lower_gpu
 from tilecraft.lower.gpu_thread_sync import InsertThreadSync
+from tilecraft.runtime import build_cuda_source, cuda_source
 from tilecraft.runtime.arguments import eval_shape_expr
 from tilecraft.testing import check_numeric
 

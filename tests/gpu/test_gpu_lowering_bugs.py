@@ -19,11 +19,11 @@ from __future__ import annotations
 import pytest
 
 import tilecraft as tc
-from tilecraft.codegen.cuda import cuda_source
 from tilecraft.errors import LowerError
 from tilecraft.ir import PrimFunc, post_order_visit
 from tilecraft.lower.gpu_nodes import ThreadSync
 from tilecraft.lower.gpu_pipeline import lower_gpu
+from tilecraft.runtime import cuda_source
 from tilecraft.schedule import Schedule
 from tilecraft.testing import check_numeric
 

@@ -7,8 +7,8 @@ from kernels import ALL
 from tests_gpu_reference import REFERENCE_GEMV
 
 import tilecraft as tc
-from tilecraft.codegen.cuda import build_cuda_source
 from tilecraft.lower.gpu_verify import STATIC_SHARED_LIMIT
+from tilecraft.runtime import build_cuda_source
 from tilecraft.runtime.cuda_compile import compile_cuda, ptxas_info
 
 GPU = tc.Target("cuda -arch=sm_90")

@@ -38,7 +38,7 @@ def test_parse_ptxas_output():
 
 @pytest.mark.nvcc
 def test_build_cuda_without_gpu_gives_a_module_with_source():
-    from tilecraft.runtime.cuda import build_cuda
+    from tilecraft.runtime import build_cuda
 
     lib = build_cuda(make_vector_add()[0], GPU)
     assert lib.function_names == ["vector_add"]
@@ -49,7 +49,7 @@ def test_build_cuda_without_gpu_gives_a_module_with_source():
 @pytest.mark.nvcc
 @pytest.mark.skipif(device_available(), reason="checks the error raised when no GPU is present")
 def test_calling_without_gpu_raises_a_cuda_error():
-    from tilecraft.runtime.cuda import build_cuda
+    from tilecraft.runtime import build_cuda
 
     lib = build_cuda(make_vector_add()[0], GPU)
     a = np.ones(4096, np.float32)
@@ -74,7 +74,7 @@ def _inputs(func, ref, rng, n=None):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(n for n in ALL if n != "scale_symbolic"))
 def test_kernel_runs_on_gpu_with_numpy_arrays(name):
-    from tilecraft.runtime.cuda import build_cuda
+    from tilecraft.runtime import build_cuda
 
     func, ref = ALL[name]()
     lib = build_cuda(func, GPU)
@@ -85,7 +85,7 @@ def test_kernel_runs_on_gpu_with_numpy_arrays(name):
 
 @pytest.mark.gpu
 def test_symbolic_kernel_runs_on_gpu_for_several_lengths():
-    from tilecraft.runtime.cuda import build_cuda
+    from tilecraft.runtime import build_cuda
 
     func, ref = make_scale_symbolic()
     lib = build_cuda(func, GPU)
@@ -98,7 +98,7 @@ def test_symbolic_kernel_runs_on_gpu_for_several_lengths():
 
 @pytest.mark.gpu
 def test_device_arrays_and_time_evaluator():
-    from tilecraft.runtime.cuda import DeviceArray, build_cuda
+    from tilecraft.runtime import DeviceArray, build_cuda
 
     func, ref = make_vector_add(1 << 16, 128)
     lib = build_cuda(func, GPU)
@@ -114,7 +114,7 @@ def test_device_arrays_and_time_evaluator():
 @pytest.mark.gpu
 def test_torch_cuda_tensors_are_used_in_place():
     torch = pytest.importorskip("torch")
-    from tilecraft.runtime.cuda import build_cuda
+    from tilecraft.runtime import build_cuda
 
     func, _ = make_vector_add(4096, 128)
     lib = build_cuda(func, GPU)
@@ -171,7 +171,7 @@ def test_host_side_launch_plan_with_symbolic_extent(monkeypatch):
 
     driver = _RecordingDriver()
     monkeypatch.setattr(rc, "get_driver", lambda: driver)
-    lib = rc.build_cuda(make_scale_symbolic()[0], GPU)
+    lib = tc.runtime.build_cuda(make_scale_symbolic()[0], GPU)
     lib["scale"](np.ones(700, np.float32), np.zeros(700, np.float32))
     ((name, grid, block, smem, args),) = driver.launches
     assert (name, grid, block, smem) == ("scale_kernel0", [3, 1, 1], [256, 1, 1], 0)
@@ -185,7 +185,7 @@ def test_arguments_are_checked_before_launch(monkeypatch):
     from tilecraft.runtime import ArgumentError
 
     monkeypatch.setattr(rc, "get_driver", _RecordingDriver)
-    lib = rc.build_cuda(make_vector_add()[0], GPU)
+    lib = tc.runtime.build_cuda(make_vector_add()[0], GPU)
     a = np.ones(4096, np.float32)
     with pytest.raises(ArgumentError, match="expected shape"):
         lib["vector_add"](a, a.copy(), np.zeros(100, np.float32))
@@ -199,7 +199,7 @@ def test_dynamic_shared_memory_size_is_passed_at_launch(monkeypatch):
 
     driver = _RecordingDriver()
     monkeypatch.setattr(rc, "get_driver", lambda: driver)
-    lib = rc.build_cuda(make_transpose(64, "shared.dyn")[0], GPU)
+    lib = tc.runtime.build_cuda(make_transpose(64, "shared.dyn")[0], GPU)
     lib["transpose"](np.ones((64, 64), np.float32), np.zeros((64, 64), np.float32))
     ((_, grid, block, smem, _),) = driver.launches
     assert (grid, block, smem) == ([2, 2, 1], [32, 8, 1], 32 * 33 * 4)
@@ -217,6 +217,6 @@ def test_misaligned_tensor_is_rejected_for_vector_kernels(monkeypatch):
             }  # fmt: skip
 
     monkeypatch.setattr(rc, "get_driver", _RecordingDriver)
-    lib = rc.build_cuda(make_vector_add()[0], GPU)
+    lib = tc.runtime.build_cuda(make_vector_add()[0], GPU)
     with pytest.raises(ArgumentError, match="16-byte vector accesses"):
         lib["vector_add"](_Offset(4096 + 4), _Offset(8192), _Offset(16384))

@@ -9,11 +9,11 @@ import pytest
 import schedules as ks
 
 import tilecraft as tc
-from tilecraft.codegen.cuda import build_cuda_source
 from tilecraft.ir import For, ForKind, PrimFunc, Var, post_order_visit
 from tilecraft.lower.gpu_nodes import ThreadSync
 from tilecraft.lower.gpu_pipeline import lower_gpu
 from tilecraft.lower.gpu_verify import STATIC_SHARED_LIMIT
+from tilecraft.runtime import build_cuda_source
 from tilecraft.runtime.cuda_compile import ptxas_info
 from tilecraft.schedule import Schedule, Trace
 from tilecraft.testing import check_numeric, verify_trace_roundtrip

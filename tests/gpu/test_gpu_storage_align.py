@@ -9,12 +9,12 @@ import pytest
 from kernels import make_matmul, make_transpose
 
 import tilecraft as tc
-from tilecraft.codegen.cuda import build_cuda_source
 from tilecraft.ir import Allocate, post_order_visit
 from tilecraft.ir.transform import PassContext, PrimFuncHooks
 from tilecraft.lower import CollectStorageAlign, CompactThreadDims, ConvertBlocksToLoops, Sequential
 from tilecraft.lower.collect_storage_align import STORAGE_ALIGN_ATTR, storage_align_table
 from tilecraft.lower.gpu_pipeline import lower_gpu_function
+from tilecraft.runtime import build_cuda_source
 from tilecraft.runtime.cuda_compile import ptxas_info
 from tilecraft.testing import check_numeric
 
@@ -141,7 +141,7 @@ def test_padded_tiles_compile_with_the_padded_shared_size():
 @pytest.mark.gpu
 @pytest.mark.parametrize("make", [aligned_matmul, lambda: aligned_transpose((2, 32, 1))])
 def test_padded_kernels_run_on_gpu(make):
-    from tilecraft.runtime.cuda import build_cuda
+    from tilecraft.runtime import build_cuda
 
     _, sch, ref = make()
     lib = build_cuda(sch.func, GPU)

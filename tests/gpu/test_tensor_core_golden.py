@@ -10,7 +10,7 @@ import pytest
 from tensor_core_kernels import make_gemm, schedule_mma_gemm, schedule_wmma_gemm
 
 import tilecraft as tc
-from tilecraft.codegen.cuda import cuda_source
+from tilecraft.runtime import cuda_source
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = {

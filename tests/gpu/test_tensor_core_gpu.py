@@ -37,7 +37,7 @@ def _operands(m: int, n: int, k: int, dtype: str) -> tuple[np.ndarray, np.ndarra
     ("kind", "dtype"), [("mma", "float16"), ("mma", "bfloat16"), ("wmma", "float16")]
 )
 def test_tensor_core_gemm_runs_on_gpu(kind: str, dtype: str) -> None:
-    from tilecraft.runtime.cuda import build_cuda
+    from tilecraft.runtime import build_cuda
 
     m = n = k = 1024
     sch = (schedule_mma_gemm if kind == "mma" else schedule_wmma_gemm)(make_gemm(m, n, k, dtype))
@@ -49,7 +49,7 @@ def test_tensor_core_gemm_runs_on_gpu(kind: str, dtype: str) -> None:
 
 
 def test_gpu_agrees_with_the_lockstep_emulation() -> None:
-    from tilecraft.runtime.cuda import build_cuda
+    from tilecraft.runtime import build_cuda
 
     m, n, k = 256, 128, 64
     sch = schedule_mma_gemm(make_gemm(m, n, k))
@@ -64,7 +64,7 @@ def test_gpu_agrees_with_the_lockstep_emulation() -> None:
 
 def test_4096_gemm_against_torch_matmul() -> None:
     torch = pytest.importorskip("torch")
-    from tilecraft.runtime.cuda import build_cuda
+    from tilecraft.runtime import build_cuda
 
     n = 4096
     sch = schedule_mma_gemm(make_gemm(n, n, n))

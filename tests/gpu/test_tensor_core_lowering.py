@@ -17,13 +17,13 @@ from tensor_core_kernels import GemmConfig, make_gemm, schedule_mma_gemm, schedu
 
 import tilecraft as tc
 from tilecraft import ir
-from tilecraft.codegen.cuda import cuda_source
 from tilecraft.codegen.cuda_tensor_core import emit_async_copy
 from tilecraft.errors import LowerError
 from tilecraft.ir import PrimFunc
 from tilecraft.lower.gpu_nodes import ThreadSync
 from tilecraft.lower.gpu_pipeline import get_gpu_pipeline, lower_gpu
 from tilecraft.lower.software_pipeline import ASYNC_COPY_ATTR, InjectSoftwarePipeline
+from tilecraft.runtime import cuda_source
 from tilecraft.testing import check_numeric
 
 SM80 = tc.Target("cuda -arch=sm_80")

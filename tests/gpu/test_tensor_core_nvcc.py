@@ -11,8 +11,8 @@ import pytest
 from tensor_core_kernels import make_gemm, schedule_mma_gemm, schedule_wmma_gemm
 
 import tilecraft as tc
-from tilecraft.codegen.cuda import build_cuda_source
 from tilecraft.lower.gpu_verify import STATIC_SHARED_LIMIT
+from tilecraft.runtime import build_cuda_source
 from tilecraft.runtime.cuda_compile import PtxasInfo, ptxas_info
 
 pytestmark = pytest.mark.nvcc

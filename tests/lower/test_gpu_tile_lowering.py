@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 import tilecraft as tc
-from tilecraft.codegen.cuda import build_cuda_source, cuda_source
 from tilecraft.ir import Allocate, For, ForKind, PrimFunc, post_order_visit
 from tilecraft.lower import UnrollLoops, lower
 from tilecraft.lower.gpu_pipeline import lower_gpu
 from tilecraft.lower.unroll_loops import steps
+from tilecraft.runtime import build_cuda_source, cuda_source
 from tilecraft.schedule import Schedule
 from tilecraft.testing import check_numeric
 

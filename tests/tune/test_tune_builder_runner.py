@@ -14,8 +14,7 @@ import tilecraft as tc
 from tilecraft import tune as ms
 from tilecraft.errors import TuneError
 from tilecraft.runtime import compile_shared
-from tilecraft.tune.builder import build_flags
-from tilecraft.tune.builder._compile import build_group
+from tilecraft.tune.builder._compile import handle_build
 from tilecraft.tune.runner._measure import compare, load, make_args, time_calls
 
 CPU = tc.Target("cpu")
@@ -71,20 +70,21 @@ def test_build_error_is_a_result(builder: ms.LocalBuilder) -> None:
     assert "threadIdx.x" in bad.error
 
 
-def test_a_group_shares_one_library_and_isolates_a_bad_candidate() -> None:
+def test_a_group_builds_each_candidate_alone_and_isolates_a_bad_one(
+    builder: ms.LocalBuilder,
+) -> None:
     func = add_one()
     sch = tc.Schedule(func)
     _, inner = sch.split(sch.get_loops(sch.get_block("B"))[0], [None, 32])
     sch.bind(inner, "threadIdx.x")
     mods = [_split(func, "B", 4), sch.mod, _split(func, "B", 16)]
-    first, bad, last = build_group(mods, CPU, build_flags(None))
-    assert isinstance(bad, str)
-    assert bad.startswith("LowerError")
-    assert isinstance(first, ms.BuildArtifact)
-    assert isinstance(last, ms.BuildArtifact)
-    assert first.lib_path == last.lib_path
-    assert first.symbol != last.symbol
-    for art in (first, last):
+    reply = handle_build({"mods": [tc.ir.to_json(m) for m in mods], "target": "cpu"})
+    first, bad, last = reply["results"]
+    assert bad["error"].startswith("LowerError")
+    arts = [ms.BuildArtifact.from_message(r["artifact"]) for r in (first, last)]
+    assert arts[0].lib_path != arts[1].lib_path  # each its own library, as tc.build makes it
+    for art, mod in zip(arts, (mods[0], mods[2]), strict=True):
+        assert art.lib_path == str(tc.build(mod, CPU).path)
         b = np.zeros(1024, "float32")
         a = np.arange(1024, dtype="float32")
         load(art)(a, b)

@@ -82,7 +82,7 @@ def test_cuda_candidates_build_without_a_gpu() -> None:
     for b in built[:2]:
         assert b.error is None
         assert b.artifact is not None
-        assert b.artifact.kind is ms.builder.ArtifactKind.CUDA
+        assert b.artifact.kind == "cuda"
         assert b.artifact.lib_bytes
         assert "__global__" in b.artifact.source
     assert built[2].artifact is None

@@ -24,9 +24,9 @@ names (a buffer ``expf`` in a kernel that calls ``expf``) get a ``v_`` prefix.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..config import deep_recursion
 from ..errors import CodegenError
 from ..ir import (
     Allocate,
@@ -36,12 +36,11 @@ from ..ir import (
     For,
     ForKind,
     IntImm,
-    IRModule,
     PrimFunc,
     Var,
 )
-from ..lower import LOWERED_ATTR, FlattenBuffer, Sequential, get_pipeline, lower
-from ..lower.bounds_check import InsertBoundsChecks, OutOfBounds
+from ..lower import LOWERED_ATTR
+from ..lower.bounds_check import OutOfBounds
 from ..target import Target, as_target
 from . import _c_helpers
 from ._bounds import Bound
@@ -52,7 +51,6 @@ from .base import (
     compute_type_of,
     contains,
     join_unit,
-    prim_funcs_of,
     symbol_of,
     symbol_table,
     written_buffers,
@@ -273,82 +271,43 @@ class _FunctionEmitter(SourceEmitter):
         return f"(({self.compute_type(e.dtype)}){call})"
 
 
-def lower_for_c(
-    func: PrimFunc, target: Target, *, emulate_gpu: bool = False, bounds_check: bool = False
-) -> PrimFunc:
-    """Lower ``func`` for the C emitter; with ``bounds_check`` every access is checked.
-
-    The bounds checks go in before flattening, while buffers keep their logical shapes
-    (:class:`~tilecraft.lower.bounds_check.InsertBoundsChecks`).
-    """
-    if not bounds_check:
-        return lower(func, target, emulate_gpu=emulate_gpu)
-    if func.attrs.get(LOWERED_ATTR):
-        raise CodegenError(
-            f"C codegen {func.name}: bounds_check=True needs the function before lowering; it "
-            "is already lowered"
-        )
-    passes = get_pipeline(target, emulate_gpu=emulate_gpu)
-    at = next(i for i, p in enumerate(passes) if isinstance(p, FlattenBuffer))
-    passes[at:at] = [InsertBoundsChecks()]
-    return Sequential(passes, name="lower")(func).with_attr(LOWERED_ATTR, True)
-
-
-@deep_recursion
-def build_c_source(
-    func_or_module: PrimFunc | IRModule,
+def emit_c(
+    functions: Mapping[str, PrimFunc],
     target: Target | str | None = None,
     *,
-    emulate_gpu: bool = False,
     bounds_check: bool = False,
 ) -> CSource:
-    """Lower (where needed) and emit C for a PrimFunc or every PrimFunc of a module.
+    """Emit one C translation unit for already-lowered functions.
 
     Parameters
     ----------
-    func_or_module
-        The function(s) to emit; functions that still have blocks are lowered first.
+    functions
+        Function name -> the function lowered for C (by the CPU backend's pipeline,
+        ``tilecraft.runtime.backend_of(target).lower``): no blocks, one-dimensional buffers.
     target
-        A CPU target (default: the current target, else the CPU).
-    emulate_gpu
-        Lower thread-bound loops to serial loops (GPU emulation).
+        The target (default: the current target, else the CPU).
     bounds_check
-        Check every buffer access at run time: an out-of-range one is skipped and recorded
-        in the exported ``tc_bounds_error`` (see :mod:`tilecraft.runtime.bounds`).
+        The functions were lowered with bounds checks: the unit defines the exported
+        ``tc_bounds_error`` record they report to (see :mod:`tilecraft.runtime.bounds`).
 
     Returns
     -------
     CSource
-        The C text and the lowered functions, by name (the ABI of each is its params).
+        The C text, the functions by name (the ABI of each is its params) and their symbols.
+
+    Raises
+    ------
+    CodegenError
+        When a function has not been lowered.
     """
     tgt = as_target(target)
-    if tgt.is_gpu and not emulate_gpu:
-        raise CodegenError(
-            f"C codegen: target {tgt} is a GPU; pass emulate_gpu=True (tc.build(..., "
-            "emulate=True)) or generate CUDA"
-        )
-    items = prim_funcs_of(func_or_module, "C")
-    symbols = symbol_table((name for name, _ in items), C_RESERVED)
+    symbols = symbol_table(functions, C_RESERVED)
     cg = CCodegen(tgt, bounds_check=bounds_check)
-    lowered: dict[str, PrimFunc] = {}
-    for name, f in items:
-        low = lower_for_c(
-            f.update(name=name), tgt, emulate_gpu=emulate_gpu, bounds_check=bounds_check
-        )
-        lowered[name] = low
+    for name, low in functions.items():
+        if not low.attrs.get(LOWERED_ATTR):
+            raise CodegenError(
+                f"C codegen {name}: the function is not lowered; lower it first "
+                "(tilecraft.runtime.backend_of(target).lower, or tilecraft.lower.lower)"
+            )
         cg.add_function(low, symbols[name])
-    return CSource(cg.finish(), lowered, symbols)
-
-
-def c_source(
-    func_or_module: PrimFunc | IRModule,
-    target: Target | str | None = None,
-    *,
-    emulate_gpu: bool = False,
-    bounds_check: bool = False,
-) -> str:
-    """C text for a PrimFunc or every PrimFunc of a module (see :func:`build_c_source`)."""
-    csrc = build_c_source(
-        func_or_module, target, emulate_gpu=emulate_gpu, bounds_check=bounds_check
-    )
-    return csrc.text
+    return CSource(cg.finish(), dict(functions), symbols)

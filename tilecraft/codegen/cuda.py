@@ -16,9 +16,9 @@ computed in ``float``), scalars are passed by value, thread-bound loops bind the
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..config import deep_recursion
 from ..errors import CodegenError
 from ..ir import (
     DEVICE_INTRINSICS,
@@ -33,13 +33,10 @@ from ..ir import (
     For,
     ForKind,
     IntImm,
-    IRModule,
-    PrimFunc,
     Stmt,
     Var,
 )
 from ..lower.gpu_nodes import ThreadSync, WarpShuffle
-from ..lower.gpu_pipeline import lower_gpu
 from ..lower.gpu_split_host_device import GPUProgram, Kernel, dyn_shared_layout
 from ..lower.gpu_vectorize import VECTOR_ATTR, is_vector_access, vector_plan
 from ..lower.software_pipeline import ASYNC_COPY_ATTR
@@ -54,7 +51,6 @@ from .base import (
     contains,
     is_zero,
     join_unit,
-    prim_funcs_of,
     written_buffers,
 )
 from .cuda_tensor_core import (
@@ -462,15 +458,15 @@ def _same_const(a: Expr, b: Expr) -> bool:
     return isinstance(a, IntImm) and isinstance(b, IntImm) and a.value == b.value
 
 
-def build_cuda_source(
-    func_or_module: PrimFunc | IRModule, target: Target | str | None = None
-) -> CUDASource:
-    """Lower and emit CUDA for a PrimFunc or every PrimFunc of a module.
+def emit_cuda(programs: Mapping[str, GPUProgram], target: Target | str | None = None) -> CUDASource:
+    """Emit one CUDA translation unit for already-lowered GPU programs.
 
     Parameters
     ----------
-    func_or_module
-        GPU-scheduled function(s): their work sits under loops bound to blockIdx/threadIdx.
+    programs
+        Function name -> its program lowered by the CUDA backend
+        (``tilecraft.runtime.backend_of(target).lower``, i.e.
+        :func:`~tilecraft.lower.gpu_pipeline.lower_gpu`).
     target
         A CUDA target (default: the current target, else ``cuda -arch=sm_90``).
 
@@ -480,18 +476,7 @@ def build_cuda_source(
         The CUDA text and, per function name, the lowered :class:`GPUProgram`.
     """
     tgt = as_target(target) if target is not None else (Target.current() or Target("cuda"))
-    if not tgt.is_gpu:
-        raise CodegenError(f"CUDA codegen: target {tgt} is not a CUDA target")
     cg = CUDACodegen(tgt)
-    programs: dict[str, GPUProgram] = {}
-    for name, f in prim_funcs_of(func_or_module, "CUDA"):
-        prog = lower_gpu(f.update(name=name), tgt)
-        programs[name] = prog
+    for prog in programs.values():
         cg.add_program(prog)
-    return CUDASource(cg.finish(), programs)
-
-
-@deep_recursion
-def cuda_source(func_or_module: PrimFunc | IRModule, target: Target | str | None = None) -> str:
-    """CUDA text for a PrimFunc or every PrimFunc of a module (see :func:`build_cuda_source`)."""
-    return build_cuda_source(func_or_module, target).text
+    return CUDASource(cg.finish(), dict(programs))

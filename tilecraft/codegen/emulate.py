@@ -1,8 +1,9 @@
 """C source of the GPU emulator: the GPU-lowered program, run on the CPU with thread semantics.
 
-Each PrimFunc is lowered exactly as the CUDA backend lowers it
+Each PrimFunc has been lowered exactly as the CUDA backend lowers it
 (:func:`~tilecraft.lower.gpu_pipeline.lower_gpu`: cross-thread reductions, barrier insertion,
-vectorization, storage scopes, host/device split, resource check). Every kernel becomes a C
+vectorization, storage scopes, host/device split, resource check; the emulating backend of
+:mod:`tilecraft.runtime.backend` does it); this module only emits. Every kernel becomes a C
 *thread body* (:mod:`._emulate_kernel`), and every function an exported host function with the
 CPU ABI of :mod:`.c` — one argument per parameter of the *lowered* function — which runs the
 program's host steps: allocate global temporaries, launch each kernel through the emulator
@@ -20,11 +21,10 @@ reported fault touched.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..errors import CodegenError
-from ..ir import Buffer, IRModule, PrimFunc, Var
-from ..lower.gpu_pipeline import lower_gpu
+from ..ir import Buffer, PrimFunc, Var
 from ..lower.gpu_split_host_device import (
     GPUProgram,
     HostAlloc,
@@ -38,11 +38,11 @@ from . import tensor_core_emulator as _tensor_core  # noqa: F401  (registers the
 from ._emulate_kernel import ThreadEmitter
 from ._emulate_layout import KernelOptions, Site, SiteKind, SiteTable
 from ._names import C_RESERVED
-from .base import prim_funcs_of, symbol_table
+from .base import symbol_table
 from .c import CCodegen, _FunctionEmitter, storage_ctype
 from .emulate_runtime import RUNTIME
 
-__all__ = ["EmulatorSource", "Site", "SiteKind", "build_emulator_source"]
+__all__ = ["EmulatorSource", "Site", "SiteKind", "emit_emulator"]
 
 
 @dataclass(frozen=True)
@@ -176,20 +176,20 @@ class _HostEmitter(_FunctionEmitter):
         self.out.emit("}")
 
 
-def build_emulator_source(
-    func_or_module: PrimFunc | IRModule,
+def emit_emulator(
+    programs: Mapping[str, GPUProgram],
     target: Target | str | None = None,
     *,
     racecheck: bool = False,
     bounds_check: bool = False,
 ) -> EmulatorSource:
-    """Lower for the GPU and emit the emulator unit of a PrimFunc or a module's PrimFuncs.
+    """Emit the emulator unit of already-lowered GPU programs.
 
     Parameters
     ----------
-    func_or_module
-        GPU-scheduled function(s), or functions already lowered by
-        :func:`~tilecraft.lower.gpu_pipeline.lower_gpu_function` (kept as they are).
+    programs
+        Function name -> its program lowered exactly as the CUDA backend lowers it
+        (:func:`~tilecraft.lower.gpu_pipeline.lower_gpu`; the emulating backend's ``lower``).
     target
         A CUDA target (default: the current target, else ``cuda``).
     racecheck, bounds_check
@@ -197,20 +197,14 @@ def build_emulator_source(
 
     Raises
     ------
-    LowerError, CodegenError
-        When the program cannot be lowered or emitted for a GPU (as the CUDA backend would).
+    CodegenError
+        When a program cannot be emitted.
     """
     tgt = as_target(target) if target is not None else (Target.current() or Target("cuda"))
-    if not tgt.is_gpu:
-        raise CodegenError(f"emulator codegen: target {tgt} is not a CUDA target")
-    items = prim_funcs_of(func_or_module, "emulator")
-    symbols = symbol_table((name for name, _ in items), C_RESERVED)
+    symbols = symbol_table(programs, C_RESERVED)
     unit = _Unit(tgt, KernelOptions(checks=racecheck or bounds_check, racecheck=racecheck))
-    programs: dict[str, GPUProgram] = {}
     kernels: dict[str, str] = {}
-    for name, f in items:
-        prog = lower_gpu(f.update(name=name), tgt)
-        programs[name] = prog
+    for name, prog in programs.items():
         for k in prog.kernels:
             unit.add_kernel(name, k)
             kernels[k.name] = name
@@ -219,7 +213,7 @@ def build_emulator_source(
         unit.cg.finish(),
         {name: p.func for name, p in programs.items()},
         symbols,
-        programs,
+        dict(programs),
         tuple(unit.sites.sites),
         kernels,
         racecheck,

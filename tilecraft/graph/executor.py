@@ -34,6 +34,7 @@ from ..runtime.arguments import (
     eval_shape_expr,
     to_array,
 )
+from ..runtime.backend import backend_of
 from ..runtime.emulate import EmulateArg, EmulatedModule, EmulateMode, emulate_mode
 from ..runtime.module import TimingResult, time_calls
 from ..target import Target, as_target
@@ -483,9 +484,8 @@ def build_graph_module(
     if not prims.functions:
         return Executable(mod, None, tgt)
     mode = emulate_mode(emulate)
-    if tgt.is_gpu and mode is EmulateMode.OFF:
-        extra = {"bounds_check": True} if bounds_check else {}
-        return Executable(mod, build_prim_funcs(prims, tgt, **extra), tgt)
+    if not backend_of(tgt, mode, bounds_check=bounds_check).hosts_graph_entries:
+        return Executable(mod, build_prim_funcs(prims, tgt), tgt)
     exe = Executable(mod, None, tgt)
     sigs = [s for f in exe.functions.values() if (s := f.signature()) is not None]
     per_call = bounds_check or mode is EmulateMode.RACECHECK

@@ -21,6 +21,7 @@ executor on its own buffers.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import platform
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,12 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from ..codegen import build_c_source
-from ..codegen.c import CSource
-from ..codegen.emulate import EmulatorSource, build_emulator_source
 from ..ir import DataType, IRModule, PrimFunc, Var
-from ..runtime import Module, compile_shared
-from ..runtime.emulate import EmulateArg, EmulatedModule, EmulateMode, emulate_mode
+from ..runtime import Module
+from ..runtime.backend import backend_of
+from ..runtime.emulate import EmulateArg
 from ..runtime.openmp_fork import guard_forks
 from ..target import Target
 from .memory_plan import RESULT, MemoryPlan
@@ -221,27 +220,21 @@ def build_native(
     """Compile the kernels of ``prims`` and an entry per signature into one library.
 
     A graph function whose entry cannot be generated (:class:`Unsupported`) gets none; the
-    Python executor runs it. For a CUDA target with ``emulate`` True or ``"racecheck"`` the
-    kernels are the GPU emulator's (:mod:`tilecraft.codegen.emulate`), with the same ABI.
+    Python executor runs it. The kernels are lowered and emitted by the target's backend
+    (:func:`~tilecraft.runtime.backend.backend_of`; for a CUDA target with ``emulate`` True or
+    ``"racecheck"`` the GPU emulator's, with the same ABI), the entries appended to that unit,
+    and the whole compiled and loaded by the same backend.
     """
-    mode = emulate_mode(emulate)
-    emu = None
-    csrc: CSource | EmulatorSource
-    if target.is_gpu and mode.truthful:
-        racecheck = mode is EmulateMode.RACECHECK
-        emu = build_emulator_source(prims, target, racecheck=racecheck, bounds_check=bounds_check)
-        csrc = emu
-    else:
-        serial = mode is not EmulateMode.OFF
-        csrc = build_c_source(prims, target, emulate_gpu=serial, bounds_check=bounds_check)
-    originals = dict(prims.prim_funcs())
-    taken = set(csrc.symbols.values())
-    parts = [csrc.text, PRELUDE]
+    backend = backend_of(target, emulate, bounds_check=bounds_check)
+    emitted = backend.emit(backend.lower(prims, target), target)
+    originals, lowered = emitted.lowered.originals, emitted.lowered.functions
+    taken = set(emitted.symbols.values())
+    parts = [emitted.text, PRELUDE]
     entries: dict[str, tuple[str, ContextLayout]] = {}
     if api_table() is not None:
         for sig in signatures:
             kernels = [
-                Kernel(originals[s.func], csrc.functions[s.func], csrc.symbols[s.func])
+                Kernel(originals[s.func], lowered[s.func], emitted.symbols[s.func])
                 for s in sig.steps
             ]
             symbol = _fresh_symbol(f"tcg_graph_{sig.name}", taken)
@@ -252,12 +245,10 @@ def build_native(
             taken.add(symbol)
             parts.append(text)
             entries[sig.name] = (symbol, layout)
-    source = "\n".join(parts) + "\n"
-    path = compile_shared(source)
-    if emu is not None:
-        return NativeBuild(EmulatedModule(path, source, emu, originals), entries)
-    functions = {name: (originals[name], csrc.functions[name]) for name in csrc.functions}
-    return NativeBuild(Module(path, source, functions, csrc.symbols), entries)
+    unit = dataclasses.replace(emitted, text="\n".join(parts) + "\n")
+    lib = backend.load(backend.compile(unit, target))
+    assert isinstance(lib, Module)
+    return NativeBuild(lib, entries)
 
 
 def _fresh_symbol(base: str, taken: set[str]) -> str:

@@ -32,6 +32,7 @@ from .lower_thread_bindings import LowerThreadBindings as LowerThreadBindings
 from .lower_warp_fragments import CompactTensorCoreBuffers as CompactTensorCoreBuffers
 from .lower_warp_fragments import LowerWarpFragments as LowerWarpFragments
 from .pipeline import LOWERED_ATTR as LOWERED_ATTR
+from .pipeline import cpu_pipeline as cpu_pipeline
 from .pipeline import get_pipeline as get_pipeline
 from .pipeline import lower as lower
 from .plan_allocations import PlanAllocations as PlanAllocations

@@ -1,10 +1,10 @@
 """The GPU lowering pipeline: a scheduled PrimFunc to kernels ready for CUDA codegen.
 
-Order: cross-thread reductions are rewritten while blocks still say which iterators reduce;
-then the common pipeline (:func:`tilecraft.lower.get_pipeline`, which keeps thread bindings
-for CUDA targets) with :class:`CompactThreadDims` before flattening; then vector-access
-decisions and barrier insertion on flat code; then the host/device split and the resource
-check.
+Order (:func:`get_gpu_pipeline`, one literal list): cross-thread reductions are rewritten while
+blocks still say which iterators reduce; blocks become loops with the thread bindings kept;
+buffers are compacted per thread block, flattened with :class:`CompactThreadDims` before;
+then vector-access decisions and barrier insertion on flat code; then (:func:`lower_gpu`) the
+host/device split and the resource check.
 """
 
 from __future__ import annotations
@@ -13,47 +13,58 @@ from ..ir import PrimFunc
 from ..ir.transform import FunctionPass, Sequential
 from ..target import Target, as_target
 from .collect_storage_align import CollectStorageAlign
+from .compact_buffer import CompactBufferAllocation
 from .convert_blocks_to_loops import ConvertBlocksToLoops
+from .expose_shape_vars import ExposeShapeVars
 from .flatten_buffer import FlattenBuffer
+from .gpu_check_local import CheckLocalPrivate
 from .gpu_compact_thread_dims import CompactThreadDims
 from .gpu_cross_thread_reduction import LowerCrossThreadReduction
 from .gpu_split_host_device import GPUProgram, split_host_device
+from .gpu_thread_loops import HoistSharedAllocations, LowerVirtualThreads
 from .gpu_thread_sync import InsertThreadSync
 from .gpu_vectorize import VectorizeGPULoops
 from .gpu_verify import verify_program
+from .lower_init_block import LowerInitBlock
 from .lower_warp_fragments import CompactTensorCoreBuffers, LowerWarpFragments
-from .pipeline import LOWERED_ATTR, get_pipeline
+from .pipeline import LOWERED_ATTR
+from .plan_allocations import PlanAllocations
+from .simplify import Simplify
 from .software_pipeline import InjectSoftwarePipeline
-
-
-def gpu_passes_before(target: Target) -> list[FunctionPass]:
-    """GPU passes that run on block-level IR, before the common pipeline.
-
-    Alignment requests are collected first: the cross-thread reduction rewrite replaces blocks.
-    """
-    return [CollectStorageAlign(), LowerCrossThreadReduction(target)]
-
-
-def gpu_passes_after(target: Target) -> list[FunctionPass]:
-    """GPU passes that run on flat code, after the common pipeline."""
-    return [VectorizeGPULoops(), InsertThreadSync()]
+from .unroll_loops import UnrollLoops
 
 
 def get_gpu_pipeline(target: Target | str | None = None) -> list[FunctionPass]:
-    """The passes :func:`lower_gpu_function` runs for the CUDA ``target``, in order."""
+    """The passes :func:`lower_gpu_function` runs for the CUDA ``target``, in order.
+
+    Alignment requests are collected first (the cross-thread reduction rewrite replaces
+    blocks); buffers are compacted with their thread loops still bound (a shared buffer's box
+    covers its thread block, a local one's one thread; see :class:`CompactBufferAllocation`),
+    then shared allocations move above the thread loops and ``vthread`` loops become unrolled
+    loops; warp fragments get per-lane storage while buffers keep their shapes.
+    """
     tgt = as_target(target) if target is not None else (Target.current() or Target("cuda"))
-    passes = get_pipeline(tgt)
-    at = next((i for i, p in enumerate(passes) if isinstance(p, FlattenBuffer)), len(passes))
-    passes[at:at] = [CompactThreadDims()]
-    # warp fragments get per-lane storage while buffers keep their shapes (tensor cores)
-    at = next(i for i, p in enumerate(passes) if isinstance(p, ConvertBlocksToLoops)) + 1
-    async_copy = tgt.is_gpu and tgt.compute_capability >= 80
-    passes[at:at] = [
+    return [
+        CollectStorageAlign(),
+        LowerCrossThreadReduction(tgt),
+        LowerInitBlock(),
+        PlanAllocations(shared_at_threads=False),
+        ConvertBlocksToLoops(),
         LowerWarpFragments(),
         CompactTensorCoreBuffers(),
-        InjectSoftwarePipeline(async_copy),
+        InjectSoftwarePipeline(tgt.compute_capability >= 80),
+        CheckLocalPrivate(),
+        CompactBufferAllocation(keep_shared_pitch=True),
+        HoistSharedAllocations(),
+        LowerVirtualThreads(),
+        UnrollLoops(roll=False),
+        ExposeShapeVars(),
+        CompactThreadDims(),
+        FlattenBuffer(),
+        Simplify(),
+        VectorizeGPULoops(),
+        InsertThreadSync(),
     ]
-    return [*gpu_passes_before(tgt), *passes, *gpu_passes_after(tgt)]
 
 
 def lower_gpu_function(func: PrimFunc, target: Target | str | None = None) -> PrimFunc:

@@ -17,14 +17,13 @@ from ..errors import LowerError
 from ..ir import IRModule, PrimFunc
 from ..ir.transform import FunctionPass, PassContext, PassHook, PrimFuncHooks, Sequential
 from ..target import Target, as_target
+from .bounds_check import InsertBoundsChecks
 from .collect_storage_align import CollectStorageAlign
 from .compact_buffer import CompactBufferAllocation
 from .convert_blocks_to_loops import ConvertBlocksToLoops
 from .expand_warp_tiles import ExpandWarpTiles
 from .expose_shape_vars import ExposeShapeVars
 from .flatten_buffer import FlattenBuffer
-from .gpu_check_local import CheckLocalPrivate
-from .gpu_thread_loops import HoistSharedAllocations, LowerVirtualThreads
 from .lower_init_block import LowerInitBlock
 from .lower_thread_bindings import LowerThreadBindings
 from .plan_allocations import PlanAllocations
@@ -35,48 +34,54 @@ LOWERED_ATTR = "tc.lowered"
 """Function attribute set on the output of :func:`lower`."""
 
 
+def cpu_pipeline(*, emulate_gpu: bool = False, bounds_check: bool = False) -> list[FunctionPass]:
+    """The passes that lower a function for the C emitter, in order.
+
+    Parameters
+    ----------
+    emulate_gpu
+        Lower thread-bound loops to serial loops (a GPU schedule run serially on the CPU);
+        without it they are rejected with :class:`~tilecraft.errors.LowerError`.
+    bounds_check
+        Check every buffer access at run time: the checks go in before flattening, while
+        buffers keep their logical shapes
+        (:class:`~tilecraft.lower.bounds_check.InsertBoundsChecks`).
+    """
+    return [
+        # a warp tile op (tensorized mma/WMMA) runs on the CPU by its serial meaning
+        ExpandWarpTiles(),
+        CollectStorageAlign(),
+        LowerInitBlock(),
+        PlanAllocations(shared_at_threads=True),
+        ConvertBlocksToLoops(),
+        LowerThreadBindings(emulate_gpu),
+        CompactBufferAllocation(),
+        UnrollLoops(roll=emulate_gpu),
+        ExposeShapeVars(),
+        *([InsertBoundsChecks()] if bounds_check else []),
+        FlattenBuffer(),
+        Simplify(),
+    ]
+
+
 def get_pipeline(
     target: Target | str | None = None, *, emulate_gpu: bool = False
 ) -> list[FunctionPass]:
-    """The passes :func:`lower` runs for ``target``, in order.
+    """The passes :func:`lower` runs, in order: :func:`cpu_pipeline`.
 
     Parameters
     ----------
     target
-        CPU targets reject thread-bound loops unless ``emulate_gpu``; CUDA targets keep them.
+        The target (checked; default: the current target, else the CPU). Which pipeline a
+        target's code goes through is its backend's decision:
+        ``tilecraft.runtime.backend_of(target).pipeline(target)`` gives this list for the CPU
+        and for the serial GPU emulation, and
+        :func:`~tilecraft.lower.gpu_pipeline.get_gpu_pipeline` for CUDA.
     emulate_gpu
         Lower thread-bound loops to serial loops (GPU emulation on the CPU).
-
-    For a CUDA target, buffers are compacted with their thread loops still bound (a shared
-    buffer's box covers its thread block, a local one's one thread; see
-    :class:`CompactBufferAllocation`), then shared allocations move above the thread loops
-    and ``vthread`` loops become unrolled loops.
     """
-    tgt = as_target(target)
-    keep_threads = tgt.is_gpu and not emulate_gpu
-    threads: list[FunctionPass] = (
-        [
-            CheckLocalPrivate(),
-            CompactBufferAllocation(keep_shared_pitch=True),
-            HoistSharedAllocations(),
-            LowerVirtualThreads(),
-        ]
-        if keep_threads
-        else [LowerThreadBindings(emulate_gpu), CompactBufferAllocation()]
-    )
-    return [
-        # a warp tile op (tensorized mma/WMMA) runs on the CPU by its serial meaning
-        *([] if keep_threads else [ExpandWarpTiles()]),
-        CollectStorageAlign(),
-        LowerInitBlock(),
-        PlanAllocations(shared_at_threads=not keep_threads),
-        ConvertBlocksToLoops(),
-        *threads,
-        UnrollLoops(roll=emulate_gpu),
-        ExposeShapeVars(),
-        FlattenBuffer(),
-        Simplify(),
-    ]
+    as_target(target)
+    return cpu_pipeline(emulate_gpu=emulate_gpu)
 
 
 @overload

@@ -1,19 +1,21 @@
-"""``tilecraft.build``: lower, generate C, compile (cached) and load a PrimFunc or IRModule."""
+"""``tilecraft.build``: a PrimFunc or IRModule through its target's backend.
+
+:func:`~tilecraft.runtime.backend.backend_of` picks the backend (the only place a target kind
+is decided); the backend lowers, emits, compiles (cached) and loads.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, Literal, Protocol, overload
 
-from ..codegen import build_c_source
 from ..config import deep_recursion
-from ..errors import BuildError
 from ..ir import IRModule, PrimFunc, verify
 from ..target import Target, as_target
 from .arguments import ArgumentTypeError
-from .compiler import compile_shared
-from .cuda import CUDAModule, build_cuda
-from .emulate import EmulateArg, EmulatedModule, EmulateMode, build_emulated, emulate_mode
+from .backend import backend_of
+from .cuda import CUDAModule
+from .emulate import EmulateArg, EmulatedModule, emulate_mode
 from .module import Module, TimingResult
 
 BuilderPredicate = Callable[[Any, Target, EmulateArg], bool]
@@ -141,7 +143,7 @@ def build(
         When the target is unsupported or the C compiler fails (command and stderr attached).
     """
     tgt = as_target(target)
-    mode = emulate_mode(emulate)
+    emulate_mode(emulate)
     if not isinstance(bounds_check, bool):
         raise ArgumentTypeError("build: bounds_check must be True or False")
     if isinstance(func_or_module, PrimFunc | IRModule):
@@ -150,37 +152,5 @@ def build(
         if predicate(func_or_module, tgt, emulate):
             extra = {"bounds_check": True} if bounds_check else {}
             return builder(func_or_module, tgt, emulate=emulate, **extra)  # type: ignore[no-any-return]
-    if tgt.is_gpu and mode.truthful:
-        return build_emulated(func_or_module, tgt, mode, bounds_check=bounds_check)
-    if mode is EmulateMode.RACECHECK:
-        raise BuildError(
-            f"build: emulate='racecheck' runs the GPU-lowered program and needs a CUDA target, "
-            f"got {tgt}; pass target=tc.Target('cuda')"
-        )
-    if tgt.is_gpu and mode is EmulateMode.OFF:
-        if bounds_check:
-            raise BuildError(
-                f"build: bounds_check=True is not available for {tgt} builds that run on the "
-                "GPU; check the schedule with tc.build(..., emulate=True, bounds_check=True)"
-            )
-        return build_cuda(func_or_module, tgt)
-    return _build_c(func_or_module, tgt, mode is not EmulateMode.OFF, bounds_check)
-
-
-def _build_c(
-    func_or_module: PrimFunc | IRModule, tgt: Target, emulate: bool, bounds_check: bool
-) -> Module:
-    """Generate C, compile it (cached) and load it."""
-    if isinstance(func_or_module, PrimFunc):
-        originals = {func_or_module.name: func_or_module}
-    elif isinstance(func_or_module, IRModule):
-        originals = dict(func_or_module.prim_funcs())
-        if not originals:
-            raise BuildError("build: the module has no PrimFunc to compile")
-    else:
-        kind = type(func_or_module).__name__
-        raise ArgumentTypeError(f"build: expected a PrimFunc or IRModule, got {kind}")
-    csrc = build_c_source(func_or_module, tgt, emulate_gpu=emulate, bounds_check=bounds_check)
-    path = compile_shared(csrc.text)
-    functions = {name: (originals[name], csrc.functions[name]) for name in csrc.functions}
-    return Module(path, csrc.text, functions, csrc.symbols)
+    backend = backend_of(tgt, emulate, bounds_check=bounds_check)
+    return backend.build(func_or_module, tgt)  # type: ignore[no-any-return]

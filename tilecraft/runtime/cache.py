@@ -1,16 +1,23 @@
-"""The content-addressed compile cache: verified entries, atomic writes, a private fallback.
+"""The content-addressed compile cache: verified entries, atomic commits, a private fallback.
 
-An entry of kind ``cpu`` (shared libraries) or ``cuda`` (cubins) lives in
-``<cache_dir>/<kind>/`` (:func:`tilecraft.config.cache_dir`, ``TILECRAFT_CACHE_DIR``) as the
-artifact ``<key><suffix>`` and a sidecar ``<key>.json`` recording the key, the artifact's size
-and its sha256. Both are written to temporary files and moved into place with ``os.replace``
-(artifact first), so concurrent writers of one key all end with a complete entry.
+An entry of kind ``cpu`` (shared libraries) or ``cuda`` (cubins) is one directory
+``<cache_dir>/<kind>/<key>/`` (:func:`tilecraft.config.cache_dir`, ``TILECRAFT_CACHE_DIR``)
+holding the artifact ``<key><suffix>``, its record ``<key>.json`` (the key, the artifact's
+size and sha256) and, for libraries, the C source ``<key>.c``. A writer fills a temporary
+directory ``.tmp-<host>-<pid>-...`` in the same folder and commits it with one ``rename`` of
+that directory, so another process sees either no entry or a complete one, never an artifact
+without its record. When two writers commit one key, the first rename wins and the second
+writer drops its copy (the contents are the same).
 
-Nothing is trusted that the sidecar does not vouch for: before an entry is used, its sidecar
+Nothing is trusted that the record does not vouch for: before an entry is used, its record
 must name the key and the artifact must have the recorded size and hash. A truncated, empty,
 garbage or foreign artifact (another kernel's library copied under the key), or a missing or
-malformed sidecar, makes the entry a miss: it is removed (where possible), logged, and rebuilt.
+malformed record, makes the entry a miss: it is removed (where possible), logged, and rebuilt.
 A truncated shared library must never reach ``dlopen`` — mapping it kills the process (SIGBUS).
+
+Temporaries left by a writer that died (``kill -9`` during a compile) are removed by the next
+writer of the folder: those of a process of this host that no longer runs, and any older
+than :data:`STALE_AFTER_S`.
 
 When the cache folder cannot be written (a read-only location, a path that is a file, no
 permission), the process falls back to a private temporary folder, removed at exit, and logs
@@ -26,15 +33,22 @@ import json
 import logging
 import os
 import shutil
+import socket
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from .. import config
 
-ENTRY_FORMAT = 1
-"""Version of the sidecar layout; entries of another version are rebuilt."""
+ENTRY_FORMAT = 2
+"""Version of the entry layout; entries of another version are rebuilt."""
+TMP_PREFIX = ".tmp-"
+"""Names of temporaries in a cache folder (``.tmp-<host>-<pid>-<random>``)."""
+STALE_AFTER_S = 3600.0
+"""Age after which any temporary in a cache folder is taken as abandoned (a compile times
+out after 300 s)."""
 
 _log = logging.getLogger("tilecraft.runtime.cache")
 _lock = threading.Lock()
@@ -76,7 +90,7 @@ def writable_folder(kind: str) -> Path:
         return _private_folder(kind, folder, "not writable")
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".probe-", dir=folder)
+        fd, probe = tempfile.mkstemp(prefix=_tmp_prefix(), dir=folder)
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
@@ -117,10 +131,19 @@ def _check_entry(artifact: Path, sidecar: Path, key: str) -> str | None:
     return None
 
 
-def _remove(*paths: Path) -> None:
-    for p in paths:
-        with contextlib.suppress(OSError):
-            p.unlink()
+def _discard(entry: Path) -> None:
+    """Remove the entry directory ``entry``: renamed away first, so the removal is atomic."""
+    try:
+        trash = Path(tempfile.mkdtemp(prefix=_tmp_prefix(), dir=entry.parent))
+        os.rename(entry, trash / "entry")
+    except OSError:  # gone already, or not ours to remove
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def _entry_files(folder: Path, key: str, suffix: str) -> tuple[Path, Path]:
+    entry = folder / key
+    return entry / f"{key}{suffix}", entry / f"{key}.json"
 
 
 def lookup(kind: str, key: str, suffix: str) -> Path | None:
@@ -129,9 +152,9 @@ def lookup(kind: str, key: str, suffix: str) -> Path | None:
     if kind in _fallback:
         folders.append(_fallback[kind])
     for folder in folders:
-        artifact, sidecar = folder / f"{key}{suffix}", folder / f"{key}.json"
+        artifact, sidecar = _entry_files(folder, key, suffix)
         try:
-            present = artifact.exists() or sidecar.exists()
+            present = artifact.parent.is_dir()
         except OSError:
             continue
         if not present:
@@ -139,43 +162,114 @@ def lookup(kind: str, key: str, suffix: str) -> Path | None:
         problem = _check_entry(artifact, sidecar, key)
         if problem is None:
             return artifact
-        # an artifact without a sidecar may come from an older tilecraft: not worth a warning
-        log = _log.info if problem == "no sidecar" else _log.warning
-        log("compile cache entry %s is corrupt (%s); rebuilding it", artifact, problem)
-        _remove(artifact, sidecar)
+        _log.warning("compile cache entry %s is corrupt (%s); rebuilding it", artifact, problem)
+        _discard(artifact.parent)
     return None
 
 
-def commit(folder: Path, key: str, suffix: str, tmp_artifact: str | Path) -> Path:
-    """Move the finished ``tmp_artifact`` (in ``folder``) into place as the entry of ``key``."""
-    artifact = folder / f"{key}{suffix}"
+def _tmp_prefix() -> str:
+    host = "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:32]
+    return f"{TMP_PREFIX}{host}-{os.getpid()}-"
+
+
+def _abandoned(path: Path, now: float) -> bool:
+    """True for a temporary whose writer is gone (dead on this host, or long silent)."""
+    try:
+        age = now - path.lstat().st_mtime
+    except OSError:
+        return False
+    if age > STALE_AFTER_S:
+        return True
+    parts = path.name[len(TMP_PREFIX) :].split("-")
+    host = "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:32]
+    if len(parts) < 3 or parts[0] != host or not parts[1].isdigit():
+        return False
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive under another user
+        return False
+    return False
+
+
+def remove_stale_temporaries(folder: Path) -> list[Path]:
+    """Remove the temporaries in ``folder`` that writers which died left behind."""
+    now = time.time()
+    removed: list[Path] = []
+    try:
+        names = [e.name for e in os.scandir(folder) if e.name.startswith(TMP_PREFIX)]
+    except OSError:
+        return removed
+    for name in names:
+        path = folder / name
+        if not _abandoned(path, now):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        removed.append(path)
+    if removed:
+        _log.info("removed %d abandoned temporaries from %s", len(removed), folder)
+    return removed
+
+
+def new_entry(folder: Path) -> Path:
+    """A fresh temporary directory in ``folder`` to build an entry in (see :func:`commit`).
+
+    Temporaries abandoned by writers that died are removed first.
+    """
+    remove_stale_temporaries(folder)
+    return Path(tempfile.mkdtemp(prefix=_tmp_prefix(), dir=folder))
+
+
+def commit(folder: Path, key: str, suffix: str, staging: Path) -> Path:
+    """Record the artifact ``staging/<key><suffix>`` and move ``staging`` into place.
+
+    ``staging`` comes from :func:`new_entry`; it may hold other files of the entry (the
+    source). One ``rename`` publishes the whole entry. When another writer committed ``key``
+    first, its entry is kept (verified) and ``staging`` is removed.
+    """
+    tmp_artifact = staging / f"{key}{suffix}"
     meta = {
         "format": ENTRY_FORMAT,
         "key": key,
         "size": os.stat(tmp_artifact).st_size,
-        "sha256": _sha256(Path(tmp_artifact)),
+        "sha256": _sha256(tmp_artifact),
     }
-    fd, tmp_meta = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".json", dir=folder)
+    (staging / f"{key}.json").write_text(json.dumps(meta), encoding="utf-8")
+    entry = folder / key
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(meta, f)
-        os.replace(tmp_artifact, artifact)
-        os.replace(tmp_meta, folder / f"{key}.json")
-    finally:
-        _remove(Path(tmp_meta))
-    return artifact
+        os.rename(staging, entry)
+    except OSError as e:
+        if not entry.is_dir():
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        shutil.rmtree(staging, ignore_errors=True)  # another writer was first
+        artifact, sidecar = _entry_files(folder, key, suffix)
+        problem = _check_entry(artifact, sidecar, key)
+        if problem is not None:
+            raise OSError(f"compile cache entry {entry} is unusable ({problem})") from e
+    return entry / f"{key}{suffix}"
 
 
 def store_bytes(kind: str, key: str, suffix: str, data: bytes) -> Path:
     """Write ``data`` as the entry of ``key`` (for artifacts made in memory, like cubins)."""
     folder = writable_folder(kind)
-    fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=suffix, dir=folder)
+    staging = new_entry(folder)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        return commit(folder, key, suffix, tmp)
+        (staging / f"{key}{suffix}").write_bytes(data)
+        return commit(folder, key, suffix, staging)
     finally:
-        _remove(Path(tmp))
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def log_store_failure(e: OSError) -> None:
+    """Log that an entry could not be stored (the build goes on without caching it)."""
+    _log.warning("could not store a compile cache entry: %s", e)
 
 
 def cached_bytes(kind: str, key: str, suffix: str, make: Callable[[], bytes]) -> bytes:
@@ -191,5 +285,5 @@ def cached_bytes(kind: str, key: str, suffix: str, make: Callable[[], bytes]) ->
     try:
         store_bytes(kind, key, suffix, data)
     except OSError as e:
-        _log.warning("could not store a compile cache entry: %s", e)
+        log_store_failure(e)
     return data

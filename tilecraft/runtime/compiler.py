@@ -15,6 +15,7 @@ import hashlib
 import logging
 import os
 import platform
+import re
 import shutil
 import subprocess
 import tempfile
@@ -207,21 +208,70 @@ def cache_key(source: str, compiler: str, flags: tuple[str, ...]) -> str:
     return h.hexdigest()
 
 
-def compile_shared(source: str) -> Path:
+ARCH_FLAG_PREFIXES = ("-march=", "-mtune=", "-mcpu=", "-mprefer-vector-width=")
+"""Probed flags that describe the machine the code is for; ``arch_flags`` replace them."""
+_ARCH_FLAG_RE = re.compile(r"^-m[A-Za-z0-9][A-Za-z0-9_.+,=-]*$")
+
+
+def check_arch_flags(arch_flags: tuple[str, ...]) -> tuple[str, ...]:
+    """``arch_flags`` when each is a machine option (``-march=...``, ``-mavx2``...).
+
+    Raises
+    ------
+    BuildError
+        For anything else (another option, a file name, ``-march=native`` for a build meant
+        for a named machine).
+    """
+    if not isinstance(arch_flags, tuple) or not all(isinstance(f, str) for f in arch_flags):
+        raise BuildError(f"arch_flags: expected a tuple of strings, got {arch_flags!r}")
+    for flag in arch_flags:
+        if not _ARCH_FLAG_RE.match(flag) or flag in FORBIDDEN_FLAGS:
+            raise BuildError(
+                f"arch_flags: {flag!r} is not a machine option such as '-march=x86-64-v3'"
+            )
+    return arch_flags
+
+
+def build_flags(
+    compiler: str, source: str, arch_flags: tuple[str, ...] | None = None
+) -> tuple[str, ...]:
+    """The flags :func:`compile_shared` uses for ``source``.
+
+    The probed :func:`compile_flags`; with ``arch_flags`` in place of the probed machine
+    flags (``-march=native -mprefer-vector-width=512``); and the :data:`UNROLL_GUARD_FLAGS`
+    for a source holding ``#pragma GCC unroll``.
+    """
+    flags = compile_flags(compiler)
+    if arch_flags is not None:
+        kept = tuple(f for f in flags if not f.startswith(ARCH_FLAG_PREFIXES))
+        flags = (*kept, *check_arch_flags(arch_flags))
+    if "#pragma GCC unroll" in source:
+        flags = (*flags, *unroll_guard_flags(compiler))
+    return flags
+
+
+def compile_shared(source: str, *, arch_flags: tuple[str, ...] | None = None) -> Path:
     """Compile ``source`` to a shared library and return its path (cached by content).
 
     A cached library is used only after its size and hash are checked against the entry's
     record (see :mod:`tilecraft.runtime.cache`); a corrupt entry is rebuilt.
 
+    Parameters
+    ----------
+    source
+        The C translation unit.
+    arch_flags
+        The machine the library is for, as compiler options (``("-march=x86-64-v3",)``);
+        None: this machine (``-march=native -mprefer-vector-width=512`` where accepted).
+
     Raises
     ------
     BuildError
-        When no compiler is found or compilation fails (command and stderr attached).
+        When no compiler is found, ``arch_flags`` are not machine options, or compilation
+        fails (command and stderr attached).
     """
     compiler = find_compiler()
-    flags = compile_flags(compiler)
-    if "#pragma GCC unroll" in source:
-        flags = (*flags, *unroll_guard_flags(compiler))
+    flags = build_flags(compiler, source, arch_flags)
     key = cache_key(source, compiler, flags)
     hit = cache.lookup("cpu", key, ".so")
     if hit is not None:
@@ -236,25 +286,76 @@ def compile_shared(source: str) -> Path:
 def _compile_into(
     folder: Path, key: str, source: str, compiler: str, flags: tuple[str, ...]
 ) -> Path:
-    fd, tmp_src = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".c", dir=folder)
-    with os.fdopen(fd, "w") as f:
-        f.write(source)
-    fd, tmp_lib = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".so", dir=folder)
-    os.close(fd)
-    command = [compiler, *flags, tmp_src, "-o", tmp_lib, *link_flags(flags)]
+    staging = cache.new_entry(folder)
+    src, lib = staging / f"{key}.c", staging / f"{key}.so"
+    src.write_text(source)
+    command = [compiler, *flags, str(src), "-o", str(lib), *link_flags(flags)]
     try:
         proc = run_compiler(command)
         if proc.returncode != 0:
             kept = folder / f"{key}.failed.c"
-            os.replace(tmp_src, kept)
+            os.replace(src, kept)
             raise BuildError(
                 f"C compilation failed (exit status {proc.returncode}); source kept at {kept}",
                 command,
                 proc.stderr,
             )
-        os.replace(tmp_src, folder / f"{key}.c")
-        return cache.commit(folder, key, ".so", tmp_lib)
+        return cache.commit(folder, key, ".so", staging)
     finally:
-        for leftover in (tmp_src, tmp_lib):
-            if os.path.exists(leftover):
-                os.unlink(leftover)
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def host_march() -> str:
+    """What ``-march=native`` resolves to on this machine (ask it on the measuring host).
+
+    Raises
+    ------
+    BuildError
+        When the compiler does not say.
+    """
+    compiler = find_compiler()
+    cmd = [compiler, "-march=native", "-Q", "--help=target"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BuildError(f"host_march: cannot run {compiler}: {e}") from None
+    for line in out.stdout.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] == "-march=":
+            return words[1]
+    raise BuildError(f"host_march: {compiler} did not report its -march=native value")
+
+
+def flag_probe() -> dict[str, object]:
+    """What this process probed about the C compiler, for worker processes to adopt.
+
+    A JSON-ready dict (see :func:`adopt_flag_probe`): the compiler, its :func:`compile_flags`
+    and its :func:`unroll_guard_flags`.
+    """
+    compiler = find_compiler()
+    return {
+        "compiler": compiler,
+        "flags": list(compile_flags(compiler)),
+        "unroll_guard": list(unroll_guard_flags(compiler)),
+    }
+
+
+def adopt_flag_probe(probe: object) -> None:
+    """Use another process's :func:`flag_probe` instead of probing again.
+
+    Ignored unless it names this process's compiler (the flags are those of the same
+    compiler on the same machine, so builds here match the prober's byte for byte).
+    """
+    if not isinstance(probe, dict):
+        return
+    compiler, flags, guard = probe.get("compiler"), probe.get("flags"), probe.get("unroll_guard")
+    if compiler != find_compiler() or not isinstance(flags, list) or not isinstance(guard, list):
+        return
+    if not all(isinstance(f, str) for f in [*flags, *guard]):
+        return
+    if any(f in FORBIDDEN_FLAGS for f in flags):
+        raise BuildError(f"compile flags {flags} would change floating-point semantics")
+    with _lock:
+        _flag_cache.setdefault(compiler, tuple(flags))
+        _flag_cache.setdefault(f"unroll-guard:{compiler}", tuple(guard))

@@ -1,8 +1,9 @@
 """The CUDA runtime: build GPU functions to a cubin, call them, time them with CUDA events.
 
-``build_cuda(mod, target)`` lowers and emits CUDA (:mod:`tilecraft.codegen.cuda`), compiles it
-(NVRTC through ``cuda-python`` when installed, else ``nvcc``) and returns a
-:class:`CUDAModule`; ``lib["main"](a, b, c)`` runs the function. Arguments may be
+The CUDA backend (:class:`~tilecraft.runtime.backend.CUDABackend`, ``build_cuda(mod, target)``)
+lowers and emits CUDA (:mod:`tilecraft.codegen.cuda`), compiles it (NVRTC through
+``cuda-python`` when installed, else ``nvcc``) and loads it as a :class:`CUDAModule`;
+``lib["main"](a, b, c)`` runs the function. Arguments may be
 
 * CUDA tensors from PyTorch or CuPy (``__cuda_array_interface__`` or DLPack), used in place;
 * :class:`DeviceArray` (``DeviceArray.from_numpy(x)``), used in place;
@@ -23,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from ..arith import EvaluationError, evaluate
-from ..codegen.cuda import CUDASource, build_cuda_source
-from ..ir import Buffer, DataType, Expr, For, IRModule, Node, PrimFunc, Stmt, Var, post_order_visit
+from ..codegen.cuda import CUDASource
+from ..ir import Buffer, DataType, Expr, For, Node, PrimFunc, Stmt, Var, post_order_visit
 from ..lower.gpu_split_host_device import (
     GPUProgram,
     HostAlloc,
@@ -34,7 +35,7 @@ from ..lower.gpu_split_host_device import (
     dyn_shared_layout,
 )
 from ..lower.gpu_vectorize import VECTOR_ATTR
-from ..target import Target, as_target
+from ..target import Target
 from .arguments import (
     PRODUCER_ERRORS,
     ArgumentError,
@@ -45,7 +46,6 @@ from .arguments import (
     missing_function,
     reject_keywords,
 )
-from .cuda_compile import compile_cuda
 from .cuda_driver import CUDAError, Driver, get_driver
 from .module import TimingResult, written_params
 
@@ -465,30 +465,3 @@ class CUDAModule:
 
     def __repr__(self) -> str:
         return f"<tilecraft CUDAModule {self.function_names} for {self.target}>"
-
-
-def build_cuda(
-    func_or_module: PrimFunc | IRModule, target: Target | str | None = None
-) -> CUDAModule:
-    """Lower, emit and compile GPU function(s) for a CUDA target (no GPU needed to build).
-
-    Parameters
-    ----------
-    func_or_module
-        GPU-scheduled PrimFunc or the PrimFuncs of a module.
-    target
-        A CUDA target (default: the current target, else ``cuda -arch=sm_90``).
-
-    Raises
-    ------
-    LowerError, CodegenError, BuildError
-        When lowering, emission or compilation fails.
-    """
-    tgt = as_target(target) if target is not None else (Target.current() or Target("cuda"))
-    if isinstance(func_or_module, PrimFunc):
-        functions = {func_or_module.name: func_or_module}
-    else:
-        functions = dict(func_or_module.prim_funcs())
-    source = build_cuda_source(func_or_module, tgt)
-    cubin = compile_cuda(source.text, tgt.arch)
-    return CUDAModule(source, cubin, functions, tgt)

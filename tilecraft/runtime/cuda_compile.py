@@ -123,6 +123,19 @@ def compile_cuda(source: str, arch: str = "sm_90") -> bytes:
     BuildError
         With the compiler command and diagnostics when compilation fails.
     """
+    return compile_cuda_file(source, arch)[0]
+
+
+def compile_cuda_file(source: str, arch: str = "sm_90") -> tuple[bytes, Path | None]:
+    """The cubin for ``source`` and its verified file in the compile cache.
+
+    The path is None when the cache cannot be written (the cubin is then only in memory).
+
+    Raises
+    ------
+    BuildError
+        With the compiler command and diagnostics when compilation fails.
+    """
     use_nvrtc = _nvrtc_module() is not None
     tool = "nvrtc" if use_nvrtc else f"nvcc:{find_nvcc()}"
     key = hashlib.sha256(f"{tool}\0{arch}\0{NVCC_FLAGS}\0{source}".encode()).hexdigest()
@@ -132,7 +145,18 @@ def compile_cuda(source: str, arch: str = "sm_90") -> bytes:
             return compile_with_nvrtc(source, arch)
         return compile_with_nvcc(source, arch)[0]
 
-    return cache.cached_bytes("cuda", key, ".cubin", make)
+    path = cache.lookup("cuda", key, ".cubin")
+    if path is not None:
+        try:
+            return path.read_bytes(), path
+        except OSError:
+            pass
+    data = make()
+    try:
+        return data, cache.store_bytes("cuda", key, ".cubin", data)
+    except OSError as e:
+        cache.log_store_failure(e)
+    return data, None
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from ..codegen.emulate import EmulatorSource, Site, SiteKind, build_emulator_source
+from ..codegen.emulate import EmulatorSource, Site, SiteKind
 from ..codegen.emulate_runtime import (
     ERROR_KINDS,
     FLAG_ASYNC,
@@ -42,12 +42,10 @@ from ..codegen.emulate_runtime import (
     FLAG_WRITE,
     WARP_SIZE,
 )
-from ..errors import BuildError, EmulationError, RaceCheckError, RaceKind
-from ..ir import IRModule, PrimFunc
-from ..target import Target
+from ..errors import EmulationError, RaceCheckError, RaceKind
+from ..ir import PrimFunc
 from .arguments import ArgumentError, ArgumentTypeError
 from .bounds import BoundsCheckError
-from .compiler import compile_shared
 from .module import Module
 
 
@@ -337,26 +335,3 @@ class EmulatedModule(Module):
         err = fault_error(rec, self.emulator)
         ctypes.memset(ctypes.addressof(rec), 0, ctypes.sizeof(rec))
         raise err
-
-
-def build_emulated(
-    func_or_module: PrimFunc | IRModule,
-    target: Target,
-    mode: EmulateMode,
-    *,
-    bounds_check: bool = False,
-) -> EmulatedModule:
-    """Lower for ``target``, emit the emulator unit, compile it (cached) and load it."""
-    if isinstance(func_or_module, PrimFunc):
-        originals = {func_or_module.name: func_or_module}
-    elif isinstance(func_or_module, IRModule):
-        originals = dict(func_or_module.prim_funcs())
-        if not originals:
-            raise BuildError("build: the module has no PrimFunc to compile")
-    else:
-        kind = type(func_or_module).__name__
-        raise ArgumentTypeError(f"build: expected a PrimFunc or IRModule, got {kind}")
-    emu = build_emulator_source(
-        func_or_module, target, racecheck=mode is EmulateMode.RACECHECK, bounds_check=bounds_check
-    )
-    return EmulatedModule(compile_shared(emu.text), emu.text, emu, originals)

@@ -16,8 +16,9 @@ import numpy as np
 from ..ir import Buffer, DataType, For, ForKind, Node, PrimFunc, Var, post_order_visit
 from ..runtime import build, written_params
 from ..runtime.arguments import eval_shape_expr
+from ..runtime.backend import emulation_target
 from ..runtime.emulate import EmulateArg, EmulateMode, emulate_mode
-from ..target import Target, as_target
+from ..target import Target
 
 Reference = Callable[..., Any] | PrimFunc
 
@@ -178,8 +179,7 @@ def _build_args(func: PrimFunc, target: str | Target, mode: EmulateMode) -> dict
         return {"target": target, "emulate": mode}
     if not _thread_bound(func):
         return {"target": "cpu", "emulate": False}
-    tgt = as_target(target)
-    return {"target": tgt if tgt.is_gpu else Target("cuda"), "emulate": mode}
+    return {"target": emulation_target(target), "emulate": mode}
 
 
 def _run_reference(reference: Reference, case: _Case, mode: EmulateMode) -> list[np.ndarray]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import TuneError
 from ..ir import IRModule, PrimFunc
+from ..runtime.backend import backend_of
 from ..schedule import Schedule
 from ..target import Target, as_target
 from ._loop import TaskState, run_round, start_task
@@ -143,7 +144,8 @@ class _Workers:
     def __init__(self, builder: Builder | None, runner: Runner | None, target: Target) -> None:
         self.given = (builder, runner)
         self.builder = builder or LocalBuilder()
-        self.runner = runner or (CUDARunner() if target.is_gpu else LocalRunner())
+        gpu_runner = backend_of(target).runner == "cuda"
+        self.runner = runner or (CUDARunner() if gpu_runner else LocalRunner())
 
     def __enter__(self) -> tuple[Builder, Runner]:
         return self.builder, self.runner

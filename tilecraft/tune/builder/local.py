@@ -7,10 +7,11 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...errors import TuneError
+from ...errors import BuildError, TuneError
 from ...ir import to_json
+from ...runtime.compiler import flag_probe
 from .._proc import Message, WorkerPool
-from ._compile import build_flags
+from ._compile import march_flags
 from .base import BuildArtifact, Builder, BuilderInput, BuilderResult
 
 
@@ -32,12 +33,13 @@ def split_groups(indices: Sequence[int], workers: int, group_size: int) -> list[
 class LocalBuilder(Builder):
     """Build candidates in a pool of worker processes.
 
-    Candidates are sent to the workers in groups; a worker compiles a group of CPU candidates
-    as one translation unit (one compiler run: starting the compiler costs more than a small
-    kernel), and builds a candidate alone when the group does not compile, so a bad candidate
-    only fails itself. Each request has a deadline; a worker that misses it is killed with
-    the compiler it started, and its candidates are built again one by one, so the one at
-    fault fails with "timed out". Between batches, workers that built ``recycle_after``
+    Candidates are sent to the workers in groups; a worker builds each candidate of its group
+    on its own, through the target's backend exactly as ``tc.build`` would (same C, same
+    flags, same compile cache: the measured library is the one ``tc.build`` loads), so a bad
+    candidate only fails itself. The compiler is probed once here and the probe sent along.
+    Each request has a deadline; a worker that misses it is killed with the compiler it
+    started, and its candidates are built again one by one, so the one at fault fails with
+    "timed out". Between batches, workers that built ``recycle_after``
     candidates or more are replaced by fresh ones, so memory a build leaks does not pile up;
     the new workers start while the previous batch is measured.
 
@@ -56,7 +58,7 @@ class LocalBuilder(Builder):
         Builds after which a worker is replaced at the end of a batch (1: after every
         batch; None: never).
     group_size
-        Most candidates compiled together (1: each alone).
+        Most candidates sent to a worker in one request (1: each alone).
     """
 
     def __init__(
@@ -82,7 +84,8 @@ class LocalBuilder(Builder):
         self.march = march
         self.recycle_after = recycle_after
         self.group_size = group_size
-        self._flags: tuple[str, ...] | None = None
+        march_flags(march)  # validate now, not in every worker
+        self._probe: dict[str, object] | None = None
         # one thread each: builds run side by side, and BLAS thread buffers would eat the cap
         env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
         self.pool = WorkerPool(
@@ -90,8 +93,11 @@ class LocalBuilder(Builder):
         )
 
     def _request(self, inputs: Sequence[BuilderInput], group: list[int]) -> Message:
-        if self._flags is None and not inputs[group[0]].target.is_gpu:
-            self._flags = build_flags(self.march)  # probe the compiler once, not per worker
+        if self._probe is None:  # probe the compiler once, not per worker
+            try:
+                self._probe = flag_probe()
+            except BuildError:  # no C compiler: the workers say so per candidate
+                self._probe = {}
         return {
             "op": "build",
             "weight": len(group),
@@ -99,7 +105,7 @@ class LocalBuilder(Builder):
             "target": str(inputs[group[0]].target),
             "march": self.march,
             "embed_lib": False,
-            "flags": None if self._flags is None else list(self._flags),
+            "probe": self._probe,
         }
 
     def _groups(self, inputs: Sequence[BuilderInput], size: int) -> list[list[int]]:

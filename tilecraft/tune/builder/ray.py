@@ -8,7 +8,7 @@ from typing import Any
 from ...errors import TuneError
 from ...ir import to_json
 from .._ray import handle_request, require_ray, run_windowed
-from ._compile import build_flags
+from ._compile import march_flags
 from .base import Builder, BuilderInput, BuilderResult
 from .local import _items
 
@@ -41,7 +41,7 @@ class RayBuilder(Builder):
         num_cpus: float = 1.0,
         max_in_flight: int | None = None,
     ) -> None:
-        build_flags(march)  # validate now, not in every task
+        march_flags(march)  # validate now, not in every task
         if timeout_s <= 0 or num_cpus <= 0:
             raise TuneError("RayBuilder: timeout_s and num_cpus must be > 0")
         self.march = march
@@ -64,7 +64,6 @@ class RayBuilder(Builder):
                 "target": str(i.target),
                 "march": self.march,
                 "embed_lib": True,
-                "flags": None,
             }
             for i in inputs
         ]

@@ -11,9 +11,6 @@ follows :class:`~tilecraft.tune.runner.EvaluatorConfig`.
 
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -21,11 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from ... import config
 from ...ir import IRModule, PrimFunc, from_json
+from ...runtime.backend import backend_for_artifact, load_artifact
+from ...runtime.compiler import adopt_flag_probe
 from ...target import Target
 from ..arg_info import ArgInfo, ArgRole
-from ..builder.base import ArtifactKind, BuildArtifact
+from ..builder.base import BuildArtifact
 from .base import EvaluatorConfig
 
 TOLERANCES = {"float16": 1e-2, "bfloat16": 2e-2, "float32": 1e-3, "float64": 1e-8}
@@ -109,48 +107,16 @@ def compare(
     )
 
 
-def _lib_file(art: BuildArtifact) -> Path:
-    """The library to load: the builder's file, or the shipped bytes cached by content."""
-    if art.lib_bytes is None:
-        if art.lib_path is None:
-            raise ValueError("the artifact has neither a library path nor its bytes")
-        return Path(art.lib_path)
-    folder = config.cache_dir() / "shipped"
-    path = folder / f"{hashlib.sha256(art.lib_bytes).hexdigest()}.so"
-    if not path.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".shipped-", suffix=".so", dir=folder)
-        with os.fdopen(fd, "wb") as f:
-            f.write(art.lib_bytes)
-        os.replace(tmp, path)
-    return path
-
-
 def load(art: BuildArtifact) -> Any:
-    """The callable function of a built candidate (a runtime Function or CUDAFunction)."""
-    if art.kind is ArtifactKind.CUDA:
-        from ...codegen import build_cuda_source
-        from ...runtime import CUDAModule
-
-        mod = from_json(art.functions_json)
-        assert isinstance(mod, IRModule)
-        tgt = Target(art.target)
-        cubin = art.lib_bytes or b""
-        cuda_mod = CUDAModule(build_cuda_source(mod, tgt), cubin, dict(mod.prim_funcs()), tgt)
-        return cuda_mod[art.name]
-    from ...runtime import Module
-
-    func, lowered = from_json(art.functions_json)
-    module = Module(_lib_file(art), art.source, {art.name: (func, lowered)}, {art.name: art.symbol})
-    return module[art.name]
+    """The callable function of a built candidate: its backend loads the artifact as built
+    (a runtime Function or CUDAFunction; nothing is lowered or emitted again)."""
+    return load_artifact(art)[art.name]  # type: ignore[index]
 
 
-def reference_outputs(
-    ref: Mapping[str, str], args: Sequence[ArgInfo], seed: int, flags: Sequence[str] | None
-) -> list[Any]:
+def reference_outputs(ref: Mapping[str, str], args: Sequence[ArgInfo], seed: int) -> list[Any]:
     """The unscheduled function's outputs on the seeded inputs (cached per worker).
 
-    It is built for this CPU with ``flags`` (the parent's probe; None: probe here).
+    It is built for this CPU, as ``tc.build`` builds it.
     """
     key = f"{ref['key']}:{seed}"
     outs = _reference_outputs.get(key)
@@ -160,8 +126,7 @@ def reference_outputs(
         func = from_json(ref["mod"])
         assert isinstance(func, PrimFunc)
         mod = IRModule({"main": func.update(name="main")})
-        tuple_flags = None if flags is None else tuple(str(f) for f in flags)
-        art = build_artifact(mod, Target("cpu"), flags=tuple_flags)
+        art = build_artifact(mod, Target("cpu"))
         call = make_args(args, seed)
         load(art)(*call)
         outs = [a for a, info in zip(call, args, strict=True) if info.role is ArgRole.OUTPUT]
@@ -235,8 +200,8 @@ def handle_run(msg: dict[str, Any]) -> dict[str, Any]:
     seed = int(check.get("seed", 0))
     checking = msg.get("reference") is not None and check.get("enabled", True)
     # the reference first: a reply then means the worker holds it (see WorkerPool warmup_s)
-    flags = msg.get("flags")
-    want = reference_outputs(msg["reference"], args, seed, flags) if checking else None
+    adopt_flag_probe(msg.get("probe"))
+    want = reference_outputs(msg["reference"], args, seed) if checking else None
     fn = load(art)
     call = make_args(args, seed)
     if want is not None:
@@ -248,7 +213,7 @@ def handle_run(msg: dict[str, Any]) -> dict[str, Any]:
             why = compare(info, got, expected, check.get("rtol"), check.get("atol"))
             if why is not None:
                 return {"ok": False, "error": f"wrong result: {why}"}
-    if art.kind is ArtifactKind.CUDA:
+    if backend_for_artifact(art).runner == "cuda":  # device-resident arguments, CUDA events
         secs = _time_cuda(fn, call, cfg)
     else:
         secs = time_calls(fn.bind(*call), cfg)

@@ -7,8 +7,8 @@ from typing import Any
 
 from ...errors import TuneError
 from ...ir import PrimFunc, structural_hash, to_json
+from ...runtime.compiler import flag_probe
 from .._proc import WorkerPool
-from ..builder._compile import build_flags
 from ..builder.local import usable_cores
 from .base import EvaluatorConfig, Runner, RunnerInput, RunnerResult, result_of_reply, run_request
 
@@ -102,7 +102,7 @@ class LocalRunner(Runner):
             1, env=worker_env, label="runner", preload="run", warmup_s=reference_timeout_s
         )
         self._references = ReferenceCache()
-        self._flags: list[str] | None = None
+        self._probe: dict[str, object] | None = None
 
     def _extra_env(self) -> dict[str, str]:
         return {}
@@ -111,12 +111,12 @@ class LocalRunner(Runner):
         """Measure every input in the worker; failures are results with an error."""
         if not inputs:
             return []
-        if self._flags is None:
-            self._flags = list(build_flags(None))  # the reference's; probed once, not per worker
+        if self._probe is None:
+            self._probe = flag_probe()  # the reference's compiler; probed once, not per worker
         requests = [
             {
                 **run_request(i, self.evaluator, self._references.get(i.reference), self.check),
-                "flags": self._flags,
+                "probe": self._probe,
             }
             for i in inputs
         ]

@@ -1,6 +1,7 @@
 """Design spaces: schedule functions and tunable rules whose traces record sampled decisions."""
 
 from ...errors import TuneError
+from ...runtime.backend import backend_of
 from ...target import Target
 from .base import RuleSpace as RuleSpace
 from .base import ScheduleFn as ScheduleFn
@@ -22,7 +23,7 @@ def default_space(target: Target) -> SpaceGenerator:
         For GPU targets, which need thread bindings no default space provides yet: pass
         ``space=`` (a schedule function or a rule with ``tunable=True``).
     """
-    if target.is_gpu:
+    if backend_of(target).needs_gpu_schedule:
         raise TuneError(
             f"no default design space for {target} yet; pass space= (a schedule function or "
             "a rule applied with tunable=True)"

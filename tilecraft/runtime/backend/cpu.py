@@ -1,0 +1,109 @@
+"""The CPU backend: lower for C, emit C, compile a shared library, load it with ctypes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+from ... import config
+from ...codegen.base import prim_funcs_of
+from ...codegen.c import emit_c
+from ...errors import BuildError, CodegenError
+from ...ir import IRModule, PrimFunc
+from ...ir.transform import FunctionPass, Sequential
+from ...lower import LOWERED_ATTR
+from ...lower.pipeline import cpu_pipeline
+from ...target import Target
+from ..compiler import compile_shared
+from ..module import Module
+from . import program
+from .base import Artifact, Backend, Lowered, Source
+
+
+class CPUBackend(Backend):
+    """C for the CPU (OpenMP, SIMD) through the system C compiler.
+
+    Parameters
+    ----------
+    emulate_gpu
+        Run thread-bound loops as serial loops (the quick ``emulate="serial"`` mode of a GPU
+        schedule; also what ``emulate=True`` means on a CPU target).
+    bounds_check
+        Check every buffer access at run time (see :mod:`tilecraft.runtime.bounds`).
+    """
+
+    kind = "c"
+
+    def __init__(self, *, emulate_gpu: bool = False, bounds_check: bool = False) -> None:
+        self.emulate_gpu = emulate_gpu
+        self.bounds_check = bounds_check
+
+    def pipeline(self, target: Target) -> list[FunctionPass]:
+        """:func:`~tilecraft.lower.pipeline.cpu_pipeline` (bounds checks before flattening)."""
+        del target
+        return cpu_pipeline(emulate_gpu=self.emulate_gpu, bounds_check=self.bounds_check)
+
+    def lower(self, func_or_module: PrimFunc | IRModule, target: Target) -> Lowered:
+        """Lower every PrimFunc for the C emitter (one ``"lower"`` Sequential per function)."""
+        items = prim_funcs_of(func_or_module, "C")
+        functions = {name: self._lower_one(f.update(name=name), target) for name, f in items}
+        return Lowered(dict(items), functions)
+
+    def _lower_one(self, func: PrimFunc, target: Target) -> PrimFunc:
+        if func.attrs.get(LOWERED_ATTR):
+            if self.bounds_check:
+                raise CodegenError(
+                    f"C codegen {func.name}: bounds_check=True needs the function before "
+                    "lowering; it is already lowered"
+                )
+            return func
+        seq = Sequential(self.pipeline(target), name="lower")
+        return seq(func).with_attr(LOWERED_ATTR, True)
+
+    def emit(self, lowered: Lowered, target: Target) -> Source:
+        """C for the lowered functions (:func:`~tilecraft.codegen.c.emit_c`)."""
+        csrc = emit_c(lowered.functions, target, bounds_check=self.bounds_check)
+        return Source(csrc.text, lowered, csrc.symbols, csrc)
+
+    def compile(
+        self, source: Source, target: Target, *, arch_flags: tuple[str, ...] | None = None
+    ) -> Artifact:
+        """A shared library (:func:`~tilecraft.runtime.compiler.compile_shared`, cached).
+
+        ``arch_flags`` name the machine the library is for (None: this one).
+        """
+        path = compile_shared(source.text, arch_flags=arch_flags)
+        return Artifact(
+            kind=self.kind,
+            target=str(target),
+            source=source.text,
+            symbols=dict(source.symbols),
+            program=program.encode(source.lowered),
+            lib_path=str(path),
+        )
+
+    def load(self, artifact: Artifact) -> Module:
+        """The :class:`~tilecraft.runtime.Module` of a C artifact."""
+        self.check_artifact(artifact)
+        low = program.decode(artifact.program)
+        functions = {n: (low.originals[n], low.functions[n]) for n in low.functions}
+        return Module(library_file(artifact), artifact.source, functions, dict(artifact.symbols))
+
+
+def library_file(artifact: Artifact) -> Path:
+    """The library to load: the compiled file, or the shipped bytes stored by content."""
+    if artifact.lib_bytes is None:
+        if artifact.lib_path is None:
+            raise BuildError("the artifact has neither a library path nor its bytes")
+        return Path(artifact.lib_path)
+    folder = config.cache_dir() / "shipped"
+    path = folder / f"{hashlib.sha256(artifact.lib_bytes).hexdigest()}.so"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".shipped-", suffix=".so", dir=folder)
+        with os.fdopen(fd, "wb") as f:
+            f.write(artifact.lib_bytes)
+        os.replace(tmp, path)
+    return path
