@@ -4,7 +4,7 @@ It runs the kernels of :func:`tilecraft.lower.gpu_pipeline.lower_gpu` — the sa
 codegen emits — block by block; inside a block every statement is executed by all threads at
 once, as numpy arrays over the threads (per-thread ``local`` storage, one copy of ``shared``
 storage per block). Warp-collective intrinsics (``ldmatrix``, ``mma.sync``, WMMA) call the C
-reference semantics of :mod:`tilecraft.codegen.tensor_core_emulation` with the operands of a
+reference semantics of :mod:`tilecraft.codegen.emulate.tensor_core_semantics` with the operands of a
 warp's 32 lanes. Barriers are no-ops (lockstep order satisfies every barrier), ``cp.async``
 copies complete immediately (one legal timing) and their waits are no-ops.
 

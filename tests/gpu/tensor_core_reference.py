@@ -1,8 +1,9 @@
 """ctypes access to the C reference semantics of the tensor-core intrinsics (tests only).
 
-:func:`library` compiles :data:`tilecraft.codegen.tensor_core_emulation.TENSOR_CORE_EMULATION_C`
-once with the project's C compiler helper; the wrappers take and return numpy arrays laid out
-per lane (``[32, n]``).
+:func:`library` compiles
+:data:`tilecraft.codegen.emulate.tensor_core_semantics.TENSOR_CORE_EMULATION_C` once with the
+project's C compiler helper; the wrappers take and return numpy arrays laid out per lane
+(``[32, n]``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import functools
 
 import numpy as np
 
-from tilecraft.codegen.tensor_core_emulation import TENSOR_CORE_EMULATION_C
+from tilecraft.codegen.emulate.tensor_core_semantics import TENSOR_CORE_EMULATION_C
 from tilecraft.runtime.compiler import compile_shared
 
 

@@ -15,7 +15,7 @@ import pytest
 from emulator_schedules import GPU, make_row_sum
 
 import tilecraft as tc
-from tilecraft.codegen.emulate_intrinsics import (
+from tilecraft.codegen.emulate.intrinsics import (
     Access,
     AsyncIntrinsic,
     AsyncRole,

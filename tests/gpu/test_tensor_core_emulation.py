@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from tensor_core_reference import _ptr, ldmatrix, library, mma
 
-from tilecraft.codegen.tensor_core_emulation import WARP_INTRINSICS
+from tilecraft.codegen.emulate.tensor_core_semantics import WARP_INTRINSICS
 from tilecraft.ir.device_intrin import HARDWARE_OPS
 from tilecraft.lower.warp_layouts import (
     accumulator,

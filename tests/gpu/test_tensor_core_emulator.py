@@ -2,7 +2,7 @@
 
 The GEMMs of ``tensor_core_kernels.py`` (built through the Schedule API) run as their
 GPU-lowered programs, every thread a fiber with its own fragment registers, warp operations
-executed by the 32 lanes together (:mod:`tilecraft.codegen.tensor_core_emulator`), and are
+executed by the 32 lanes together (:mod:`tilecraft.codegen.emulate.tensor_core`), and are
 compared with the unscheduled function. The negative tests edit the *lowered* program the
 way a wrong lowering would (a missing or misplaced ``cp.async.wait_group``, a missing barrier,
 B loaded without ``.trans``, an accumulator never filled) and show what the emulator says.

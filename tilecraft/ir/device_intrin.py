@@ -16,7 +16,7 @@ into the second family.
 *Hardware operations* appear only in lowered GPU code and are emitted by CUDA codegen. Each
 lane of a warp passes its own operands (the elements of its fragment registers, the address of
 the row it contributes); the C reference semantics over a warp's 32 lanes live in
-:mod:`tilecraft.codegen.tensor_core_emulation`.
+:mod:`tilecraft.codegen.emulate.tensor_core_semantics`.
 """
 
 from __future__ import annotations

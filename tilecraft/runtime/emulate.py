@@ -15,7 +15,7 @@ A CPU target has no GPU lowering to emulate: there ``True`` means ``"serial"`` a
 ``"racecheck"`` is refused.
 
 After each call of an emulated function the runtime reads the library's fault record
-(``tc_emu_error``, see :mod:`tilecraft.codegen.emulate_runtime`); a fault raises
+(``tc_emu_error``, see :mod:`tilecraft.codegen.emulate.runtime`); a fault raises
 :class:`~tilecraft.errors.EmulationError` (threads that cannot all meet at a barrier or a warp
 collective, in every mode) or :class:`~tilecraft.errors.RaceCheckError` (an out-of-bounds
 access raises :class:`EmulatedBoundsError`, which is also a
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..codegen.emulate import EmulatorSource, Site, SiteKind
-from ..codegen.emulate_runtime import (
+from ..codegen.emulate.runtime import (
     ERROR_KINDS,
     FLAG_ASYNC,
     FLAG_OTHER_WRITE,

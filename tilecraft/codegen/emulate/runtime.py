@@ -1,6 +1,6 @@
 """The C runtime of the GPU emulator: thread fibers, barriers, warp collectives, race shadows.
 
-:mod:`.emulate` emits every kernel of a lowered GPU program as a C *thread body* — the
+:mod:`.source` emits every kernel of a lowered GPU program as a C *thread body* — the
 kernel's statements as one CUDA thread executes them — and calls :data:`RUNTIME`'s
 ``tc_emu_launch`` for each launch. The runtime runs the blocks of the grid one after another;
 inside a block:
@@ -13,7 +13,7 @@ inside a block:
   (``__syncthreads``), a warp collective or its end. When every thread waits at the same
   barrier, the barrier phase advances and all resume. A warp collective runs its C
   implementation once every lane its mask names has arrived (the last lane to arrive runs it
-  over all lanes' operands; see :mod:`.emulate_intrinsics`). Each collective statement is its
+  over all lanes' operands; see :mod:`.intrinsics`). Each collective statement is its
   own site: a lane that reaches another one while its warp's collective is open, or one
   outside the mask, is reported and never resumed (its operands are never mixed with the
   warp's). Threads that can no longer all meet (one exited, or waits elsewhere) are reported,
@@ -37,7 +37,7 @@ filled with ``0xff`` bytes (NaN for floats) in every mode, so reading what nothi
 
 from __future__ import annotations
 
-from ._emulate_fibers import ASYNC, FIBERS
+from ._fibers import ASYNC, FIBERS
 
 WARP_SIZE = 32
 """Lanes per warp."""

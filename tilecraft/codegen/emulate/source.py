@@ -4,13 +4,13 @@ Each PrimFunc has been lowered exactly as the CUDA backend lowers it
 (:func:`~tilecraft.lower.gpu_pipeline.lower_gpu`: cross-thread reductions, barrier insertion,
 vectorization, storage scopes, host/device split, resource check; the emulating backend of
 :mod:`tilecraft.runtime.backend` does it); this module only emits. Every kernel becomes a C
-*thread body* (:mod:`._emulate_kernel`), and every function an exported host function with the
-CPU ABI of :mod:`.c` — one argument per parameter of the *lowered* function — which runs the
+*thread body* (:mod:`._kernel`), and every function an exported host function with the
+CPU ABI of :mod:`..c` — one argument per parameter of the *lowered* function — which runs the
 program's host steps: allocate global temporaries, launch each kernel through the emulator
-runtime (:mod:`.emulate_runtime`) with its grid and block extents evaluated from the
+runtime (:mod:`.runtime`) with its grid and block extents evaluated from the
 arguments, free. The runtime and the intrinsics the kernels use
-(:mod:`.emulate_intrinsics`; the tensor-core ones are registered by
-:mod:`.tensor_core_emulator`) are added to the unit once.
+(:mod:`.intrinsics`; the tensor-core ones are registered by
+:mod:`.tensor_core`) are added to the unit once.
 
 Options: ``bounds_check`` checks every access against its buffer's flat extent (an
 out-of-range access is skipped and reported); ``racecheck`` adds the race checker (shared-memory
@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..ir import Buffer, PrimFunc, Var
-from ..lower.gpu_split_host_device import (
+from ...ir import Buffer, PrimFunc, Var
+from ...lower.gpu_split_host_device import (
     GPUProgram,
     HostAlloc,
     HostFree,
@@ -33,14 +33,14 @@ from ..lower.gpu_split_host_device import (
     Kernel,
     dyn_shared_layout,
 )
-from ..target import Target, as_target
-from . import tensor_core_emulator as _tensor_core  # noqa: F401  (registers the intrinsics)
-from ._emulate_kernel import ThreadEmitter
-from ._emulate_layout import KernelOptions, Site, SiteKind, SiteTable
-from ._names import C_RESERVED
-from .base import symbol_table
-from .c import CCodegen, _FunctionEmitter, storage_ctype
-from .emulate_runtime import RUNTIME
+from ...target import Target, as_target
+from .._names import C_RESERVED
+from ..base import symbol_table
+from ..c import CCodegen, _FunctionEmitter, storage_ctype
+from . import tensor_core as _tensor_core  # noqa: F401  (registers the intrinsics)
+from ._kernel import ThreadEmitter
+from ._layout import KernelOptions, Site, SiteKind, SiteTable
+from .runtime import RUNTIME
 
 __all__ = ["EmulatorSource", "Site", "SiteKind", "emit_emulator"]
 

@@ -14,7 +14,7 @@ other lanes' operands. Such a statement is registered here as a :class:`WarpColl
 
 The emulator suspends each lane at the statement until every lane of ``mask`` (that exists in
 the block) has arrived, then the last lane to arrive calls ``c_function`` once. The C view of a
-call (see :mod:`.emulate_runtime`)::
+call (see :mod:`.runtime`)::
 
     typedef struct tc_emu_warp_call {
       uint32_t present, arrived, mask;  // lanes that exist / executed the call / the mask
@@ -67,9 +67,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from ..errors import CodegenError
-from ..ir import Buffer, DataType, Expr, Stmt, cast, dtype
-from ..lower.gpu_nodes import FULL_MASK, WarpShuffle
+from ...errors import CodegenError
+from ...ir import Buffer, DataType, Expr, Stmt, cast, dtype
+from ...lower.gpu_nodes import FULL_MASK, WarpShuffle
 
 _INT32 = dtype("int32")
 

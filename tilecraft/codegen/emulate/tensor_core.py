@@ -1,9 +1,9 @@
 """Tensor-core intrinsics in the GPU emulator: ``ldmatrix``, ``mma.sync``, WMMA, ``cp.async``.
 
-Registers (at import; :mod:`.emulate` imports this module) the hardware device intrinsics of
+Registers (at import; :mod:`.source` imports this module) the hardware device intrinsics of
 lowered tensor-core code (:data:`tilecraft.ir.device_intrin.HARDWARE_OPS`) with the emulator's
-extension point (:mod:`.emulate_intrinsics`); the arithmetic is the C reference of
-:mod:`.tensor_core_emulation`, reached through small adapters from ``tc_emu_warp_call``:
+extension point (:mod:`.intrinsics`); the arithmetic is the C reference of
+:mod:`.tensor_core_semantics`, reached through small adapters from ``tc_emu_warp_call``:
 
 * ``ptx_ldmatrix_x{1,2,4}`` — lane ``l < 8 num`` hands over the 8-element shared-memory row it
   addresses (a read region, so the race checker sees the rows); every lane's ``2 num``
@@ -13,12 +13,12 @@ extension point (:mod:`.emulate_intrinsics`); the arithmetic is the C reference 
   read).
 * WMMA — CUDA leaves the distribution of a fragment over the lanes unspecified; the emulator
   chooses one: lane ``l`` holds row ``l // 2``, columns ``8 (l % 2) .. 8 (l % 2) + 7`` of each
-  16x16 fragment in its own storage (:func:`~.emulate_intrinsics.register_fragment_scope`: 8
+  16x16 fragment in its own storage (:func:`~.intrinsics.register_fragment_scope`: 8
   values per fragment and lane), and ``load_matrix_sync`` / ``store_matrix_sync`` move exactly
   that lane's 8 elements of the memory tile (regions: bounds- and race-checked per lane).
   ``mma_sync`` gathers the 32 lanes' parts into tiles, runs the reference and scatters ``d``.
 * ``cp.async`` — a loop annotated ``tc.async_copy`` that CUDA codegen issues as one 16-byte
-  ``cp.async`` (:func:`~.cuda_tensor_core.async_copy_of`: the same decision) is queued per
+  ``cp.async`` (:func:`~..cuda_tensor_core.async_copy_of`: the same decision) is queued per
   thread; ``ptx_cp_async_commit`` / ``ptx_cp_async_wait(n)`` close a group / complete all but
   the ``n`` newest. Under race checking the destination is in flight until its wait.
 
@@ -27,12 +27,12 @@ A collective that needs the whole warp (``mma``, WMMA) run by fewer lanes is rep
 
 from __future__ import annotations
 
-from ..arith import Analyzer
-from ..errors import CodegenError
-from ..ir import BufferLoad, Call, Evaluate, Expr, For, IntImm, Stmt, cast
-from ..lower.software_pipeline import ASYNC_COPY_ATTR
-from .cuda_tensor_core import async_copy_of
-from .emulate_intrinsics import (
+from ...arith import Analyzer
+from ...errors import CodegenError
+from ...ir import BufferLoad, Call, Evaluate, Expr, For, IntImm, Stmt, cast
+from ...lower.software_pipeline import ASYNC_COPY_ATTR
+from ..cuda_tensor_core import async_copy_of
+from .intrinsics import (
     LANE,
     Access,
     AsyncIntrinsic,
@@ -44,13 +44,13 @@ from .emulate_intrinsics import (
     register_fragment_scope,
     register_intrinsic,
 )
-from .tensor_core_emulation import TENSOR_CORE_EMULATION_C
+from .tensor_core_semantics import TENSOR_CORE_EMULATION_C
 
 WMMA_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
 WMMA_LANE_ELEMENTS = 8
 """Values of one 16x16 WMMA fragment each lane holds (256 / 32)."""
 
-_ADAPTERS_C = r"""/* tensor-core adapters: tc_emu_warp_call -> tensor_core_emulation C */
+_ADAPTERS_C = r"""/* tensor-core adapters: tc_emu_warp_call -> tensor_core_semantics C */
 static int tc_emu_tc_whole_warp(tc_emu_warp_call* c, const char* why) {
   if (c->arrived == 0xffffffffu) return 1;
   int32_t first = __builtin_ctz(c->arrived), missing = __builtin_ctz(~c->arrived);

@@ -4,7 +4,7 @@ The body is the kernel's statements as the CUDA emitter writes them — thread-b
 their variable to the thread's ``threadIdx``/``blockIdx`` (guarded when their extent is below
 the launch extent), ``local`` buffers are arrays of the thread, ``shared`` buffers point into
 the block's shared memory — with barriers, warp collectives and asynchronous copies as calls
-into the emulator runtime (:mod:`.emulate_runtime`). With checks on, every access is
+into the emulator runtime (:mod:`.runtime`). With checks on, every access is
 bounds-checked against its buffer's flat extent; under race checking, shared accesses update
 the block's shadow and ``local`` accesses their array's "initialized" bytes.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import (
+from ...ir import (
     Allocate,
     Buffer,
     BufferLoad,
@@ -29,10 +29,13 @@ from ..ir import (
     Stmt,
     Var,
 )
-from ..lower.gpu_nodes import ThreadSync
-from ..lower.gpu_split_host_device import Kernel, dyn_shared_layout
-from ._bounds import Bound
-from ._emulate_layout import (
+from ...lower.gpu_nodes import ThreadSync
+from ...lower.gpu_split_host_device import Kernel, dyn_shared_layout
+from .._bounds import Bound
+from .._names import C_RESERVED, NameTable
+from ..base import contains, is_zero
+from ..c import CCodegen, _FunctionEmitter, storage_ctype
+from ._layout import (
     KernelOptions,
     Site,
     SiteKind,
@@ -40,11 +43,8 @@ from ._emulate_layout import (
     extra_scalars,
     static_layout,
 )
-from ._emulate_warp import SHARED_SCOPES, emit_async, emit_collective, is_per_thread
-from ._names import C_RESERVED, NameTable
-from .base import contains, is_zero
-from .c import CCodegen, _FunctionEmitter, storage_ctype
-from .emulate_intrinsics import (
+from ._warp import SHARED_SCOPES, emit_async, emit_collective, is_per_thread
+from .intrinsics import (
     AsyncIntrinsic,
     LaneIndex,
     LaneResult,
@@ -52,7 +52,7 @@ from .emulate_intrinsics import (
     find_intrinsic,
     lane_elements,
 )
-from .emulate_runtime import STACK_BASE_BYTES
+from .runtime import STACK_BASE_BYTES
 
 _HW = {"threadIdx.x": "tc_self->tid[0]", "threadIdx.y": "tc_self->tid[1]",
        "threadIdx.z": "tc_self->tid[2]", "blockIdx.x": "tc_blk->bid[0]",
@@ -76,7 +76,7 @@ class ThreadEmitter(_FunctionEmitter):
     """Emit ``kernel`` as ``static void <symbol>(tc_emu_thread*, const void*)``."""
 
     LANG = "emulator"
-    UNKNOWN_STMT_HINT = "register it with tilecraft.codegen.emulate_intrinsics"
+    UNKNOWN_STMT_HINT = "register it with tilecraft.codegen.emulate.intrinsics"
 
     def __init__(
         self, cg: CCodegen, kernel: Kernel, symbol: str, function: str, sites: SiteTable,

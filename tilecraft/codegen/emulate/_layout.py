@@ -1,13 +1,13 @@
-"""Sites, options and shared-memory layout of emulated kernels (see :mod:`._emulate_kernel`)."""
+"""Sites, options and shared-memory layout of emulated kernels (see :mod:`._kernel`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
 
-from ..errors import CodegenError
-from ..ir import Allocate, Buffer, BufferLoad, BufferStore, IntImm, Node, Var, post_order_visit
-from ..lower.gpu_split_host_device import Kernel
+from ...errors import CodegenError
+from ...ir import Allocate, Buffer, BufferLoad, BufferStore, IntImm, Node, Var, post_order_visit
+from ...lower.gpu_split_host_device import Kernel
 
 
 class SiteKind(Enum):

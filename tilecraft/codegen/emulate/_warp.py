@@ -1,11 +1,11 @@
-"""Warp collectives and asynchronous copies in an emulated kernel (:mod:`._emulate_kernel`).
+"""Warp collectives and asynchronous copies in an emulated kernel (:mod:`._kernel`).
 
-A registered intrinsic (:mod:`.emulate_intrinsics`) becomes runtime calls
-(:mod:`.emulate_runtime`): a :class:`~.emulate_intrinsics.WarpCollective` evaluates each lane's
+A registered intrinsic (:mod:`.intrinsics`) becomes runtime calls
+(:mod:`.runtime`): a :class:`~.intrinsics.WarpCollective` evaluates each lane's
 operands, checks its regions (bounds; under race checking the elements read, before the call),
 calls ``tc_emu_collective`` (a scheduling point: the last lane to arrive runs the C function
 over all lanes), then marks the regions written and stores the lane's results; an
-:class:`~.emulate_intrinsics.AsyncIntrinsic` is a call of ``tc_emu_async_copy`` / ``_commit`` /
+:class:`~.intrinsics.AsyncIntrinsic` is a call of ``tc_emu_async_copy`` / ``_commit`` /
 ``_wait``.
 """
 
@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..ir import Stmt
-from ._emulate_layout import SiteKind
-from .emulate_intrinsics import (
+from ...ir import Stmt
+from ._layout import SiteKind
+from .intrinsics import (
     Access,
     AsyncIntrinsic,
     AsyncRole,
@@ -27,10 +27,10 @@ from .emulate_intrinsics import (
     WarpCollective,
     lane_elements,
 )
-from .emulate_runtime import WARP_SIZE
+from .runtime import WARP_SIZE
 
 if TYPE_CHECKING:
-    from ._emulate_kernel import ThreadEmitter
+    from ._kernel import ThreadEmitter
 
 SHARED_SCOPES = ("shared", "shared.dyn")
 _FULL = (1 << WARP_SIZE) - 1

@@ -1,6 +1,6 @@
 """C text of the emulator runtime: fibers (x86-64 assembly or ucontext) and async copies.
 
-Part of :data:`tilecraft.codegen.emulate_runtime.RUNTIME`; it uses that module's types.
+Part of :data:`tilecraft.codegen.emulate.runtime.RUNTIME`; it uses that module's types.
 """
 
 from __future__ import annotations
