@@ -92,3 +92,4 @@ from .visitor import collect_vars as collect_vars
 from .visitor import post_order_visit as post_order_visit
 from .visitor import substitute as substitute
 from .visitor import uses_var as uses_var
+from .visitor import walk as walk
