@@ -38,23 +38,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import IRError, ScheduleError, TilecraftError
-from ..ir import (
-    Allocate,
-    BlockRealize,
-    For,
-    ForKind,
-    IfThenElse,
-    IRModule,
-    LetStmt,
-    PrimFunc,
-    SeqStmt,
-    Stmt,
-)
+from ..ir import IRModule, PrimFunc
 from ..ir.scheduled import LEGACY_HAND_ATTR, LEGACY_RULE_ATTR, by_rule, mark_scheduled, scheduled_by
 from ..ir.transform import ModulePass
 from ..schedule import Schedule
 from ..target import Target, TargetError
 from .base import Decline, ScheduleRule
+from .common import non_serial_loop
 
 SCHEDULE_RULE_ATTR = LEGACY_RULE_ATTR
 """Function attribute naming the rule that scheduled the function (beside ``tc.scheduled``)."""
@@ -99,30 +89,6 @@ class RuleOutcome:
     unavailable: tuple[str, ...]
 
 
-def _non_serial_loop(body: Stmt) -> For | None:
-    """The first loop under ``body`` that is not serial (iteratively: no deep recursion)."""
-    stack: list[Stmt] = [body]
-    while stack:
-        stmt = stack.pop()
-        if isinstance(stmt, For):
-            if stmt.kind is not ForKind.SERIAL:
-                return stmt
-            stack.append(stmt.body)
-        elif isinstance(stmt, SeqStmt):
-            stack.extend(stmt.stmts)
-        elif isinstance(stmt, BlockRealize):
-            stack.append(stmt.block.body)
-            if stmt.block.init is not None:
-                stack.append(stmt.block.init)
-        elif isinstance(stmt, IfThenElse):
-            stack.append(stmt.then_case)
-            if stmt.else_case is not None:
-                stack.append(stmt.else_case)
-        elif isinstance(stmt, (LetStmt, Allocate)):
-            stack.append(stmt.body)
-    return None
-
-
 def scheduled_reason(func: PrimFunc) -> str | None:
     """Why ``func`` counts as already scheduled (module docstring); None when it does not.
 
@@ -147,7 +113,7 @@ def scheduled_reason(func: PrimFunc) -> str | None:
         return f"tc.scheduled = {by!r}"
     if func.attrs.get(LOWERED_ATTR):
         return "lowered"
-    loop = _non_serial_loop(func.body)
+    loop = non_serial_loop(func.body)
     if loop is not None:
         return f"has a {loop.kind.value} loop {loop.loop_var.name!r}"
     return None
