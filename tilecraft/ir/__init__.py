@@ -50,6 +50,14 @@ from .node import Node as Node
 from .op import cast as cast
 from .op import if_then_else as if_then_else
 from .op import select as select
+from .scheduled import BY_DATABASE as BY_DATABASE
+from .scheduled import BY_HAND as BY_HAND
+from .scheduled import SCHEDULED_ATTR as SCHEDULED_ATTR
+from .scheduled import by_dispatch as by_dispatch
+from .scheduled import by_rule as by_rule
+from .scheduled import is_scheduled as is_scheduled
+from .scheduled import mark_scheduled as mark_scheduled
+from .scheduled import scheduled_by as scheduled_by
 from .serialize import SerializeError as SerializeError
 from .serialize import from_json as from_json
 from .serialize import to_json as to_json
@@ -84,3 +92,4 @@ from .visitor import collect_vars as collect_vars
 from .visitor import post_order_visit as post_order_visit
 from .visitor import substitute as substitute
 from .visitor import uses_var as uses_var
+from .visitor import walk as walk

@@ -142,6 +142,44 @@ def post_order_visit(node: Node, fn: Callable[[Node], None]) -> None:
         stack.extend((c, False) for c in reversed(list(iter_children(n))))
 
 
+def walk(node: Node, *, prune: Callable[[Node], bool] | None = None) -> Iterator[Node]:
+    """Every node under ``node``, itself first, in pre-order (a parent before its children,
+    children in field order); each buffer once.
+
+    The walk keeps its own stack, so trees of any depth are walked (no recursion limit), and
+    it is lazy: stop iterating to stop the walk.
+
+    Parameters
+    ----------
+    node
+        The root: a statement, expression, function or module.
+    prune
+        Called on each node yielded; when it returns True the node's children are not
+        walked (``prune=lambda n: not isinstance(n, Stmt)`` walks the statements only,
+        without descending into their expressions and buffers).
+
+    Yields
+    ------
+    Node
+        The nodes, pre-order.
+
+    Examples
+    --------
+    >>> loops = [n for n in walk(func.body) if isinstance(n, For)]
+    """
+    seen: set[int] = set()
+    stack: list[Node] = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Buffer):
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+        yield n
+        if prune is None or not prune(n):
+            stack.extend(reversed(list(iter_children(n))))
+
+
 class _Substitute(Mutator):
     def __init__(self, vmap: Mapping[Var, Expr]) -> None:
         super().__init__()

@@ -1,10 +1,12 @@
 """Rule-based default scheduling (DLight-style): ordered rules that schedule every kernel.
 
-:mod:`.base` holds the contract (:class:`ScheduleRule`, :class:`Decline`); :mod:`.apply` the
-pass :class:`ApplyDefaultSchedule`; :mod:`.explain` the report of which rule took each kernel;
-``cpu`` (and ``gpu``) hold one rule per file.
+:mod:`.base` holds the contract (:class:`ScheduleRule`, :class:`Decline`); :mod:`.common` the
+helpers every rule (CPU and GPU) shares; :mod:`.apply` the pass :class:`ApplyDefaultSchedule`;
+:mod:`.explain` the report of which rule took each kernel; ``cpu`` (and ``gpu``) hold one rule
+per file.
 """
 
+from . import common as common
 from . import cpu as cpu
 from .apply import SCHEDULE_RULE_ATTR as SCHEDULE_RULE_ATTR
 from .apply import ApplyDefaultSchedule as ApplyDefaultSchedule
@@ -18,6 +20,7 @@ from .base import Decline as Decline
 from .base import GPURule as GPURule
 from .base import RuleResult as RuleResult
 from .base import ScheduleRule as ScheduleRule
+from .base import already_scheduled as already_scheduled
 from .explain import ExplainReport as ExplainReport
 from .explain import FunctionReport as FunctionReport
 from .explain import explain as explain

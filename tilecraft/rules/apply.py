@@ -3,17 +3,20 @@
 A pure ``IRModule => IRModule`` pass. For each PrimFunc, in module order:
 
 1. **Skip it when it is already scheduled** (:func:`scheduled_reason`): it carries the
-   attribute ``tc.schedule_rule`` (set by this pass, and by any pass that applies a schedule
-   from elsewhere, such as a tuning database) or ``tc.is_scheduled`` (true; the mark for a hand
-   schedule), it was lowered (``tc.lowered``), or its body already has a loop that is not
-   serial (parallel, vectorized, unrolled or thread-bound): someone scheduled it. A hand
-   schedule made only of serial loop rewrites is not recognised; mark it ``tc.is_scheduled``.
+   ``tc.scheduled`` mark (:mod:`tilecraft.ir.scheduled`: set by this pass as
+   ``rule:<Name>``, by ``ApplyDatabase`` as ``database``, by a dispatch pass, or by a person
+   with ``tc.ir.mark_scheduled(func, "hand")``; the older ``tc.schedule_rule`` and
+   ``tc.is_scheduled`` attributes count too), it was lowered (``tc.lowered``), or its body
+   already has a loop that is not serial (parallel, vectorized, unrolled or thread-bound):
+   someone scheduled it. A hand schedule made only of serial loop rewrites is not
+   recognised; mark it ``hand``.
 2. **Pick the target**: the function's ``target`` attribute (a target string) when present,
    else the current target (``with tc.Target(...):``); no target is a ``TargetError``.
 3. **Try the rules in order**, skipping those whose ``is_target_available`` is false. The
    first rule returning a Schedule (or a non-empty list of them: the default path takes the
    *first* candidate; the others are for a tuner) wins; its function replaces the original,
-   with ``tc.schedule_rule`` set to the rule's name. A rule returning ``None`` or a
+   marked ``tc.scheduled = "rule:<Name>"`` and with ``tc.schedule_rule`` set to the rule's
+   name. A rule returning ``None`` or a
    :class:`~tilecraft.rules.Decline`, or raising :class:`~tilecraft.errors.ScheduleError`
    (a primitive or an analysis helper rejecting what the rule asked), declines with that
    reason. Any other exception is the rule's own bug: by default it becomes a decline
@@ -34,28 +37,19 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import ScheduleError, TilecraftError
-from ..ir import (
-    Allocate,
-    BlockRealize,
-    For,
-    ForKind,
-    IfThenElse,
-    IRModule,
-    LetStmt,
-    PrimFunc,
-    SeqStmt,
-    Stmt,
-)
+from ..errors import IRError, ScheduleError, TilecraftError
+from ..ir import IRModule, PrimFunc
+from ..ir.scheduled import LEGACY_HAND_ATTR, LEGACY_RULE_ATTR, by_rule, mark_scheduled, scheduled_by
 from ..ir.transform import ModulePass
 from ..schedule import Schedule
 from ..target import Target, TargetError
 from .base import Decline, ScheduleRule
+from .common import non_serial_loop
 
-SCHEDULE_RULE_ATTR = "tc.schedule_rule"
-"""Function attribute naming the rule (or pass) that scheduled the function."""
-IS_SCHEDULED_ATTR = "tc.is_scheduled"
-"""Function attribute marking a function scheduled by hand (a true value)."""
+SCHEDULE_RULE_ATTR = LEGACY_RULE_ATTR
+"""Function attribute naming the rule that scheduled the function (beside ``tc.scheduled``)."""
+IS_SCHEDULED_ATTR = LEGACY_HAND_ATTR
+"""Older attribute marking a function scheduled by hand; prefer ``mark_scheduled(f, "hand")``."""
 LOWERED_ATTR = "tc.lowered"
 """Function attribute set by lowering (see ``tilecraft.lower.pipeline``)."""
 TARGET_ATTR = "target"
@@ -95,30 +89,6 @@ class RuleOutcome:
     unavailable: tuple[str, ...]
 
 
-def _non_serial_loop(body: Stmt) -> For | None:
-    """The first loop under ``body`` that is not serial (iteratively: no deep recursion)."""
-    stack: list[Stmt] = [body]
-    while stack:
-        stmt = stack.pop()
-        if isinstance(stmt, For):
-            if stmt.kind is not ForKind.SERIAL:
-                return stmt
-            stack.append(stmt.body)
-        elif isinstance(stmt, SeqStmt):
-            stack.extend(stmt.stmts)
-        elif isinstance(stmt, BlockRealize):
-            stack.append(stmt.block.body)
-            if stmt.block.init is not None:
-                stack.append(stmt.block.init)
-        elif isinstance(stmt, IfThenElse):
-            stack.append(stmt.then_case)
-            if stmt.else_case is not None:
-                stack.append(stmt.else_case)
-        elif isinstance(stmt, (LetStmt, Allocate)):
-            stack.append(stmt.body)
-    return None
-
-
 def scheduled_reason(func: PrimFunc) -> str | None:
     """Why ``func`` counts as already scheduled (module docstring); None when it does not.
 
@@ -130,17 +100,20 @@ def scheduled_reason(func: PrimFunc) -> str | None:
     Returns
     -------
     str or None
-        ``"tc.schedule_rule = 'Matmul'"``, ``"tc.is_scheduled"``, ``"lowered"`` or
+        ``"tc.scheduled = 'rule:Matmul'"`` (or another mark), ``"lowered"`` or
         ``"has a parallel loop 'i0'"``; None for an unscheduled function.
+
+    Raises
+    ------
+    IRError
+        When the function's ``tc.scheduled`` attribute is not a valid mark.
     """
-    attrs = func.attrs
-    if SCHEDULE_RULE_ATTR in attrs:
-        return f"{SCHEDULE_RULE_ATTR} = {attrs[SCHEDULE_RULE_ATTR]!r}"
-    if attrs.get(IS_SCHEDULED_ATTR):
-        return IS_SCHEDULED_ATTR
-    if attrs.get(LOWERED_ATTR):
+    by = scheduled_by(func)
+    if by is not None:
+        return f"tc.scheduled = {by!r}"
+    if func.attrs.get(LOWERED_ATTR):
         return "lowered"
-    loop = _non_serial_loop(func.body)
+    loop = non_serial_loop(func.body)
     if loop is not None:
         return f"has a {loop.kind.value} loop {loop.loop_var.name!r}"
     return None
@@ -258,6 +231,10 @@ def _check_rules(rules: Sequence[object]) -> tuple[ScheduleRule, ...]:
                 f"ApplyDefaultSchedule: argument {n} must be a ScheduleRule, got "
                 f"{type(rule).__name__}{hint if callable(rule) else ''}"
             )
+        try:  # the name becomes the mark "rule:<Name>": check it before any function
+            by_rule(rule.name)
+        except IRError as e:
+            raise RuleError(f"ApplyDefaultSchedule: rule {n} has an unusable name: {e}") from e
     return tuple(rules)  # type: ignore[arg-type]
 
 
@@ -314,7 +291,7 @@ class ApplyDefaultSchedule(ModulePass):
             if outcome.schedule is not None:
                 assert outcome.rule is not None
                 new = outcome.schedule.func.with_attr(SCHEDULE_RULE_ATTR, outcome.rule)
-                out = out.with_function(name, new)
+                out = out.with_function(name, mark_scheduled(new, by_rule(outcome.rule)))
         return out
 
     def __repr__(self) -> str:

@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from ..graph.ir import CallTIR, Function, OpCall, graph_functions
-from ..ir import Buffer, DataType, Expr, IRModule, PrimFunc, Var
+from ..ir import Buffer, DataType, Expr, IRModule, PrimFunc, Var, scheduled_by
+from ..ir.scheduled import RULE_PREFIX
 from ..runtime import build
 from ..runtime.arguments import eval_shape_expr
 from ..target import Target, as_target
@@ -71,8 +72,8 @@ class FunctionReport:
     status
         Scheduled now, scheduled before, or taken by no rule.
     rule
-        The rule that took it (for an already scheduled function: its ``tc.schedule_rule``
-        attribute, or None).
+        The rule that took it (for an already scheduled function: the rule its
+        ``tc.scheduled`` mark names, or None when a rule did not schedule it).
     declines
         ``(rule, reason)`` for every rule tried before the one that took it.
     unavailable
@@ -211,9 +212,9 @@ def _decide(
     """The report row of one function and the function to time."""
     reason = scheduled_reason(func)
     if reason is not None:
-        rule = func.attrs.get(SCHEDULE_RULE_ATTR)
-        by = rule if isinstance(rule, str) else None
-        row = FunctionReport(name, Status.ALREADY_SCHEDULED, by, (), note=f"scheduled: {reason}")
+        by = scheduled_by(func) or ""
+        rule = by.removeprefix(RULE_PREFIX) if by.startswith(RULE_PREFIX) else None
+        row = FunctionReport(name, Status.ALREADY_SCHEDULED, rule, (), note=f"scheduled: {reason}")
         return row, func
     outcome = try_rules(func, rules, function_target(func, target))
     declines = tuple((r, d.reason) for r, d in outcome.declines)

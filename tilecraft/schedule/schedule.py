@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from ..config import verify_schedules
 from ..errors import ScheduleError
-from ..ir import Block, For, IRModule, PrimFunc
+from ..ir import Block, BlockRealize, For, IRModule, PrimFunc
 from ..ir import verify as verify_ir
 from . import _tree
 from ._buffer_methods import BufferPrimitives
@@ -173,6 +173,26 @@ class Schedule(BufferPrimitives, TensorPrimitives):
         try:
             with st.using_index():
                 return st.get(rv)
+        finally:
+            st.primitive = saved
+
+    def get_realize(self, block: BlockRV) -> BlockRealize:
+        """The BlockRealize node of ``block`` now: the block with its iterator bindings.
+
+        ``sch.get(block)`` is the Block alone; its ``iter_values`` (which loop variables each
+        block iterator is bound to) live on the BlockRealize. Not traced (a read, like
+        :meth:`get`). Requires: ``block`` is a block handle that is not stale (else
+        ScheduleError).
+        """
+        if not isinstance(block, BlockRV):
+            raise ScheduleError(
+                "get_realize", f"argument 'block': expected a BlockRV, got {show(block)}"
+            )
+        st = self.state
+        saved, st.primitive = st.primitive, "get_realize"
+        try:
+            with st.using_index():
+                return st.get_block(block)
         finally:
             st.primitive = saved
 

@@ -2,10 +2,15 @@
 
 Builds never tune (K1): this pass only reads a database. Each PrimFunc of the module is
 looked up by its workload key for the target (see :meth:`Database.lookup`); the best record
-whose trace replays on the function replaces it (marked ``tc.tuned``), and every other
-function is left as it was. :attr:`ApplyDatabase.report` says how many matched and why each
-of the others did not (no workload, records only for other targets, every record failed,
-no record replays); the summary is also logged at INFO level on ``tilecraft.tune``.
+whose trace replays on the function replaces it, marked ``tc.scheduled = "database"`` (see
+:mod:`tilecraft.ir.scheduled`; ``tc.tuned`` is still set for older readers), and every other
+function is left as it was. A function already scheduled (it carries the mark, whoever set
+it: a rule, a library dispatch, a person) is left alone: records never override another
+scheduler, so ``ApplyDatabase`` and ``ApplyDefaultSchedule`` compose in either order and the
+first to schedule a function keeps it. :attr:`ApplyDatabase.report` says how many matched
+and why each of the others did not (already scheduled, no workload, records only for other
+targets, every record failed, no record replays); the summary is also logged at INFO level
+on ``tilecraft.tune``.
 """
 
 from __future__ import annotations
@@ -15,12 +20,12 @@ import os
 from dataclasses import dataclass, field
 
 from ..errors import TuneError
-from ..ir import IRModule
+from ..ir import BY_DATABASE, IRModule, is_scheduled, mark_scheduled
+from ..ir.scheduled import LEGACY_TUNED_ATTR
 from ..target import Target, as_target
 from ._pass import TunePass
 from .database.base import Database
 from .database.json_db import JSONDatabase
-from .task import SCHEDULED_ATTRS
 
 logger = logging.getLogger("tilecraft.tune")
 
@@ -83,14 +88,15 @@ class ApplyDatabase(TunePass):
         tgt = as_target(self.target)
         report = ApplyReport()
         for name, func in mod.prim_funcs():
-            if any(func.attrs.get(a) for a in SCHEDULED_ATTRS):
+            if is_scheduled(func):
                 report.missed[name] = "already scheduled"
                 continue
             found = db.lookup(func, tgt)
             if found.schedule is None:
                 report.missed[name] = found.reason
                 continue
-            scheduled = found.schedule.func.update(name=name).with_attr("tc.tuned", True)
+            scheduled = found.schedule.func.update(name=name).with_attr(LEGACY_TUNED_ATTR, True)
+            scheduled = mark_scheduled(scheduled, BY_DATABASE)
             mod = mod.with_function(name, scheduled)
             report.matched[name] = found.reason
         self.report = report

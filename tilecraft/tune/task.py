@@ -5,10 +5,11 @@ functions calling PrimFuncs through ``call_tir``) or a plain module of PrimFuncs
 are grouped by workload key (structural hash under ``module_equality``), so two calls of
 equal kernels are one task; a task's weight is its number of call sites (counting a graph
 function called twice twice), or for a plain module its number of functions. PrimFuncs no
-graph function calls are left out of a model's tasks, and functions already scheduled
-(attribute ``tc.tuned`` or ``tc.schedule_rule``) are left out of every module's. A module
-straight from a frontend's export (graph functions calling operators, no PrimFuncs yet) is
-refused: there is nothing to tune before the graph pipeline has legalized its operators.
+graph function calls are left out of a model's tasks, and functions already scheduled (they
+carry the ``tc.scheduled`` mark, :func:`tilecraft.ir.is_scheduled`) are left out of every
+module's. A module straight from a frontend's export (graph functions calling operators, no
+PrimFuncs yet) is refused: there is nothing to tune before the graph pipeline has legalized
+its operators.
 """
 
 from __future__ import annotations
@@ -19,12 +20,9 @@ from dataclasses import dataclass
 
 from ..errors import TuneError
 from ..graph import CallFunc, CallTIR, Function, OpCall, is_graph_module
-from ..ir import IRModule, PrimFunc
+from ..ir import IRModule, PrimFunc, is_scheduled
 from ..target import Target, as_target
 from .database.workload import ModuleEquality, WorkloadKey, canonical_func
-
-SCHEDULED_ATTRS = ("tc.tuned", "tc.schedule_rule")
-"""Function attributes that mark a function as already scheduled."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,10 +58,6 @@ class ExtractedTask:
 
     def __repr__(self) -> str:
         return f"ExtractedTask({self.task_name!r}, weight={self.weight})"
-
-
-def _is_scheduled(func: PrimFunc) -> bool:
-    return any(func.attrs.get(a) for a in SCHEDULED_ATTRS)
 
 
 def _call_counts(mod: IRModule) -> Counter[str]:
@@ -150,7 +144,7 @@ def extract_tasks(
         weights = dict.fromkeys(prims, 1)
     groups: dict[WorkloadKey, list[str]] = {}
     for name in weights:
-        if not _is_scheduled(prims[name]):
+        if not is_scheduled(prims[name]):
             groups.setdefault(WorkloadKey.of(prims[name], tgt, mode), []).append(name)
     return [
         ExtractedTask(

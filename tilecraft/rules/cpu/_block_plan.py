@@ -1,7 +1,7 @@
 """Checks and block-level steps shared by the vectorizing CPU rules.
 
-* :func:`start`: the common opening of ``apply`` — a CPU target, a PrimFunc, a normalized
-  function (else a :class:`~tilecraft.rules.Decline` with the analysis' reason);
+* :func:`start`: the common opening of a rule's ``schedule`` — a Schedule of a normalized
+  function with blocks (else a :class:`~tilecraft.rules.Decline` with the analysis' reason);
 * :func:`inline_spatial`: inline every intermediate block without reduction into its
   consumers, except a costly one (it calls ``exp``, ``cos``...) that a consumer reads
   broadcast: inlining it would recompute it for every element of the broadcast axis;
@@ -24,21 +24,17 @@ from ...schedule.analysis import (
     read_accesses,
     why_not_normalized,
 )
-from ...target import Target
 from ..base import Decline
-from ._vector_config import VectorConfig, block_node, has_call, scheduled_loop
+from ..common import block_node, has_call
+from ._vector_config import VectorConfig
 from ._vector_nest import parallel_outer, schedule_reduction, schedule_spatial
 
 
-def start(func: PrimFunc, target: Target) -> tuple[Schedule, list[BlockInfo]] | Decline:
-    """A schedule of ``func`` and its blocks, or why a CPU rule cannot look at it."""
-    if not isinstance(func, PrimFunc):
-        return Decline(f"not a PrimFunc: {type(func).__name__}")
-    if not isinstance(target, Target) or target.kind != "cpu":
-        return Decline(f"a CPU rule; the target is {target}")
-    done = scheduled_loop(func)
-    if done is not None:
-        return Decline(f"already scheduled: loop {done} is not serial")
+def start(func: PrimFunc) -> tuple[Schedule, list[BlockInfo]] | Decline:
+    """A schedule of ``func`` and its blocks, or why a CPU rule cannot look at it.
+
+    ``func`` has passed :meth:`ScheduleRule.apply`'s checks (an unscheduled PrimFunc).
+    """
     try:
         sch = Schedule(func)
     except ScheduleError as e:  # a function the Schedule API refuses to hold
@@ -100,8 +96,6 @@ def schedule_standalone(
 ) -> None:
     """Vectorize and parallelize a block left at the root on its own nest."""
     node = block_node(sch, block)
-    if node is None:
-        return
     loops = sch.get_loops(block)
     pattern = block_op_pattern(node)
     if pattern is OpPattern.OPAQUE:

@@ -30,8 +30,7 @@ from collections.abc import Sequence
 from ...ir import Block, BufferStore, IntImm, IterKind, Var, collect_vars
 from ...schedule import BlockRV, LoopRV, Schedule
 from ...schedule.analysis import ReductionInfo, detect_reduction, dominant_read, read_accesses
-from ._vector_config import (
-    VectorConfig,
+from ..common import (
     block_node,
     iter_var_of_loop,
     loop_extent,
@@ -39,6 +38,7 @@ from ._vector_config import (
     product,
     store_dtype,
 )
+from ._vector_config import VectorConfig
 
 
 def vector_factor(extent: int | None, width: int) -> int | None:
@@ -198,7 +198,7 @@ def schedule_spatial(
     """
     node = block_node(sch, block)
     loops = list(loops)
-    if node is None or not loops:
+    if not loops:
         return None
     lanes, work = _lanes_of(cfg, node), _work(sch, loops)
     if standalone and transpose_tiles[0] > 1 and len(loops) > 1:
@@ -400,9 +400,9 @@ def schedule_reduction(
         to with ``reverse_compute_at``; None when there is none.
     """
     node = block_node(sch, block)
-    info = detect_reduction(node) if node is not None else None
+    info = detect_reduction(node)
     groups = _pure_groups(sch, block, loops) if info is not None else None
-    if node is None or info is None or groups is None or not groups[1]:
+    if info is None or groups is None or not groups[1]:
         return _serial(sch, cfg, block, loops, standalone)
     spatial, reduce = groups
     lanes, work = cfg.lanes(info.buffer.dtype), _work(sch, loops)

@@ -20,9 +20,9 @@ Parallel loops are used only when the kernel touches enough elements
 (:attr:`VectorConfig.min_parallel_work`). ``Fallback`` declines only a non-CPU target or an
 argument that is not a PrimFunc (or one the Schedule API refuses to hold); a function it
 cannot normalize (hand-written or transformed
-with loops that do not match its blocks' iterators) or one already scheduled (a loop that is
-parallel, vectorized, unrolled or bound) is returned unchanged, as a Schedule with an empty
-trace.
+with loops that do not match its blocks' iterators) or one already scheduled (it carries the
+``tc.scheduled`` mark, or a loop that is parallel, vectorized, unrolled or bound) is returned
+unchanged, as a Schedule with an empty trace.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from ...schedule.analysis import normalize_prim_func
 from ...target import Target
 from ..base import CPURule, Decline
 from ._block_plan import inline_spatial, schedule_standalone
-from ._vector_config import VectorConfig, scheduled_loop
+from ._vector_config import VectorConfig
 
 
 class Fallback(CPURule):
@@ -46,26 +46,30 @@ class Fallback(CPURule):
     class Config(VectorConfig):
         """The numbers of :class:`Fallback` (all from :class:`VectorConfig`)."""
 
-    def __init__(self, config: Fallback.Config | None = None) -> None:
-        super().__init__()
-        self.config = config
+    def when_scheduled(self, func: PrimFunc, reason: str) -> Schedule | Decline:
+        """An already scheduled function is returned unchanged (module docstring)."""
+        return _hold(func)
 
-    def apply(self, func: PrimFunc, target: Target, tunable: bool = False) -> Schedule | Decline:
+    def schedule(
+        self, func: PrimFunc, target: Target, cfg: Fallback.Config, tunable: bool
+    ) -> Schedule | Decline:
         """Schedule ``func`` (see the module docstring)."""
-        if not isinstance(func, PrimFunc):
-            return Decline(f"not a PrimFunc: {type(func).__name__}")
-        if not isinstance(target, Target) or target.kind != "cpu":
-            return Decline(f"a CPU rule; the target is {target}")
-        cfg = self.config or self.Config.for_target(target)
-        try:
-            sch = Schedule(func)
-        except ScheduleError as e:  # a function the Schedule API refuses to hold
-            return Decline(f"cannot schedule it: {e.short}")
-        # Step 1. Blocks the analysis can describe, not scheduled yet; else left as it is.
-        infos = normalize_prim_func(sch) if scheduled_loop(func) is None else None
+        sch = _hold(func)
+        if isinstance(sch, Decline):
+            return sch
+        # Step 1. Blocks the analysis can describe; else left as it is.
+        infos = normalize_prim_func(sch)
         if infos is None:
             return Schedule(func)  # unchanged
         # Step 2. Inline the chains; vectorize and parallelize each block left.
         for b in inline_spatial(sch, infos):
             schedule_standalone(sch, cfg, b.block_rv)
         return sch
+
+
+def _hold(func: PrimFunc) -> Schedule | Decline:
+    """A schedule of ``func`` with an empty trace, or why the Schedule API refuses it."""
+    try:
+        return Schedule(func)
+    except ScheduleError as e:
+        return Decline(f"cannot schedule it: {e.short}")

@@ -43,14 +43,7 @@ from ...schedule.analysis import (
 )
 from ...target import Target
 from ..base import CPURule, Decline
-from ._common import (
-    const_int,
-    fold_epilogue,
-    localize_output,
-    pick_tile,
-    vectorize_innermost,
-)
-from ._vector_config import scheduled_loop
+from ..common import const_int, fold_epilogue, localize_output, pick_tile, vectorize_innermost
 
 
 @dataclass(frozen=True)
@@ -102,16 +95,10 @@ class GEMV(CPURule):
 
     Config = GEMVConfig
 
-    def __init__(self, config: GEMVConfig | None = None) -> None:
-        super().__init__()
-        self.config = config
-
-    def apply(self, func: PrimFunc, target: Target, tunable: bool) -> Schedule | Decline:
+    def schedule(
+        self, func: PrimFunc, target: Target, cfg: GEMVConfig, tunable: bool
+    ) -> Schedule | Decline:
         """Schedule ``func`` as a GEMV, or decline with the reason."""
-        done = scheduled_loop(func)
-        if done is not None:
-            return Decline(f"already scheduled: loop {done} is not serial")
-        cfg = self.config or GEMVConfig.for_target(target)
         # Step 1. Find the one GEMV reduction block.
         sch = Schedule(func)
         found = _match(sch)

@@ -34,16 +34,10 @@ from ...schedule import BlockRV, LoopRV, Schedule
 from ...schedule.analysis import BlockInfo, OpPattern, detect_reduction, why_not_reduction
 from ...target import Target
 from ..base import CPURule, Decline
+from ..common import block_node, bound_alone, loop_extent, loop_kinds, loops_below
+from ..common import product as _product
 from ._block_plan import inline_spatial, is_reduction_block, schedule_standalone, start
-from ._vector_config import (
-    VectorConfig,
-    block_node,
-    bound_alone,
-    loop_extent,
-    loop_kinds,
-    loops_below,
-)
-from ._vector_config import product as _product
+from ._vector_config import VectorConfig
 from ._vector_nest import schedule_reduction, schedule_spatial
 
 
@@ -130,7 +124,7 @@ def _schedule_inside(sch: Schedule, cfg: VectorConfig, block: BlockRV, row: Loop
     """Vectorize one stage inside the row loop."""
     node = block_node(sch, block)
     below = loops_below(sch, block, row)
-    if node is None or not below:
+    if not below:
         return
     if any(iv.kind is IterKind.REDUCE for iv in node.iter_vars):
         schedule_reduction(sch, cfg, block, below, standalone=False)
@@ -145,17 +139,14 @@ class GeneralReduction(CPURule):
     class Config(VectorConfig):
         """The numbers of :class:`GeneralReduction` (all from :class:`VectorConfig`)."""
 
-    def __init__(self, config: GeneralReduction.Config | None = None) -> None:
-        super().__init__()
-        self.config = config
-
-    def apply(self, func: PrimFunc, target: Target, tunable: bool = False) -> Schedule | Decline:
+    def schedule(
+        self, func: PrimFunc, target: Target, cfg: GeneralReduction.Config, tunable: bool
+    ) -> Schedule | Decline:
         """Schedule ``func`` or decline (see the module docstring)."""
-        got = start(func, target)
+        got = start(func)
         if isinstance(got, Decline):
             return got
         sch, infos = got
-        cfg = self.config or self.Config.for_target(target)
         # Step 1. Reductions the analysis understands; inline the elementwise stages.
         why = _why_not(infos)
         if why is not None:

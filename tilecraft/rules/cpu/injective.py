@@ -54,17 +54,14 @@ class Injective(CPURule):
         tile: int = 16
         block: int = 128
 
-    def __init__(self, config: Injective.Config | None = None) -> None:
-        super().__init__()
-        self.config = config
-
-    def apply(self, func: PrimFunc, target: Target, tunable: bool = False) -> Schedule | Decline:
+    def schedule(
+        self, func: PrimFunc, target: Target, cfg: Injective.Config, tunable: bool
+    ) -> Schedule | Decline:
         """Schedule ``func`` or decline (see the module docstring)."""
-        got = start(func, target)
+        got = start(func)
         if isinstance(got, Decline):
             return got
         sch, infos = got
-        cfg = self.config or self.Config.for_target(target)
         # Step 1. Only spatial blocks with one store each.
         for b in infos:
             if b.is_opaque():

@@ -65,11 +65,10 @@ from ...schedule.analysis import (
 )
 from ...target import Target
 from ..base import CPURule, Decline
-from ._common import (
+from ..common import (
     attempt,
     block_node,
     const_int,
-    find_realize,
     loads_of,
     localize_output,
     loop_of_iter,
@@ -78,7 +77,6 @@ from ._common import (
     vectorize_innermost,
     writes_param,
 )
-from ._vector_config import scheduled_loop
 
 
 @dataclass(frozen=True)
@@ -162,16 +160,10 @@ class Matmul(CPURule):
 
     Config = MatmulConfig
 
-    def __init__(self, config: MatmulConfig | None = None) -> None:
-        super().__init__()
-        self.config = config
-
-    def apply(self, func: PrimFunc, target: Target, tunable: bool) -> Schedule | Decline:
+    def schedule(
+        self, func: PrimFunc, target: Target, cfg: MatmulConfig, tunable: bool
+    ) -> Schedule | Decline:
         """Schedule ``func`` as a GEMM, or decline with the reason."""
-        done = scheduled_loop(func)
-        if done is not None:
-            return Decline(f"already scheduled: loop {done} is not serial")
-        cfg = self.config or MatmulConfig.for_target(target)
         # Step 1. Find the one einsum reduction block, staging conv-like reads (implicit GEMM).
         base = Schedule(func)
         plan = _match(base)
@@ -238,7 +230,7 @@ def _stage_computed_reads(sch: Schedule, main: BlockInfo) -> dict[int, BlockRV] 
     """
     stages: dict[int, BlockRV] = {}
     out = main.writes[0].buffer
-    loads = loads_of(main.block)
+    loads = loads_of(main.block.body)
     for index, region in enumerate(main.reads):
         mine = [ld for ld in loads if ld.buffer is region.buffer]
         if region.buffer is out or all(_simple(ld) for ld in mine):
@@ -348,8 +340,8 @@ def _replan(sch: Schedule, plan: _Plan) -> _Plan | None:
     iterators to constants.)
     """
     main = sch.get_block(plan.main.name)
-    block = block_node(sch, main)
-    realize = find_realize(sch.func, block.name)
+    realize = sch.get_realize(main)
+    block = realize.block
     by_var = {id(lp.var): lp for lp in sch.get_loops(main)}
     loops: dict[int, LoopRV] = {}
     for iv, value in zip(block.iter_vars, realize.iter_values, strict=True):

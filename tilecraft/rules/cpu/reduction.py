@@ -28,8 +28,9 @@ from ...schedule import LoopRV, Schedule
 from ...schedule.analysis import BlockInfo, OpPattern, consumers, why_not_reduction
 from ...target import Target
 from ..base import CPURule, Decline
+from ..common import loops_below
 from ._block_plan import inline_spatial, is_reduction_block, schedule_standalone, start
-from ._vector_config import VectorConfig, loops_below
+from ._vector_config import VectorConfig
 from ._vector_nest import schedule_reduction, schedule_spatial
 
 
@@ -78,17 +79,14 @@ class Reduction(CPURule):
     class Config(VectorConfig):
         """The numbers of :class:`Reduction` (all from :class:`VectorConfig`)."""
 
-    def __init__(self, config: Reduction.Config | None = None) -> None:
-        super().__init__()
-        self.config = config
-
-    def apply(self, func: PrimFunc, target: Target, tunable: bool = False) -> Schedule | Decline:
+    def schedule(
+        self, func: PrimFunc, target: Target, cfg: Reduction.Config, tunable: bool
+    ) -> Schedule | Decline:
         """Schedule ``func`` or decline (see the module docstring)."""
-        got = start(func, target)
+        got = start(func)
         if isinstance(got, Decline):
             return got
         sch, infos = got
-        cfg = self.config or self.Config.for_target(target)
         # Step 1. One plain reduction, spatial blocks around it.
         why = _why_not_plain(infos)
         if why is not None:
