@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from ..graph.build import build
 from ..graph.ir import CallTIR, Function, OpCall, graph_functions
 from ..ir import Buffer, DataType, Expr, IRModule, PrimFunc, Var
-from ..runtime import build
 from ..runtime.arguments import eval_shape_expr
 from ..target import Target, as_target
 from .apply import (
