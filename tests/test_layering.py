@@ -12,7 +12,10 @@ analyzer, which must not be duplicated in ``ir``). A third keeps old names worki
 aliases resolved at call time of the runtime's backends, which lower (``codegen`` itself only
 emits). ``tilecraft.ir.transform`` is part of the ``ir`` layer. The backends
 (``tilecraft.runtime.backend``) sit in the ``runtime`` layer: they import ``lower`` and
-``codegen``, and everything that builds (graph, tune, driver) imports them.
+``codegen``, and everything that builds (graph, tune, driver) imports them. The graph executor
+sits in the ``runtime`` layer too (``tilecraft.runtime.executor``) and works on the lowered form
+of a graph function (``tilecraft.lower.graph_program``); its C entry is emitted by ``codegen``.
+No lower layer registers a callback to finish its job through an upper one.
 """
 
 from __future__ import annotations
@@ -125,6 +128,20 @@ def test_codegen_only_emits() -> None:
                 ("gpu_pipeline", "lower.pipeline")
             ):
                 raise AssertionError(f"{module.relative_to(ROOT)} imports {node.module}")
+
+
+def test_no_layer_finishes_its_job_through_a_registered_upper_layer() -> None:
+    # tc.build of graph functions once reached the graph layer through a builder registry in
+    # the runtime; the graph layer now lowers and calls the runtime's executor directly
+    import tilecraft.runtime as runtime
+
+    assert not hasattr(runtime, "register_builder")
+    for module in sorted((ROOT / "runtime").rglob("*.py")):
+        text = module.read_text(encoding="utf-8")
+        assert "register_builder" not in text, module.relative_to(ROOT)
+    executor = {p.stem for p in (ROOT / "runtime" / "executor").glob("*.py")}
+    assert {"executable", "function", "memory_plan", "native"} <= executor
+    assert (ROOT / "codegen" / "graph_c.py").exists()
 
 
 def test_checker_sees_upward_imports() -> None:

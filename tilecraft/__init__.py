@@ -39,10 +39,10 @@ if TYPE_CHECKING:  # what the lazy attributes are, for type checkers and IDEs
     from . import testing as testing
     from . import topi as topi
     from . import tune as tune
+    from .driver import build as build
     from .driver import compile as compile
     from .ir import IRModule as IRModule
     from .ir import PrimFunc as PrimFunc
-    from .runtime.build import build as build
     from .schedule import Schedule as Schedule
 
 __version__ = "0.1.0"
@@ -55,7 +55,7 @@ _SUBMODULES = frozenset(
 # name -> (module, attribute) re-exported lazily at the top level
 _LAZY_ATTRS = {
     "Schedule": ("tilecraft.schedule", "Schedule"),
-    "build": ("tilecraft.runtime", "build"),
+    "build": ("tilecraft.driver", "build"),
     "compile": ("tilecraft.driver", "compile"),
     "IRModule": ("tilecraft.ir", "IRModule"),
     "PrimFunc": ("tilecraft.ir", "PrimFunc"),

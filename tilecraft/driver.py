@@ -1,4 +1,9 @@
-"""``tc.compile``: the default path from an exported model to a fast executable.
+"""``tc.build`` and ``tc.compile``: the top of the stack below the command line.
+
+``build(mod, target)`` (defined by the graph layer, the lowest that knows both kinds of
+function: :func:`tilecraft.graph.build.build`) builds what it is given and runs no pipeline: a
+module holding graph functions is lowered by the graph layer and run by the runtime's executor;
+PrimFuncs alone go to the target's backend (:func:`tilecraft.runtime.build`).
 
 ``compile(mod, target, params)`` runs, in order:
 
@@ -8,7 +13,7 @@
    once here, fusion;
 2. the default schedule rules of the target (:func:`default_rules`) through
    :class:`~tilecraft.rules.ApplyDefaultSchedule`, under the target;
-3. :func:`tilecraft.build`.
+3. :func:`build`.
 
 This module sits above every layer it drives (graph, rules) so the default path can grow
 the passes of the layers above the rules (applying a tuning database, library dispatch)
@@ -22,10 +27,11 @@ from typing import Any
 
 from .errors import BuildError
 from .graph import Executable, get_pipeline, is_graph_module
+from .graph.build import build as build
 from .ir import IRModule, PrimFunc
 from .rules import ApplyDefaultSchedule, ScheduleRule
 from .rules import cpu as cpu_rules
-from .runtime import Library, build
+from .runtime import Library
 from .runtime.arguments import ArgumentTypeError
 from .runtime.backend import backend_of
 from .target import Target, as_target

@@ -97,6 +97,14 @@ class CodegenError(TilecraftError):
     """Source generation met IR it cannot emit."""
 
 
+class GraphError(TilecraftError):
+    """An ill-typed graph: a call whose arguments do not fit its operator, or a bad input.
+
+    Raised by the graph layer (:mod:`tilecraft.graph`) and by the runtime's graph executor
+    for arguments that do not fit a graph function, so it lives below both.
+    """
+
+
 class BuildError(TilecraftError):
     """Compiling generated source failed.
 

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 import tilecraft as tc
-from tilecraft.graph import GraphBuilder, GraphError, Legalize, build_graph_module
-from tilecraft.graph.memory_plan import RESULT, Step, plan_memory
+from tilecraft.graph import GraphBuilder, GraphError, Legalize, build_graph_module, get_pipeline
 from tilecraft.graph.script import parse as parse_graph
+from tilecraft.lower.graph_program import GraphStep as Step
+from tilecraft.runtime.executor.memory_plan import RESULT, plan_memory
 
 CHAIN = ("exp", "tanh", "sigmoid", "negative", "relu", "tanh")
 
@@ -114,7 +115,9 @@ def exe() -> tc.graph.Executable:
     y = bb.param("y", ("n", 4), "float32")
     w = bb.param("w", (4, 2), "float32")
     out = bb.emit("matmul", [bb.emit("add", [x, y]), w])
-    return build_graph_module(tc.IRModule({"main": bb.finish(out, "main")}), "cpu")
+    with tc.Target("cpu"):  # build runs no pipeline: legalize and fuse first
+        mod = get_pipeline("zero")(tc.IRModule({"main": bb.finish(out, "main")}))
+    return build_graph_module(mod, "cpu")
 
 
 @pytest.mark.parametrize(

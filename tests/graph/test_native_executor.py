@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import tilecraft as tc
+from tilecraft.codegen.graph_c import NativeStatus
 from tilecraft.graph import GraphBuilder, GraphError, Legalize, build_graph_module
-from tilecraft.graph.executor import GraphFunction
 from tilecraft.graph.ir import Binding, Constant, Function, TensorType
-from tilecraft.graph.native_source import NativeStatus
+from tilecraft.runtime.executor import GraphFunction
 from tilecraft.runtime.module import Function as KernelFunction
 
 CHAIN = ("exp", "tanh", "sigmoid", "negative", "relu", "tanh")

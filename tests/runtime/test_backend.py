@@ -14,7 +14,6 @@ from tilecraft import tune as ms
 from tilecraft.codegen import emit_cuda
 from tilecraft.errors import BuildError
 from tilecraft.graph import GraphBuilder, get_pipeline
-from tilecraft.graph.native import kernel_prim_funcs
 from tilecraft.lower import (
     CheckLocalPrivate,
     CollectStorageAlign,
@@ -40,6 +39,7 @@ from tilecraft.lower.gpu_cross_thread_reduction import LowerCrossThreadReduction
 from tilecraft.lower.gpu_thread_sync import InsertThreadSync
 from tilecraft.lower.gpu_vectorize import VectorizeGPULoops
 from tilecraft.runtime import backend as be
+from tilecraft.runtime.executor import kernel_prim_funcs
 from tilecraft.tune.builder._compile import build_artifact
 
 CPU = tc.Target("cpu")

@@ -1,14 +1,17 @@
-"""Graph-level IR, operators, passes and the graph executor.
+"""Graph-level IR, operators, passes, and the lowering of graph functions for the executor.
 
 ``tc.graph.get_pipeline("zero")(mod)`` legalizes every operator of a module's graph functions
-to a PrimFunc and fuses them; ``tc.build`` (or :func:`build_graph_module`) runs the result.
+to a PrimFunc and fuses them; ``tc.build`` (or :func:`build_graph_module`) lowers each graph
+function and hands it to the runtime's executor (:mod:`tilecraft.runtime.executor`), which
+runs the result. ``build`` runs no pipeline by itself.
 """
 
+from ..runtime.executor import Executable as Executable
 from . import op_types as _op_types  # noqa: F401  (registers the built-in operators)
+from .build import build_graph_module as build_graph_module
+from .build import is_graph_module as is_graph_module
+from .build import lower_graph_function as lower_graph_function
 from .builder import GraphBuilder as GraphBuilder
-from .executor import Executable as Executable
-from .executor import build_graph_module as build_graph_module
-from .executor import is_graph_module as is_graph_module
 from .ir import Binding as Binding
 from .ir import CallFunc as CallFunc
 from .ir import CallTIR as CallTIR
@@ -36,18 +39,6 @@ from .transform.fold_constants import FoldConstants as FoldConstants
 from .transform.fuse_transpose_matmul import FuseTransposeMatmul as FuseTransposeMatmul
 
 
-def _register_with_runtime() -> None:
-    """Let ``tc.build`` hand modules holding graph functions to the graph executor."""
-    from ..runtime import register_builder
-
-    register_builder(
-        lambda mod, _target, _emulate: is_graph_module(mod),
-        lambda mod, target, emulate=False, **kw: build_graph_module(
-            mod, target, emulate=emulate, **kw
-        ),
-    )
-
-
 def _register_with_script() -> None:
     """Print and parse graph functions inside ``@T.ir_module`` text through tc.script."""
     from ..script import register_function_printer, register_text_parser
@@ -59,5 +50,4 @@ def _register_with_script() -> None:
     register_text_parser("R.function", parse_graph_text)
 
 
-_register_with_runtime()
 _register_with_script()

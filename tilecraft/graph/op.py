@@ -13,14 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import te
-from ..errors import TilecraftError
+from ..errors import GraphError as GraphError
 from ..ir import Attrs, DataType, Expr, IntImm, Mul, Var, as_expr
 from .ir import TensorType, dim_text
-
-
-class GraphError(TilecraftError):
-    """An ill-typed graph: a call whose arguments do not fit its operator, or a bad input."""
-
 
 InferFn = Callable[[str, Sequence[TensorType], Attrs], TensorType]
 LegalizeFn = Callable[[Sequence[te.Tensor], Attrs, TensorType], te.Tensor]

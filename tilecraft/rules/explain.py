@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
+from ..graph.build import build
 from ..graph.ir import CallTIR, Function, OpCall, graph_functions
 from ..ir import Buffer, DataType, Expr, IRModule, PrimFunc, Var, scheduled_by
 from ..ir.scheduled import RULE_PREFIX
-from ..runtime import build
 from ..runtime.arguments import eval_shape_expr
 from ..target import Target, as_target
 from .apply import (

@@ -18,7 +18,6 @@ from .backend import cuda_source as cuda_source
 from .bounds import BoundsCheckError as BoundsCheckError
 from .build import Library as Library
 from .build import build as build
-from .build import register_builder as register_builder
 from .compiler import cache_key as cache_key
 from .compiler import compile_flags as compile_flags
 from .compiler import compile_shared as compile_shared
@@ -29,6 +28,7 @@ from .cuda_driver import CUDAError as CUDAError
 from .emulate import EmulatedBoundsError as EmulatedBoundsError
 from .emulate import EmulatedModule as EmulatedModule
 from .emulate import EmulateMode as EmulateMode
+from .executor import Executable as Executable
 from .module import Function as Function
 from .module import Module as Module
 from .module import TimingResult as TimingResult

@@ -1,7 +1,10 @@
-"""``tilecraft.build``: a PrimFunc or IRModule through its target's backend.
+"""Build PrimFuncs: a PrimFunc or a module of PrimFuncs through its target's backend.
 
 :func:`~tilecraft.runtime.backend.backend_of` picks the backend (the only place a target kind
-is decided); the backend lowers, emits, compiles (cached) and loads.
+is decided); the backend lowers, emits, compiles (cached) and loads. A module holding graph
+functions is built by ``tc.build`` (:func:`tilecraft.driver.build`), which has the graph
+layer lower them and the runtime's executor (:mod:`tilecraft.runtime.executor`) run them;
+here it is refused.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, Literal, Protocol, overload
 
 from ..config import deep_recursion
+from ..errors import BuildError
 from ..ir import IRModule, PrimFunc, verify
 from ..target import Target, as_target
 from .arguments import ArgumentTypeError
@@ -18,16 +22,13 @@ from .cuda import CUDAModule
 from .emulate import EmulateArg, EmulatedModule, emulate_mode
 from .module import Module, TimingResult
 
-BuilderPredicate = Callable[[Any, Target, EmulateArg], bool]
-Builder = Callable[..., Any]
-_BUILDERS: list[tuple[BuilderPredicate, Builder]] = []
-
 
 class Library(Protocol):
     """What :func:`build` returns for a module: named callables and the generated source.
 
     :class:`Module` (CPU), :class:`~tilecraft.runtime.CUDAModule` and the graph executor's
-    ``Executable`` (for a module holding graph functions) all provide it.
+    :class:`~tilecraft.runtime.executor.Executable` (``tc.build`` of a module holding graph
+    functions) all provide it.
     """
 
     @property
@@ -48,19 +49,6 @@ class Library(Protocol):
     ) -> Callable[..., TimingResult]:
         """``evaluator(*args) -> TimingResult``: seconds per call of function ``name``."""
         ...
-
-
-def register_builder(predicate: BuilderPredicate, builder: Builder) -> None:
-    """Let a higher layer build what it defines (e.g. modules holding graph functions).
-
-    ``build`` asks each registered ``predicate(func_or_module, target, emulate)`` in turn and
-    hands the first match to ``builder(func_or_module, target, emulate=emulate)`` (``emulate``
-    as given: a bool, ``"serial"`` or ``"racecheck"``; see
-    :func:`~tilecraft.runtime.emulate.emulate_mode`) (plus
-    ``bounds_check=True`` when it was asked for). This keeps the runtime free of imports from
-    layers above it.
-    """
-    _BUILDERS.append((predicate, builder))
 
 
 @overload
@@ -132,25 +120,34 @@ def build(
     -------
     Module, CUDAModule or Library
         ``lib[name](*args)`` runs a function (outputs are arguments too, written in place);
-        ``lib.source`` is the generated C (or CUDA). A module holding graph functions gives
-        the graph executor's ``Executable``.
+        ``lib.source`` is the generated C (or CUDA).
 
     Raises
     ------
     IRError
         When a PrimFunc fails :func:`tilecraft.ir.verify` (checked before anything is lowered).
     BuildError
-        When the target is unsupported or the C compiler fails (command and stderr attached).
+        When the target is unsupported or the C compiler fails (command and stderr attached),
+        and for a module holding graph functions (build it with ``tc.build``).
     """
     tgt = as_target(target)
     emulate_mode(emulate)
     if not isinstance(bounds_check, bool):
         raise ArgumentTypeError("build: bounds_check must be True or False")
+    if isinstance(func_or_module, IRModule):
+        _refuse_graph_functions(func_or_module)
     if isinstance(func_or_module, PrimFunc | IRModule):
         verify(func_or_module)  # malformed IR stops here, not as a C error or a bad write
-    for predicate, builder in _BUILDERS:
-        if predicate(func_or_module, tgt, emulate):
-            extra = {"bounds_check": True} if bounds_check else {}
-            return builder(func_or_module, tgt, emulate=emulate, **extra)  # type: ignore[no-any-return]
     backend = backend_of(tgt, emulate, bounds_check=bounds_check)
     return backend.build(func_or_module, tgt)  # type: ignore[no-any-return]
+
+
+def _refuse_graph_functions(mod: IRModule) -> None:
+    """Raise when ``mod`` holds functions other than PrimFuncs (graph functions)."""
+    others = [n for n, f in mod.items() if not isinstance(f, PrimFunc)]
+    if others:
+        raise BuildError(
+            f"runtime.build: the module holds graph functions ({', '.join(others)}), which "
+            "the runtime builds only through the graph layer; call tc.build (or "
+            "tc.graph.build_graph_module)"
+        )

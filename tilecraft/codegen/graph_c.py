@@ -1,28 +1,29 @@
-"""C source of a graph function's native entry point (the graph layer's own codegen).
+"""C source of a graph function's native entry point, from its lowered form.
 
-A graph function of ``call_tir`` steps becomes one C function compiled into the same shared
-library as its kernels, so a forward is one call from Python. The entry is a CPython
-``METH_FASTCALL`` function (its ``PyMethodDef`` is returned by the exported
-``<symbol>_def()``; :class:`tilecraft.graph.native.NativeGraph` makes it a builtin function
-whose ``self`` is the tuple ``(address of the context block, owner)``)::
+A graph function lowered to a :class:`~tilecraft.lower.graph_program.GraphProgram` becomes
+one C function compiled into the same shared library as its kernels, so a forward is one call
+from Python. The entry is a CPython ``METH_FASTCALL`` function (its ``PyMethodDef`` is
+returned by the exported ``<symbol>_def()``; the runtime's executor
+(:class:`tilecraft.runtime.executor.native.NativeGraph`) makes it a builtin function whose
+``self`` is the tuple ``(address of the context block, owner)``)::
 
     static tcg_object* tcg_graph_forward(tcg_object* self, tcg_object* const* args,
                                          ptrdiff_t nargs);
 
-The context block is an int64 array owned by the :class:`~tilecraft.graph.native.NativeGraph`
-(slots in :class:`ContextLayout`). The entry reads each argument through the buffer protocol
-(functions of the CPython stable ABI reached through a table, so the library links nothing
-from Python), checks count, rank, format (dtype), C-contiguity and every static and symbolic
-extent, binds the symbolic extents, checks the values each kernel will receive (int32 range,
-extents the kernel computes), makes sure the planned workspace is large enough (calling back
-into Python to plan it when not), allocates the result with ``numpy.empty``, releases the
-GIL and calls the kernels in order, writing intermediates into the planned storages. Any
-failed check returns ``None`` with ``ctx[STATUS] = DEFER``: Python then validates the
-arguments itself, raising the same errors as the Python executor (see
-:mod:`tilecraft.graph.executor`).
+The context block is an int64 array owned by the runtime (slots in :class:`ContextLayout`).
+The entry reads each argument through the buffer protocol (functions of the CPython stable
+ABI reached through a table, so the library links nothing from Python), checks count, rank,
+format (dtype), C-contiguity and every static and symbolic extent, binds the symbolic extents,
+checks the values each kernel will receive (int32 range, extents the kernel computes), makes
+sure the planned workspace is large enough (calling back into Python to plan it when not),
+allocates the result with ``numpy.empty``, releases the GIL and calls the kernels in order,
+writing intermediates into the planned storages. Any failed check returns ``None`` with
+``ctx[STATUS] = DEFER``: Python then validates the arguments itself, raising the same errors
+as the Python executor (see :mod:`tilecraft.runtime.executor`).
 
 Symbolic extents are evaluated in int64 with overflow and division-by-zero checks (a failure
-defers to Python, which reports it).
+defers to Python, which reports it). This module only builds text: the program's memory plan,
+the buffer formats its arguments may have and the kernels' C symbols are given.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..codegen import storage_ctype
+from ..errors import CodegenError
 from ..ir import (
     Add,
     Buffer,
@@ -49,9 +50,9 @@ from ..ir import (
     Sub,
     Var,
 )
-from .ir import TensorType
-from .memory_plan import Step
-from .native_prelude import PRELUDE as PRELUDE
+from ..lower.graph_program import GraphProgram, TensorSpec
+from .c import storage_ctype
+from .graph_c_prelude import PRELUDE as PRELUDE
 
 
 class NativeStatus(enum.IntEnum):
@@ -62,7 +63,7 @@ class NativeStatus(enum.IntEnum):
     BUSY = 2  # another thread is running this function natively
 
 
-class Unsupported(Exception):  # noqa: N818  (internal signal, never leaves the package)
+class Unsupported(CodegenError):  # noqa: N818  (a signal: the executor runs it in Python)
     """The graph function cannot be compiled natively; the Python executor runs it."""
 
 
@@ -121,26 +122,6 @@ class Kernel:
     symbol: str
 
 
-@dataclass(frozen=True)
-class GraphSignature:
-    """What the generator needs to know about one graph function.
-
-    Values live in slots: the parameters first, then one slot per binding in order (a
-    constant's slot maps to its index in the context block, a step's to its output).
-    """
-
-    name: str
-    num_params: int
-    slot_types: tuple[TensorType, ...]
-    param_formats: tuple[tuple[str, ...], ...]  # accepted buffer-protocol formats per param
-    const_of_slot: dict[int, int]
-    steps: tuple[Step, ...]
-    step_types: tuple[TensorType, ...]
-    ret_slot: int
-    shape_vars: tuple[Var, ...]
-    itemsize: Callable[[TensorType], int]
-
-
 RELEASE_GIL_BYTES = 1 << 16
 """A native forward releases the GIL while its kernels run when they touch at least this many
 bytes (arguments, constants, intermediates and result)."""
@@ -179,13 +160,21 @@ def extent_c(e: Expr, env: Callable[[Var], str]) -> str:
 class _Emitter:
     """Build the entry of one graph function (see the module docstring)."""
 
-    def __init__(self, sig: GraphSignature, kernels: Sequence[Kernel], symbol: str) -> None:
-        self.sig = sig
+    def __init__(
+        self,
+        prog: GraphProgram,
+        param_formats: Sequence[tuple[str, ...]],
+        kernels: Sequence[Kernel],
+        symbol: str,
+    ) -> None:
+        self.prog = prog
+        self.param_formats = param_formats
+        self.step_types = prog.step_types
         self.kernels = kernels
         self.symbol = symbol
-        num_consts = len(set(sig.const_of_slot.values()))
-        self.layout = ContextLayout(len(sig.shape_vars), num_consts, len(sig.steps))
-        self.var_names = {id(v): f"v{i}" for i, v in enumerate(sig.shape_vars)}
+        num_consts = len(set(prog.const_of_slot.values()))
+        self.layout = ContextLayout(len(prog.shape_vars), num_consts, len(prog.steps))
+        self.var_names = {id(v): f"v{i}" for i, v in enumerate(prog.shape_vars)}
         self.lines: list[str] = []
         self.decls: list[str] = []
         self.formats: list[str] = []
@@ -209,7 +198,7 @@ class _Emitter:
         lay = self.layout
         busy, status = f"&ctx[{lay.BUSY}]", f"&ctx[{lay.STATUS}]"
         head = [
-            f"/* graph function {self.sig.name} */",
+            f"/* graph function {self.prog.name} */",
             *self.formats,
             f"static tcg_object* {self.symbol}(tcg_object* self, tcg_object* const* args, "
             "ptrdiff_t nargs) {",
@@ -217,7 +206,7 @@ class _Emitter:
             "  int64_t* ctx = tcg__ctx(self);",
             f"  if (__atomic_exchange_n({busy}, 1, __ATOMIC_ACQUIRE))",
             f"    return tcg__decline({status}, {int(NativeStatus.BUSY)}, 0);",
-            f"  tcg_buffer in[{max(1, self.sig.num_params)}];",
+            f"  tcg_buffer in[{max(1, self.prog.num_params)}];",
             "  int held = 0, err = 0;",
             "  tcg_object* result = 0;",
             "  void* result_data = 0;",
@@ -237,20 +226,20 @@ class _Emitter:
             "  return 0;",
             "}",
             f"static tcg_method_def {self.symbol}_method = "
-            f'{{"{self.sig.name}", (void*){self.symbol}, TCG_METH_FASTCALL, 0}};',
+            f'{{"{self.prog.name}", (void*){self.symbol}, TCG_METH_FASTCALL, 0}};',
             f"TC_EXPORT void* {self.symbol}_def(void) {{ return &{self.symbol}_method; }}",
         ]
         return "\n".join([*head, *self.lines, *tail])
 
     # Step 1: arguments ---------------------------------------------------------------------
     def params(self) -> None:
-        n = self.sig.num_params
-        self.decls.extend(f"int64_t {self.var_names[id(v)]} = 0;" for v in self.sig.shape_vars)
+        n = self.prog.num_params
+        self.decls.extend(f"int64_t {self.var_names[id(v)]} = 0;" for v in self.prog.shape_vars)
         self.emit(f"if (nargs != {n}) goto defer;")
         bound: set[int] = set()
         later: list[tuple[int, int, Expr]] = []
-        types = self.sig.slot_types[:n]
-        for i, (t, fmts) in enumerate(zip(types, self.sig.param_formats, strict=True)):
+        types = self.prog.slot_types[:n]
+        for i, (t, fmts) in enumerate(zip(types, self.param_formats, strict=True)):
             if not fmts or not all(_FORMAT_RE.match(f) for f in fmts):
                 raise Unsupported(f"no buffer format for {t.dtype}")
             table = f"tcg_fmt_{self.symbol}_{i}"
@@ -279,8 +268,8 @@ class _Emitter:
     # Step 2: what each kernel receives --------------------------------------------------------
     def kernel_scalars_and_checks(self) -> None:
         self.scalars: list[list[str]] = []
-        for n, (step, kernel) in enumerate(zip(self.sig.steps, self.kernels, strict=True)):
-            types = [self._slot_type(a) for a in step.args] + [self.sig.step_types[n]]
+        for n, (step, kernel) in enumerate(zip(self.prog.steps, self.kernels, strict=True)):
+            types = [self._slot_type(a) for a in step.args] + [self.step_types[n]]
             params = kernel.func.params
             if len(params) != len(types) or not all(isinstance(p, Buffer) for p in params):
                 raise Unsupported(f"kernel {kernel.func.name} does not take buffers only")
@@ -317,16 +306,16 @@ class _Emitter:
             self.scalars.append(values)
         self.emit("if (err) goto defer;")
 
-    def _slot_type(self, slot: int) -> TensorType:
-        return self.sig.slot_types[slot]
+    def _slot_type(self, slot: int) -> TensorSpec:
+        return self.prog.slot_types[slot]
 
     # Step 3: workspace -------------------------------------------------------------------------
     def step_sizes(self) -> list[str]:
         sizes = []
-        for n, t in enumerate(self.sig.step_types):
+        for n, t in enumerate(self.step_types):
             local = f"bytes{n}"
             self.decls.append(f"int64_t {local} = 0;")
-            expr = _c_int(self.sig.itemsize(t))
+            expr = _c_int(t.itemsize)
             for dim in t.shape:
                 value = extent_c(dim, self.graph_var)
                 if not isinstance(dim, IntImm):
@@ -342,8 +331,8 @@ class _Emitter:
         lay = self.layout
         small = [
             f"{size} > ctx[{lay.cap + n}]"
-            for n, (size, step) in enumerate(zip(sizes, self.sig.steps, strict=True))
-            if step.out != self.sig.ret_slot
+            for n, (size, step) in enumerate(zip(sizes, self.prog.steps, strict=True))
+            if step.out != self.prog.ret_slot
         ]
         if not small:
             return
@@ -360,14 +349,14 @@ class _Emitter:
 
     # Step 4: result and kernel calls ------------------------------------------------------------
     def result(self) -> None:
-        ret = self.sig.ret_slot
-        n_params = self.sig.num_params
+        ret = self.prog.ret_slot
+        n_params = self.prog.num_params
         if ret < n_params:
             self.emit(f"result = args[{ret}];")
             self.emit("api->incref(result);")
             return
-        n = next(k for k, s in enumerate(self.sig.steps) if s.out == ret)
-        t = self.sig.step_types[n]
+        n = next(k for k, s in enumerate(self.prog.steps) if s.out == ret)
+        t = self.step_types[n]
         dims = ", ".join(extent_c(d, self.graph_var) for d in t.shape) or "0"
         self.emit("{")
         self.emit(f"  const int64_t shape[{max(1, t.ndim)}] = {{{dims}}};")
@@ -377,25 +366,25 @@ class _Emitter:
         self.emit("}")
 
     def pointer(self, slot: int) -> str:
-        n_params = self.sig.num_params
+        n_params = self.prog.num_params
         if slot < n_params:
             return f"in[{slot}].buf"
-        if slot in self.sig.const_of_slot:
-            return f"(void*)(intptr_t)ctx[{self.layout.consts + self.sig.const_of_slot[slot]}]"
-        if slot == self.sig.ret_slot:
+        if slot in self.prog.const_of_slot:
+            return f"(void*)(intptr_t)ctx[{self.layout.consts + self.prog.const_of_slot[slot]}]"
+        if slot == self.prog.ret_slot:
             return "result_data"
-        n = next(k for k, s in enumerate(self.sig.steps) if s.out == slot)
+        n = next(k for k, s in enumerate(self.prog.steps) if s.out == slot)
         return f"(void*)(intptr_t)ctx[{self.layout.out + n}]"
 
     def calls(self) -> None:
         lay = self.layout
         const_bytes = 0
-        for slot in set(self.sig.const_of_slot):
-            t = self.sig.slot_types[slot]
-            const_bytes += self.sig.itemsize(t) * math.prod(t.static_shape() or ())
+        for slot in set(self.prog.const_of_slot):
+            t = self.prog.slot_types[slot]
+            const_bytes += t.itemsize * math.prod(t.static_shape() or ())
         touched = " + ".join(
             [_c_int(const_bytes)]
-            + [f"(int64_t)in[{i}].len" for i in range(self.sig.num_params)]
+            + [f"(int64_t)in[{i}].len" for i in range(self.prog.num_params)]
             + self.sizes
         )
         self.emit("{")
@@ -404,7 +393,7 @@ class _Emitter:
         self.emit(f"  void* released = touched >= {RELEASE_GIL_BYTES} ? api->save_thread() : 0;")
         self.emit(f"  const int64_t profile = ctx[{lay.PROFILE}];")
         self.emit("  int64_t t0 = profile ? tcg__now() : 0;")
-        for n, (step, kernel) in enumerate(zip(self.sig.steps, self.kernels, strict=True)):
+        for n, (step, kernel) in enumerate(zip(self.prog.steps, self.kernels, strict=True)):
             ptrs = [self.pointer(a) for a in step.args] + [self.pointer(step.out)]
             args = ", ".join([*ptrs, *self.scalars[n]])
             self.emit(f"  {kernel.symbol}({args});")
@@ -424,9 +413,15 @@ def _kernel_var(kvars: dict[int, str], v: Var) -> str:
 
 
 def graph_source(
-    sig: GraphSignature, kernels: Sequence[Kernel], symbol: str
+    prog: GraphProgram,
+    param_formats: Sequence[tuple[str, ...]],
+    kernels: Sequence[Kernel],
+    symbol: str,
 ) -> tuple[str, ContextLayout]:
-    """The C entry ``symbol`` of graph function ``sig`` calling ``kernels`` (one per step).
+    """The C entry ``symbol`` of graph program ``prog`` calling ``kernels`` (one per step).
+
+    ``param_formats`` lists, per parameter, the buffer-protocol formats an argument may have
+    (its dtype's; the runtime knows them). Returns the text and its context block's layout.
 
     Raises
     ------
@@ -434,5 +429,5 @@ def graph_source(
         When some extent or kernel parameter has no native form (the Python executor runs
         the function instead).
     """
-    em = _Emitter(sig, kernels, symbol)
+    em = _Emitter(prog, param_formats, kernels, symbol)
     return em.source(), em.layout

@@ -1,7 +1,8 @@
-"""Static memory planning for a graph function's intermediate values.
+"""Static memory planning for a graph program's intermediate values.
 
-A graph function runs its ``call_tir`` steps in order. Each value has a last use (the step
-after which nothing reads it). Once the symbolic extents are known, :func:`plan_memory`
+A graph program (:class:`~tilecraft.lower.graph_program.GraphProgram`) runs its steps in
+order. Each value has a last use (the step after which nothing reads it: the steps'
+``free_after``). Once the symbolic extents are known, :func:`plan_memory`
 assigns every intermediate value a *storage* (one byte block) such that values alive at the
 same time never share one: a value's storage returns to a free list right after its last use
 has run, and a later value takes the smallest free storage that fits (or the largest one,
@@ -16,17 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...lower.graph_program import GraphStep
+
 RESULT = -1  # storage index of the function's result: an array of its own
-
-
-@dataclass(frozen=True)
-class Step:
-    """One ``call_tir`` of a graph function, with value slots instead of variables."""
-
-    func: str
-    args: tuple[int, ...]
-    out: int
-    free_after: tuple[int, ...]  # slots whose last use is this step (their storage is freed)
 
 
 @dataclass(frozen=True)
@@ -70,7 +63,7 @@ class MemoryPlan:
 
 
 def plan_memory(
-    steps: Sequence[Step],
+    steps: Sequence[GraphStep],
     shapes: Sequence[tuple[int, ...]],
     dtypes: Sequence[str],
     result_slot: int,
@@ -105,23 +98,3 @@ def _take(free: list[int], sizes: list[int], need: int) -> int:
     free.remove(sid)
     sizes[sid] = max(sizes[sid], need)
     return sid
-
-
-def liveness(
-    arg_slots: Sequence[tuple[int, ...]], out_slots: Sequence[int], keep: set[int]
-) -> list[tuple[int, ...]]:
-    """Per step, the slots whose last use it is (never those in ``keep``).
-
-    A step's output that nothing reads is freed right after that step.
-    """
-    last: dict[int, int] = {}
-    for n, args in enumerate(arg_slots):
-        for a in args:
-            last[a] = n
-    out: list[tuple[int, ...]] = []
-    for n, (args, res) in enumerate(zip(arg_slots, out_slots, strict=True)):
-        dead = sorted({a for a in args if last[a] == n and a not in keep})
-        if res not in last and res not in keep:
-            dead.append(res)
-        out.append(tuple(dead))
-    return out

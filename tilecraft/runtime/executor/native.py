@@ -1,15 +1,16 @@
 """Native graph functions: compile the entry points with the kernels, and call them.
 
-:func:`build_native` emits each graph function's C entry (:mod:`.native_source`) after the
-kernels' C, compiles the unit once with the runtime's compile cache, and returns the kernel
-:class:`~tilecraft.runtime.Module` plus one :class:`NativeGraph` per graph function.
+:func:`build_native` emits each graph program's C entry (:mod:`tilecraft.codegen.graph_c`)
+after the kernels' C, compiles the unit once with the runtime's compile cache, and returns the
+kernel :class:`~tilecraft.runtime.Module` plus, per graph program, its entry's symbol and
+context layout (a :class:`NativeGraph` loads and calls one).
 
 Where things live: the context block of a graph function is an int64 numpy array owned by
 its :class:`NativeGraph`; it holds the address of the CPython function table, the constants'
 data pointers (the constant arrays themselves stay in Python, referenced by the
 :class:`NativeGraph`), the workspace pointers and capacities, and the profiling slots. The
 workspace is a list of numpy ``uint64`` blocks planned by
-:func:`~tilecraft.graph.memory_plan.plan_memory`: when a call needs more bytes than the
+:func:`~tilecraft.runtime.executor.memory_plan.plan_memory`: when a call needs more bytes than the
 current blocks hold (the first call, or larger symbolic extents), the entry calls
 :meth:`NativeGraph.replan` (under its busy flag, so no native call is using the blocks) which
 plans for the call's extents, allocates fresh blocks and writes their addresses into the
@@ -30,22 +31,22 @@ from typing import Any
 
 import numpy as np
 
-from ..ir import DataType, IRModule, PrimFunc, Var
-from ..runtime import Module
-from ..runtime.backend import backend_of
-from ..runtime.emulate import EmulateArg
-from ..runtime.openmp_fork import guard_forks
-from ..target import Target
-from .memory_plan import RESULT, MemoryPlan
-from .native_source import (
+from ...codegen.graph_c import (
     PRELUDE,
     ContextLayout,
-    GraphSignature,
     Kernel,
     NativeStatus,
     Unsupported,
     graph_source,
 )
+from ...ir import DataType, IRModule, PrimFunc, Var
+from ...lower.graph_program import GraphProgram
+from ...target import Target
+from ..backend import backend_of
+from ..emulate import EmulateArg
+from ..module import Module
+from ..openmp_fork import guard_forks
+from .memory_plan import RESULT, MemoryPlan
 
 _API_FUNCTIONS = (
     "PyObject_GetBuffer",
@@ -212,15 +213,17 @@ class NativeBuild:
 
 def build_native(
     prims: IRModule,
-    signatures: Sequence[GraphSignature],
+    programs: Sequence[tuple[GraphProgram, Sequence[tuple[str, ...]]]],
     target: Target,
     emulate: EmulateArg,
     bounds_check: bool = False,
 ) -> NativeBuild:
-    """Compile the kernels of ``prims`` and an entry per signature into one library.
+    """Compile the kernels of ``prims`` and an entry per graph program into one library.
 
-    A graph function whose entry cannot be generated (:class:`Unsupported`) gets none; the
-    Python executor runs it. The kernels are lowered and emitted by the target's backend
+    ``programs`` pairs each program with its parameters' buffer formats
+    (:func:`buffer_formats`). A graph function whose entry cannot be generated
+    (:class:`~tilecraft.codegen.graph_c.Unsupported`) gets none; the Python executor runs
+    it. The kernels are lowered and emitted by the target's backend
     (:func:`~tilecraft.runtime.backend.backend_of`; for a CUDA target with ``emulate`` True or
     ``"racecheck"`` the GPU emulator's, with the same ABI), the entries appended to that unit,
     and the whole compiled and loaded by the same backend.
@@ -232,19 +235,19 @@ def build_native(
     parts = [emitted.text, PRELUDE]
     entries: dict[str, tuple[str, ContextLayout]] = {}
     if api_table() is not None:
-        for sig in signatures:
+        for prog, formats in programs:
             kernels = [
                 Kernel(originals[s.func], lowered[s.func], emitted.symbols[s.func])
-                for s in sig.steps
+                for s in prog.steps
             ]
-            symbol = _fresh_symbol(f"tcg_graph_{sig.name}", taken)
+            symbol = _fresh_symbol(f"tcg_graph_{prog.name}", taken)
             try:
-                text, layout = graph_source(sig, kernels, symbol)
+                text, layout = graph_source(prog, formats, kernels, symbol)
             except Unsupported:
                 continue
             taken.add(symbol)
             parts.append(text)
-            entries[sig.name] = (symbol, layout)
+            entries[prog.name] = (symbol, layout)
     unit = dataclasses.replace(emitted, text="\n".join(parts) + "\n")
     lib = backend.load(backend.compile(unit, target))
     assert isinstance(lib, Module)

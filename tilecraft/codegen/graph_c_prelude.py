@@ -1,10 +1,10 @@
-"""C helpers shared by the native graph entries (see :mod:`tilecraft.graph.native_source`).
+"""C helpers shared by the native graph entries (see :mod:`tilecraft.codegen.graph_c`).
 
 ``tcg_buffer`` mirrors CPython's ``Py_buffer`` and ``tcg_method_def`` its ``PyMethodDef`` (both
 in the stable ABI); ``tcg_api`` is the function table built by
-:func:`tilecraft.graph.native.api_table` (same order), installed once per loaded library by
-``tcg__init``. The entries reach Python only through it, so the library links nothing from
-the interpreter.
+:func:`tilecraft.runtime.executor.native.api_table` (same order), installed once per loaded
+library by ``tcg__init``. The entries reach Python only through it, so the library links
+nothing from the interpreter.
 """
 
 PRELUDE = r"""

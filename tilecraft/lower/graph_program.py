@@ -1,0 +1,156 @@
+"""The lowered form of a graph function: a straight-line program of kernel calls over slots.
+
+The graph layer lowers each graph function (of ``call_tir`` and constant bindings only) to a
+:class:`GraphProgram`; code generation emits its native C entry from it
+(:mod:`tilecraft.codegen.graph_c`) and the runtime's executor runs it
+(:mod:`tilecraft.runtime.executor`). Nothing here knows the graph IR, so the layers below the
+graph can work on graph functions.
+
+Values live in *slots*: the parameters first (slot ``i`` is parameter ``i``), then one slot
+per binding in order. A constant's slot holds one of :attr:`GraphProgram.constants`; a
+step's slot holds its output. Each :class:`GraphStep` also says which slots die after it
+(their last use, from :func:`liveness`), the input of the runtime's memory planner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import LowerError
+from ..ir import DataType, Expr, IntImm, Var, collect_vars
+
+
+@dataclass(frozen=True, eq=False)
+class TensorSpec:
+    """Shape (int constants or expressions of symbolic extents) and dtype of one slot."""
+
+    shape: tuple[Expr, ...]
+    dtype: DataType
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def numpy_dtype(self) -> np.dtype[np.generic]:
+        """The numpy dtype of the values."""
+        return np.dtype(self.dtype.numpy_name())
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.numpy_dtype.itemsize
+
+    def static_shape(self) -> tuple[int, ...] | None:
+        """The shape as ints, or None when some extent is symbolic."""
+        dims = [s.value for s in self.shape if isinstance(s, IntImm)]
+        return tuple(dims) if len(dims) == len(self.shape) else None
+
+    def describe(self) -> str:
+        """Short text such as ``Tensor((1, n, 768), float32)`` for error messages."""
+        dims = ", ".join(_dim_text(s) for s in self.shape)
+        comma = "," if len(self.shape) == 1 else ""
+        return f"Tensor(({dims}{comma}), {self.dtype})"
+
+
+def _dim_text(e: Expr) -> str:
+    if isinstance(e, IntImm):
+        return str(e.value)
+    if isinstance(e, Var):
+        return e.name
+    return " * ".join(v.name for v in collect_vars(e)) or type(e).__name__
+
+
+@dataclass(frozen=True)
+class GraphStep:
+    """One kernel call: ``out = func(*args)`` over slots, and the slots dead after it."""
+
+    func: str
+    args: tuple[int, ...]
+    out: int
+    free_after: tuple[int, ...]  # slots whose last use is this step (their storage is freed)
+
+
+@dataclass(frozen=True, eq=False)
+class GraphProgram:
+    """A lowered graph function (see the module docstring).
+
+    Attributes
+    ----------
+    name
+        The graph function's name.
+    param_names
+        One name per parameter; parameter ``i`` is slot ``i``.
+    slot_types
+        Shape and dtype of every slot.
+    constants
+        The constants' arrays (read-only, C-contiguous).
+    const_of_slot
+        Slot of a constant -> its index in :attr:`constants`.
+    steps
+        The kernel calls in order.
+    ret_slot
+        The slot holding the result.
+    shape_vars
+        The symbolic extents of the parameters, in order of first appearance.
+    """
+
+    name: str
+    param_names: tuple[str, ...]
+    slot_types: tuple[TensorSpec, ...]
+    constants: tuple[np.ndarray, ...]
+    const_of_slot: Mapping[int, int]
+    steps: tuple[GraphStep, ...]
+    ret_slot: int
+    shape_vars: tuple[Var, ...]
+
+    def __post_init__(self) -> None:
+        n = len(self.slot_types)
+        slots = [*self.const_of_slot, self.ret_slot]
+        slots += [s for step in self.steps for s in (*step.args, step.out)]
+        if len(self.param_names) > n or any(not 0 <= s < n for s in slots):
+            raise LowerError(f"graph program {self.name}: a slot is out of range")
+
+    @property
+    def num_params(self) -> int:
+        """Number of parameters."""
+        return len(self.param_names)
+
+    @property
+    def param_types(self) -> tuple[TensorSpec, ...]:
+        """Shape and dtype of each parameter."""
+        return self.slot_types[: self.num_params]
+
+    @property
+    def step_types(self) -> tuple[TensorSpec, ...]:
+        """Shape and dtype of each step's output."""
+        return tuple(self.slot_types[s.out] for s in self.steps)
+
+    @property
+    def result_type(self) -> TensorSpec:
+        """Shape and dtype of the result."""
+        return self.slot_types[self.ret_slot]
+
+
+def liveness(
+    arg_slots: Sequence[tuple[int, ...]], out_slots: Sequence[int], keep: set[int]
+) -> list[tuple[int, ...]]:
+    """Per step, the slots whose last use it is (never those in ``keep``).
+
+    A step's output that nothing reads is freed right after that step.
+    """
+    last: dict[int, int] = {}
+    for n, args in enumerate(arg_slots):
+        for a in args:
+            last[a] = n
+    out: list[tuple[int, ...]] = []
+    for n, (args, res) in enumerate(zip(arg_slots, out_slots, strict=True)):
+        dead = sorted({a for a in args if last[a] == n and a not in keep})
+        if res not in last and res not in keep:
+            dead.append(res)
+        out.append(tuple(dead))
+    return out

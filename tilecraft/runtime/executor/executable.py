@@ -1,0 +1,175 @@
+"""An executable: compiled kernels plus the graph programs that call them.
+
+:func:`build_executable` compiles every PrimFunc of a module once through the target's backend
+and gives each lowered graph function (:class:`~tilecraft.lower.graph_program.GraphProgram`,
+made by the graph layer) a :class:`~tilecraft.runtime.executor.function.GraphFunction`. Where
+the backend's compiled unit is a host C library the program's C entry
+(:mod:`tilecraft.codegen.graph_c`) is compiled with the kernels, so a forward is one call
+from Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ...errors import GraphError
+from ...ir import IRModule
+from ...lower.graph_program import GraphProgram
+from ...target import Target, as_target
+from ..arguments import check_timing
+from ..backend import backend_of
+from ..emulate import EmulateArg, EmulatedModule, EmulateMode, emulate_mode
+from ..module import TimingResult, time_calls
+from .function import GraphFunction
+from .native import NativeBuild, NativeGraph, build_native, kernel_prim_funcs
+
+
+class Executable:
+    """Compiled kernels plus the graph functions that call them: ``exe["forward"](x, *w)``."""
+
+    def __init__(
+        self,
+        mod: IRModule,
+        programs: Mapping[str, GraphProgram],
+        lib: Any,
+        target: Target | str,
+    ) -> None:
+        self.mod = mod
+        self.lib = lib
+        self.target = target
+        self.functions = {
+            n: GraphFunction(p, func=mod.functions.get(n)) for n, p in programs.items()
+        }
+        if lib is not None:
+            for f in self.functions.values():
+                f.attach_kernels(lib.__getitem__)
+
+    def __getitem__(self, name: str) -> Any:
+        """A graph function (:class:`GraphFunction`) or a compiled PrimFunc by name."""
+        if name in self.functions:
+            return self.functions[name]
+        if self.lib is not None and name in self.lib:
+            return self.lib[name]
+        raise GraphError(
+            f"executable has no function {name!r}; graph functions: {sorted(self.functions)}"
+        )
+
+    def __contains__(self, name: object) -> bool:
+        in_lib = self.lib is not None and isinstance(name, str) and name in self.lib
+        return name in self.functions or in_lib
+
+    @property
+    def source(self) -> str:
+        """The generated source of the kernels (and of the native graph entries)."""
+        text: str = self.lib.source if self.lib is not None else ""
+        return text
+
+    def time_evaluator(
+        self, name: str, number: int = 10, repeat: int = 5, min_repeat_ms: float = 0
+    ) -> Callable[..., TimingResult]:
+        """A callable timing graph function (or kernel) ``name`` on given arguments.
+
+        Same contract as :meth:`tilecraft.runtime.Module.time_evaluator`: ``evaluator(*args)``
+        warms up once and returns a :class:`~tilecraft.runtime.TimingResult` (seconds per call).
+        """
+        if name not in self.functions:
+            if self.lib is None or name not in self.lib:
+                raise GraphError(
+                    f"executable has no function {name!r}; graph functions: "
+                    f"{sorted(self.functions)}"
+                )
+            evaluator: Callable[..., TimingResult] = self.lib.time_evaluator(
+                name, number, repeat, min_repeat_ms
+            )
+            return evaluator
+        fn = self.functions[name]
+        check_timing(number, repeat)
+
+        def run(*args: Any) -> TimingResult:
+            return time_calls(lambda: fn(*args), number, repeat, min_repeat_ms)
+
+        return run
+
+    def profile(self, name: str, *args: Any) -> list[tuple[str, float]]:
+        """Run graph function ``name`` once and return (kernel name, seconds) per call."""
+        func = self.functions.get(name)
+        if func is None:
+            raise GraphError(
+                f"executable has no graph function {name!r}; graph functions: "
+                f"{sorted(self.functions)}"
+            )
+        return [(r.kernel, r.seconds) for r in func.profile(*args)[1]]
+
+
+def build_executable(
+    mod: IRModule,
+    programs: Mapping[str, GraphProgram],
+    target: Target | str | None = "cpu",
+    *,
+    emulate: EmulateArg = False,
+    bounds_check: bool = False,
+) -> Executable:
+    """Compile the PrimFuncs of ``mod`` and run ``programs`` over them.
+
+    Parameters
+    ----------
+    mod
+        The module: its PrimFuncs are the kernels (kept as :attr:`Executable.mod`).
+    programs
+        Graph function name -> its lowered program, calling PrimFuncs of ``mod`` (the graph
+        layer lowers and checks them: :func:`tilecraft.graph.build_graph_module`).
+    target, emulate, bounds_check
+        As for :func:`tilecraft.runtime.build`. A race-checked or bounds-checked build runs
+        its graph functions through the Python executor, one checked kernel call at a time,
+        so a fault is reported by the kernel call that made it.
+
+    Returns
+    -------
+    Executable
+        ``exe["forward"](x, *params)`` runs a graph function.
+    """
+    prims = kernel_prim_funcs(mod)
+    tgt = as_target(target)
+    if not prims.functions:
+        return Executable(mod, programs, None, tgt)
+    mode = emulate_mode(emulate)
+    backend = backend_of(tgt, mode, bounds_check=bounds_check)
+    if not backend.hosts_graph_entries:
+        return Executable(mod, programs, backend.build(prims, tgt), tgt)
+    exe = Executable(mod, programs, None, tgt)
+    per_call = bounds_check or mode is EmulateMode.RACECHECK
+    entries = [
+        (f.program, formats)
+        for f in exe.functions.values()
+        if (formats := f.param_formats()) is not None
+    ]
+    _attach(exe, build_native(prims, [] if per_call else entries, tgt, mode, bounds_check))
+    return exe
+
+
+def _attach(exe: Executable, native: NativeBuild) -> None:
+    """Give ``exe`` the compiled library and its graph functions their native entries."""
+    exe.lib = native.lib
+    for name, f in exe.functions.items():
+        f.attach_kernels(native.lib.__getitem__)
+        if name in native.entries:
+            symbol, layout = native.entries[name]
+            dtype = f.program.result_type.numpy_dtype
+            entry = NativeGraph(
+                native.lib.path, symbol, layout, f.shape_vars, f.constants, dtype, f.memory_plan
+            )
+            if isinstance(native.lib, EmulatedModule):  # raise what its kernels recorded
+                entry.call = _checked(entry.call, native.lib.check_faults)
+            f.attach_native(entry)
+
+
+def _checked(call: Callable[..., Any], check: Callable[[], None]) -> Callable[..., Any]:
+    """``call`` followed by ``check()``."""
+
+    def run(*args: Any) -> Any:
+        out = call(*args)
+        check()
+        return out
+
+    return run
