@@ -460,8 +460,8 @@ class Target:
         if items:
             words.append("-mattr=" + ",".join(items))
         words.append(f"-num-cores={self.num_cores}")
-        for key, size, default in zip(("l1d", "l2", "l3"), caches, implied, strict=True):
-            if size != default:
+        for key, size, usual in zip(("l1d", "l2", "l3"), caches, implied, strict=True):
+            if size != usual:
                 words.append(f"-{key}-bytes={size}")
         return " ".join(words)
 
