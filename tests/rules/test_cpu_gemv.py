@@ -10,7 +10,7 @@ from tilecraft.ir import PrimFunc, Var
 from tilecraft.rules.cpu import GEMV, GEMVConfig
 from tilecraft.schedule.testing_utils import verify_trace_roundtrip
 
-CPU = tc.Target("avx512 -num-cores=4")  # the schedules depend on the ISA and the cores
+CPU = tc.Target("avx512 -num-cores=2")  # the schedules depend on the ISA and the cores
 T = tc.topi
 te = tc.te
 
@@ -63,7 +63,7 @@ def test_columns_layout_streams_blocks_of_rows_when_k_splits_evenly() -> None:
 @pytest.mark.parametrize(("preset", "lanes"), [("x86-64-v2", 8), ("avx2", 16), ("avx512", 32)])
 def test_columns_layout_tiles_the_output_axis_otherwise(preset: str, lanes: int) -> None:
     func = _gemv(4096, 13, transposed=True)
-    sch = _scheduled_equal(func, target=tc.Target(f"{preset} -num-cores=4"))
+    sch = _scheduled_equal(func, target=tc.Target(f"{preset} -num-cores=2"))
     text = sch.func.script()
     assert "_rf" not in text
     # tiles of two SIMD registers of float32 along the output: 2 x 128/256/512 bits
