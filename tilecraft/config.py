@@ -7,6 +7,12 @@
 ``TILECRAFT_VERIFY``     "1" runs :func:`tilecraft.ir.verify` after every schedule primitive
                          (a debug switch: slower; ``Schedule(func, verify=True)`` does the
                          same for one schedule).
+``TILECRAFT_HOST_TARGET`` a CPU preset (``avx2``, ``avx512``, ``x86-64-v2``...) or ``-mcpu``
+                         model whose ISA ``Target("cpu")`` gives the host instead of the
+                         detected one (cores and caches stay the host's): runs the test suite
+                         "as an AVX2 machine" on an AVX-512 host. A preset the host cannot
+                         execute (``avx512`` on an AVX2 host) makes its builds refuse to run
+                         (``Target.missing_host_features``).
 """
 
 from __future__ import annotations
@@ -39,6 +45,12 @@ def c_compiler() -> str | None:
 def nvcc_path() -> str | None:
     """The nvcc executable named by ``TILECRAFT_NVCC``, or None to search PATH."""
     return os.environ.get("TILECRAFT_NVCC") or None
+
+
+def host_target() -> str | None:
+    """The CPU preset ``TILECRAFT_HOST_TARGET`` names as the host's ISA, or None to detect it."""
+    value = os.environ.get("TILECRAFT_HOST_TARGET", "").strip()
+    return value or None
 
 
 def env_flag(name: str, default: bool = False) -> bool:

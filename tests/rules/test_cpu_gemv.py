@@ -10,7 +10,7 @@ from tilecraft.ir import PrimFunc, Var
 from tilecraft.rules.cpu import GEMV, GEMVConfig
 from tilecraft.schedule.testing_utils import verify_trace_roundtrip
 
-CPU = tc.Target("cpu")
+CPU = tc.Target("avx512 -num-cores=2")  # the schedules depend on the ISA and the cores
 T = tc.topi
 te = tc.te
 
@@ -24,8 +24,10 @@ def _gemv(n: int | Var, k: int, transposed: bool, dtype: str = "float32",
     return te.create_prim_func([x, w, T.matmul(x, w, transpose_b=not transposed)])
 
 
-def _scheduled_equal(func: PrimFunc, rtol: float = 1e-4, **kw: object) -> tc.Schedule:
-    sch = GEMV().apply(func, CPU, False)
+def _scheduled_equal(
+    func: PrimFunc, rtol: float = 1e-4, target: tc.Target = CPU, **kw: object
+) -> tc.Schedule:
+    sch = GEMV().apply(func, target, False)
     assert isinstance(sch, tc.Schedule), sch
     tc.testing.check_numeric(sch.func, func, rtol=rtol, atol=rtol, **kw)  # type: ignore[arg-type]
     return sch
@@ -58,12 +60,15 @@ def test_columns_layout_streams_blocks_of_rows_when_k_splits_evenly() -> None:
     verify_trace_roundtrip(sch, func)
 
 
-def test_columns_layout_tiles_the_output_axis_otherwise() -> None:
+@pytest.mark.parametrize(("preset", "lanes"), [("x86-64-v2", 8), ("avx2", 16), ("avx512", 32)])
+def test_columns_layout_tiles_the_output_axis_otherwise(preset: str, lanes: int) -> None:
     func = _gemv(4096, 13, transposed=True)
-    sch = _scheduled_equal(func)
+    sch = _scheduled_equal(func, target=tc.Target(f"{preset} -num-cores=2"))
     text = sch.func.script()
     assert "_rf" not in text
-    assert "T.vectorized(64)" in text or "T.vectorized(32)" in text
+    # tiles of two SIMD registers of float32 along the output: 2 x 128/256/512 bits
+    assert text.count(f"T.vectorized({lanes})") == 3
+    assert "T.vectorized(" not in text.replace(f"T.vectorized({lanes})", "")
     verify_trace_roundtrip(sch, func)
 
 

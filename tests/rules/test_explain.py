@@ -67,7 +67,7 @@ def test_explain_without_a_target_uses_the_current_one() -> None:
     mod = models.pipelined(models.small("tutorial_metaschedule_b1"))
     with CPU:
         report = dl.explain(mod, [dl.cpu.GEMV()])
-    assert report.target == "cpu"
+    assert report.target == str(CPU)  # the full description of the current target
     assert report["matmul1"].rule == "GEMV"
 
 
