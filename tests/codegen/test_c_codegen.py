@@ -107,7 +107,7 @@ def test_large_allocations_on_heap_small_on_stack():
     src = c_source(PrimFunc((A,), body))
     assert "tc_alloc(sizeof(float) * (size_t)(1048576))" in src
     assert "free(big);" in src
-    assert "float small[8];" in src
+    assert "float small[8] __attribute__((aligned(64)));" in src
     compile_shared(src)
 
 

@@ -23,7 +23,7 @@ def test_matmul_schedule_matches_unscheduled(cpu_matmul, m, n, k, mr, nr):
 def test_matmul_schedule_emits_register_tile(cpu_matmul):
     sch = cpu_matmul.schedule_matmul(cpu_matmul.matmul_func(64, 64, 64))
     src = tc.codegen.c_source(sch.mod)
-    assert "float matmul_local[256];" in src  # an 8 x 32 accumulator on the stack
+    assert "float matmul_local[256] __attribute__((aligned(64)));" in src  # an 8 x 32 accumulator on the stack
     assert "#pragma GCC unroll 8" in src
     assert "#pragma omp parallel for" in src
     assert "tc_floordiv" not in src
@@ -71,6 +71,6 @@ def test_norm_schedules_real_shape(cpu_norms):
 
 def test_norm_schedules_vectorize_the_reductions(cpu_norms):
     src = tc.codegen.c_source(cpu_norms.schedule_softmax(cpu_norms.softmax_func(8, 64)).mod)
-    assert "float T_softmax_expsum_rf[16];" in src
+    assert "float T_softmax_expsum_rf[16] __attribute__((aligned(64)));" in src
     assert src.count("#pragma omp simd") >= 5
     assert "TC_SIMD float expf(float);" in src
