@@ -72,9 +72,11 @@ class CPUBackend(Backend):
     ) -> Artifact:
         """A shared library (:func:`~tilecraft.runtime.compiler.compile_shared`, cached).
 
-        ``arch_flags`` name the machine the library is for (None: this one).
+        ``arch_flags`` name the machine the library is for; None: the machine ``target``
+        describes (:func:`machine_flags`).
         """
-        path = compile_shared(source.text, arch_flags=arch_flags)
+        flags = machine_flags(target) if arch_flags is None else arch_flags
+        path = compile_shared(source.text, arch_flags=flags)
         return Artifact(
             kind=self.kind,
             target=str(target),
@@ -85,11 +87,56 @@ class CPUBackend(Backend):
         )
 
     def load(self, artifact: Artifact) -> Module:
-        """The :class:`~tilecraft.runtime.Module` of a C artifact."""
+        """The :class:`~tilecraft.runtime.Module` of a C artifact.
+
+        Raises
+        ------
+        BuildError
+            When the artifact was built for a machine whose ISA this one lacks (before any
+            of its code runs: it would stop on an illegal instruction).
+        """
         self.check_artifact(artifact)
+        check_runs_here(artifact.target)
         low = program.decode(artifact.program)
         functions = {n: (low.originals[n], low.functions[n]) for n in low.functions}
         return Module(library_file(artifact), artifact.source, functions, dict(artifact.symbols))
+
+
+_HOST_FLAGS = frozenset({"-march=native", "-mprefer-vector-width=512"})
+
+
+def machine_flags(target: Target) -> tuple[str, ...] | None:
+    """The compiler's machine options for ``target``.
+
+    None for the host as it is (the compiler's probed ``-march=native``, dropped where the
+    compiler does not take it), else :attr:`~tilecraft.target.Target.arch_flags`: a preset or
+    ``-mcpu``/``-mattr`` target is compiled for that machine, whichever machine compiles.
+
+    Raises
+    ------
+    BuildError
+        For a target of another architecture (``aarch64`` on an x86 host): its C is
+        generated (:func:`tilecraft.runtime.c_source`) but not compiled here.
+    """
+    missing = target.missing_host_features()
+    if missing and missing[0] == target.arch:
+        raise BuildError(
+            f"build: {target} is an {target.arch} target and this machine is not: tilecraft "
+            "generates its C (tc.runtime.c_source(mod, target)) but cannot compile it here"
+        )
+    flags = target.arch_flags
+    return None if set(flags) <= _HOST_FLAGS else flags
+
+
+def check_runs_here(target_text: str) -> None:
+    """Refuse to load code built for ``target_text`` when this machine lacks its ISA."""
+    missing = Target(target_text).missing_host_features()
+    if missing:
+        raise BuildError(
+            f"the library was built for {target_text}, which needs {', '.join(missing)}; this "
+            "machine lacks them, so its code cannot run here (build for tc.Target('cpu'), "
+            "the host, or a preset it supports)"
+        )
 
 
 def library_file(artifact: Artifact) -> Path:
