@@ -3,17 +3,18 @@
 Work goes to Ray tasks that run the same request handler as a local worker
 (:func:`tilecraft.tune._worker.handle`), so a build or a measurement means the same thing on
 a cluster. Each task is a streaming generator (:func:`serve_request`): it first says that it
-has started (its worker process is up and has imported what the request needs), then yields
-the reply. The driver keeps at most ``max_in_flight`` tasks submitted. A task's deadline
-(``timeout_s``) counts from its start as the driver sees it, not from its submission, so the
-time Ray takes to start a worker process (seconds on a loaded machine, and a cancelled
-task's worker is killed, so the next task often waits for a new one) or to queue the task
-is never charged to the build or measurement. A task that has not started gets
-``start_timeout_s`` to start, counted while no other task of the batch runs (one that does
-has its own deadline) from its submission or from the last time another task started or
-ended, whichever is later. A task past either deadline is cancelled with ``force=True`` (its
-Ray worker process is killed). Tasks never retry: a crashed measurement is a failed
-candidate. The driver alone writes the database: tasks only return results.
+has started (its worker process is up, has imported what the request needs and, for a run,
+holds the reference outputs of the workload), then yields the reply. The driver keeps at
+most ``max_in_flight`` tasks submitted. A task's deadline (``timeout_s``) counts from its
+start as the driver sees it, not from its submission, so the time Ray takes to start a
+worker process (seconds on a loaded machine, and a cancelled task's worker is killed, so the
+next task often waits for a new one) or to queue the task is never charged to the build or
+measurement. A task that has not started gets ``start_timeout_s`` to start, counted while
+no other task of the batch runs (one that does has its own deadline) from its submission or
+from the last time another task started or ended, whichever is later. A task past either
+deadline is cancelled with ``force=True`` (its Ray worker process is killed). Tasks never
+retry: a crashed measurement is a failed candidate. The driver alone writes the database:
+tasks only return results.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from ..errors import TuneError
+from ..errors import TilecraftError, TuneError
 from ._proc import STARTUP_TIMEOUT_S, Message, failure
 
 START_MARK = "tilecraft_task_started"
@@ -54,15 +55,37 @@ def require_ray() -> ModuleType:
     return ray
 
 
+def _warm(request: Message) -> None:
+    """Hold what a run request needs besides its candidate: the reference outputs, built and
+    computed once per worker process and workload (a compile: seconds on a loaded machine)."""
+    check = request.get("check") or {}
+    if request.get("op") != "run" or request.get("reference") is None:
+        return
+    if not check.get("enabled", True):
+        return
+    from ..runtime.compiler import adopt_flag_probe
+    from .arg_info import ArgInfo
+    from .runner._measure import reference_outputs
+
+    try:
+        adopt_flag_probe(request.get("probe"))
+        args = [ArgInfo.from_dict(a) for a in request["args"]]
+        reference_outputs(request["reference"], args, int(check.get("seed", 0)))
+    except TilecraftError:
+        pass  # the request meets the same failure again and reports it
+
+
 def serve_request(request: Message) -> Iterator[Message]:
     """The body of every Ray task (a streaming generator): get ready, say so, answer.
 
-    The first item, ``{START_MARK: pid}``, comes once the worker process runs this task and
-    has imported what the request needs; the second is the reply to one build or run request.
+    The first item, ``{START_MARK: pid}``, comes once the worker process runs this task, has
+    imported what the request needs and (for a run) holds the reference outputs, as a local
+    runner's worker does before its clock starts; the second is the reply to the request.
     """
     from ._worker import handle, preload
 
     preload(str(request.get("op")))
+    _warm(request)
     yield {START_MARK: os.getpid()}
     yield handle(request)
 

@@ -26,8 +26,9 @@ class RayRunner(Runner):
     A measurement's clock starts when its task starts running, not when it is submitted:
     the time Ray takes to queue the task and to start its worker process (a cancelled or
     crashed measurement's worker is gone, so the next one often waits for a new process,
-    seconds on a loaded machine) is not charged to the candidate. That wait has its own,
-    generous limit, ``start_timeout_s``.
+    seconds on a loaded machine) is not charged to the candidate, nor is a new worker's
+    build of the workload's reference outputs (a local runner gives that its own
+    ``reference_timeout_s``). That wait has its own, generous limit, ``start_timeout_s``.
 
     Parameters
     ----------
