@@ -16,6 +16,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 import ray
 from ray_hooks import SLOW_START_S
@@ -106,45 +107,49 @@ def _tune(out: dict[str, object], work_dir: str) -> None:
     out["applied"] = bool(applied["f"].attrs.get("tc.tuned"))
 
 
+def _phase(out: dict[str, object], out_path: str, name: str, run: Callable[[], object]) -> object:
+    """Run one phase, note its seconds and write what was seen so far (a timed-out run
+    still tells which phase it was in)."""
+    phases = out.setdefault("phase_seconds", {})
+    assert isinstance(phases, dict)
+    clock = time.monotonic()
+    try:
+        return run()
+    finally:
+        phases[name] = time.monotonic() - clock
+        with open(out_path, "w") as f:
+            json.dump(out, f)
+
+
 def main() -> None:
     out_path, work_dir = sys.argv[1], sys.argv[2]
     out: dict[str, object] = {}
-    phases: dict[str, float] = {}
-    out["phase_seconds"] = phases
     os.environ["TCRAY_SLOW_START"] = os.path.join(tempfile.mkdtemp(prefix="tcslow"), "slow")
-    clock = time.monotonic()
-    ray.init(
-        num_cpus=2,
-        resources={"tilecraft_device": 1},
-        include_dashboard=False,
-        _node_ip_address="127.0.0.1",
-        _temp_dir=tempfile.mkdtemp(prefix="tcray", dir="/tmp"),
-        log_to_driver=False,
-        runtime_env={"worker_process_setup_hook": "ray_hooks.slow_worker_start"},
+    _phase(
+        out,
+        out_path,
+        "init",
+        lambda: ray.init(
+            num_cpus=2,
+            resources={"tilecraft_device": 1},
+            include_dashboard=False,
+            _node_ip_address="127.0.0.1",
+            _temp_dir=tempfile.mkdtemp(prefix="tcray", dir="/tmp"),
+            log_to_driver=False,
+            runtime_env={"worker_process_setup_hook": "ray_hooks.slow_worker_start"},
+        ),
     )
-    phases["init"] = time.monotonic() - clock
     try:
         out["node_ips"] = sorted({n["NodeManagerAddress"] for n in ray.nodes()})
-        clock = time.monotonic()
-        results = _builds(out)
-        phases["build"] = time.monotonic() - clock
+        results = _phase(out, out_path, "build", lambda: _builds(out))
+        assert isinstance(results, list)
         good = results[0].artifact
         assert good is not None
-        clock = time.monotonic()
-        _runs(out, good)
-        phases["run"] = time.monotonic() - clock
-        clock = time.monotonic()
-        _tune(out, work_dir)
-        phases["tune"] = time.monotonic() - clock
-        clock = time.monotonic()
-        _slow_start_runs(out, good)
-        phases["slow_start"] = time.monotonic() - clock
+        _phase(out, out_path, "run", lambda: _runs(out, good))
+        _phase(out, out_path, "tune", lambda: _tune(out, work_dir))
+        _phase(out, out_path, "slow_start", lambda: _slow_start_runs(out, good))
     finally:
-        clock = time.monotonic()
-        ray.shutdown()
-        phases["shutdown"] = time.monotonic() - clock
-    with open(out_path, "w") as f:
-        json.dump(out, f)
+        _phase(out, out_path, "shutdown", ray.shutdown)
 
 
 if __name__ == "__main__":

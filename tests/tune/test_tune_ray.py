@@ -50,6 +50,14 @@ def _namespace_command() -> list[str] | None:
     return None
 
 
+def _phases(out: Path) -> object:
+    """The seconds of each phase the test body finished (it rewrites ``out`` after each)."""
+    try:
+        return json.loads(out.read_text()).get("phase_seconds")
+    except (OSError, ValueError):
+        return None
+
+
 @pytest.fixture(scope="module")
 def ray_results() -> dict[str, object]:
     if importlib.util.find_spec("ray") is None:
@@ -66,15 +74,18 @@ def ray_results() -> dict[str, object]:
             "PYTHONPATH": os.pathsep.join([str(HERE.parents[1]), str(HERE)]),
         }
         body = f"ip link set lo up && exec {sys.executable} {HERE / 'ray_body.py'} {out} {work_dir}"
-        proc = subprocess.run(
-            [*prefix, "sh", "-c", body],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert proc.returncode == 0, proc.stderr[-4000:]
+        try:
+            proc = subprocess.run(
+                [*prefix, "sh", "-c", body],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the Ray test body ran past 300 s; phases done: {_phases(out)}")
+        assert proc.returncode == 0, f"phases done: {_phases(out)}\n{proc.stderr[-4000:]}"
         results: dict[str, object] = json.loads(out.read_text())
         results["records_on_disk"] = len(
             (work_dir / "database_tuning_record.json").read_text().splitlines()
