@@ -3,18 +3,23 @@
 ``python ray_body.py OUT_JSON WORK_DIR`` starts a local Ray (2 CPUs, one ``tilecraft_device``),
 builds and measures candidates with RayBuilder/RayRunner (good ones and ones that crash,
 hang or compute wrong values), tunes a function end to end with the driver as the only
-database writer, stops Ray and writes what it saw to OUT_JSON.
+database writer, measures a hanging and a good candidate while every new Ray worker process
+takes longer to start than the measurement's timeout (ray_hooks.py), stops Ray and writes
+what it saw to OUT_JSON.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 import ray
+from ray_hooks import SLOW_START_S
 from tune_workloads import add_one, poison_source, tile_1d
 
 import tilecraft as tc
@@ -43,17 +48,44 @@ def _builds(out: dict[str, object]) -> list[ms.BuilderResult]:
     return results
 
 
+def _poisoned(good: ms.BuildArtifact, kind: str) -> ms.BuildArtifact:
+    text = poison_source(good.source, good.symbol, kind)
+    lib = tc.runtime.compile_shared(text).read_bytes()
+    return dataclasses.replace(good, source=text, lib_path=None, lib_bytes=lib)
+
+
 def _runs(out: dict[str, object], good: ms.BuildArtifact) -> None:
     func = add_one()
     arts = [good]
     for kind in ("segfault", "hang", "wrong"):
-        text = poison_source(good.source, good.symbol, kind)
-        lib = tc.runtime.compile_shared(text).read_bytes()
-        arts += [dataclasses.replace(good, source=text, lib_path=None, lib_bytes=lib), good]
+        arts += [_poisoned(good, kind), good]
     runner = ms.RayRunner(timeout_s=4.0, evaluator=ms.EvaluatorConfig(number=1, repeat=2))
     results = runner.run([ms.RunnerInput(a, ms.args_info(func), func) for a in arts])
     out["run_errors"] = [r.error for r in results]
     out["run_secs"] = [r.run_secs for r in results]
+
+
+def _slow_start_runs(out: dict[str, object], good: ms.BuildArtifact) -> None:
+    """A hanging candidate, then a good one, each on a new worker process that takes longer
+    to start than the timeout: the hang's worker is killed, so the good candidate waits for
+    a fresh one (its own runtime_env, OMP_NUM_THREADS=1, keeps other idle workers away)."""
+    func = add_one()
+    arts = [_poisoned(good, "hang"), good]
+    flag = os.environ["TCRAY_SLOW_START"]
+    with open(flag, "w"):
+        pass
+    try:
+        runner = ms.RayRunner(
+            timeout_s=2.0, num_threads=1, evaluator=ms.EvaluatorConfig(number=1, repeat=2)
+        )
+        results = runner.run([ms.RunnerInput(a, ms.args_info(func), func) for a in arts])
+    finally:
+        with open(flag) as f:
+            out["slow_starts"] = len(f.read().split())
+        os.remove(flag)
+    out["slow_start_s"] = SLOW_START_S
+    out["slow_start_errors"] = [r.error for r in results]
+    out["slow_start_secs"] = [r.run_secs for r in results]
 
 
 def _tune(out: dict[str, object], work_dir: str) -> None:
@@ -75,40 +107,49 @@ def _tune(out: dict[str, object], work_dir: str) -> None:
     out["applied"] = bool(applied["f"].attrs.get("tc.tuned"))
 
 
+def _phase(out: dict[str, object], out_path: str, name: str, run: Callable[[], object]) -> object:
+    """Run one phase, note its seconds and write what was seen so far (a timed-out run
+    still tells which phase it was in)."""
+    phases = out.setdefault("phase_seconds", {})
+    assert isinstance(phases, dict)
+    clock = time.monotonic()
+    try:
+        return run()
+    finally:
+        phases[name] = time.monotonic() - clock
+        with open(out_path, "w") as f:
+            json.dump(out, f)
+
+
 def main() -> None:
     out_path, work_dir = sys.argv[1], sys.argv[2]
     out: dict[str, object] = {}
-    phases: dict[str, float] = {}
-    out["phase_seconds"] = phases
-    clock = time.monotonic()
-    ray.init(
-        num_cpus=2,
-        resources={"tilecraft_device": 1},
-        include_dashboard=False,
-        _node_ip_address="127.0.0.1",
-        _temp_dir=tempfile.mkdtemp(prefix="tcray", dir="/tmp"),
-        log_to_driver=False,
+    os.environ["TCRAY_SLOW_START"] = os.path.join(tempfile.mkdtemp(prefix="tcslow"), "slow")
+    _phase(
+        out,
+        out_path,
+        "init",
+        lambda: ray.init(
+            num_cpus=2,
+            resources={"tilecraft_device": 1},
+            include_dashboard=False,
+            _node_ip_address="127.0.0.1",
+            _temp_dir=tempfile.mkdtemp(prefix="tcray", dir="/tmp"),
+            log_to_driver=False,
+            runtime_env={"worker_process_setup_hook": "ray_hooks.slow_worker_start"},
+        ),
     )
-    phases["init"] = time.monotonic() - clock
     try:
         out["node_ips"] = sorted({n["NodeManagerAddress"] for n in ray.nodes()})
-        clock = time.monotonic()
-        results = _builds(out)
-        phases["build"] = time.monotonic() - clock
+        results = _phase(out, out_path, "build", lambda: _builds(out))
+        assert isinstance(results, list)
         good = results[0].artifact
         assert good is not None
-        clock = time.monotonic()
-        _runs(out, good)
-        phases["run"] = time.monotonic() - clock
-        clock = time.monotonic()
-        _tune(out, work_dir)
-        phases["tune"] = time.monotonic() - clock
+        _phase(out, out_path, "run", lambda: _runs(out, good))
+        _phase(out, out_path, "tune", lambda: _tune(out, work_dir))
+        _phase(out, out_path, "slow_start", lambda: _slow_start_runs(out, good))
     finally:
-        clock = time.monotonic()
-        ray.shutdown()
-        phases["shutdown"] = time.monotonic() - clock
-    with open(out_path, "w") as f:
-        json.dump(out, f)
+        _phase(out, out_path, "shutdown", ray.shutdown)
 
 
 if __name__ == "__main__":

@@ -71,8 +71,9 @@ def _send(out: IO[bytes], msg: dict[str, Any]) -> None:
     out.flush()
 
 
-def _preload(role: str) -> None:
-    """Import what requests of ``role`` need before saying ready (not on a request's clock)."""
+def preload(role: str) -> None:
+    """Import what requests of ``role`` (``build``, ``run``) need before saying ready (not on
+    a request's clock)."""
     if role == "build":
         from .builder import _compile  # noqa: F401
     elif role == "run":
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory_cap_mb:
         _cap_memory(args.memory_cap_mb)
     faulthandler.enable()
-    _preload(args.preload)
+    preload(args.preload)
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # stray prints (from kernels or libraries) land in the log
     inp = sys.stdin.buffer

@@ -7,7 +7,7 @@ from typing import Any
 
 from ...errors import TuneError
 from ...ir import to_json
-from .._ray import handle_request, require_ray, run_windowed
+from .._ray import STARTUP_TIMEOUT_S, require_ray, run_windowed, task_options
 from ._compile import march_flags
 from .base import Builder, BuilderInput, BuilderResult
 from .local import _items
@@ -26,11 +26,18 @@ class RayBuilder(Builder):
     march
         Target architecture of the measuring host (``"x86-64-v3"``, ``"sapphirerapids"``...).
     timeout_s
-        Deadline of one build (from its submission), in seconds; late builds are cancelled.
+        Deadline of one build, in seconds, counted from when its task starts running on a
+        worker that has imported the compiler (not from its submission: Ray's queueing and
+        worker start-up are not charged to the build); late builds are cancelled.
     num_cpus
         CPUs each build task holds.
     max_in_flight
         Builds submitted at once (default: the cluster's CPUs / ``num_cpus``).
+    start_timeout_s
+        How long a submitted build may wait for a worker to start it, in seconds, while no
+        other build of the batch runs (counted from its submission or from the last time
+        another build started or ended, whichever is later); past it the task is cancelled
+        and the build fails with a timeout.
     """
 
     def __init__(
@@ -40,12 +47,14 @@ class RayBuilder(Builder):
         timeout_s: float = 120.0,
         num_cpus: float = 1.0,
         max_in_flight: int | None = None,
+        start_timeout_s: float = STARTUP_TIMEOUT_S,
     ) -> None:
         march_flags(march)  # validate now, not in every task
-        if timeout_s <= 0 or num_cpus <= 0:
-            raise TuneError("RayBuilder: timeout_s and num_cpus must be > 0")
+        if timeout_s <= 0 or num_cpus <= 0 or start_timeout_s <= 0:
+            raise TuneError("RayBuilder: timeout_s, num_cpus and start_timeout_s must be > 0")
         self.march = march
         self.timeout_s = timeout_s
+        self.start_timeout_s = start_timeout_s
         self.num_cpus = num_cpus
         self.max_in_flight = max_in_flight
 
@@ -56,7 +65,7 @@ class RayBuilder(Builder):
         ray = require_ray()
         # no runtime_env: Ray's idle workers take builds at once (and Ray sets a task's
         # OMP_NUM_THREADS to its CPUs)
-        task = ray.remote(handle_request).options(num_cpus=self.num_cpus, max_retries=0)
+        task = task_options(ray, num_cpus=self.num_cpus)
         requests = [
             {
                 "op": "build",
@@ -73,5 +82,7 @@ class RayBuilder(Builder):
         def submit(index: int) -> Any:
             return task.remote(requests[index])
 
-        replies = run_windowed(ray, submit, len(requests), self.timeout_s, window, "build")
+        replies = run_windowed(
+            ray, submit, len(requests), self.timeout_s, window, "build", self.start_timeout_s
+        )
         return [_items(r, 1)[0] for r in replies]

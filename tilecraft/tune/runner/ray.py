@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import TuneError
-from .._ray import handle_request, require_ray, run_windowed
+from .._ray import STARTUP_TIMEOUT_S, require_ray, run_windowed, task_options
 from .base import EvaluatorConfig, Runner, RunnerInput, RunnerResult, result_of_reply, run_request
 from .local import ReferenceCache
 
@@ -23,10 +23,18 @@ class RayRunner(Runner):
     failed candidate (tasks never retry). Results come back to the driver, the only writer
     of the database.
 
+    A measurement's clock starts when its task starts running, not when it is submitted:
+    the time Ray takes to queue the task and to start its worker process (a cancelled or
+    crashed measurement's worker is gone, so the next one often waits for a new process,
+    seconds on a loaded machine) is not charged to the candidate, nor is a new worker's
+    build of the workload's reference outputs (a local runner gives that its own
+    ``reference_timeout_s``). That wait has its own, generous limit, ``start_timeout_s``.
+
     Parameters
     ----------
     timeout_s
-        Deadline of one measurement, counted from its submission, in seconds.
+        Deadline of one measurement, in seconds, counted from when its task starts running
+        on a worker that has imported the measuring code (not from its submission).
     resource
         The custom resource marking a device.
     num_cpus
@@ -39,6 +47,11 @@ class RayRunner(Runner):
         Timing settings (default :class:`EvaluatorConfig()`).
     max_in_flight
         Measurements submitted at once (default: the cluster's units of ``resource``).
+    start_timeout_s
+        How long a submitted measurement may wait for a worker to start it, in seconds, while no
+        other measurement of the batch runs (counted from its submission or from the last time
+        another measurement started or ended, whichever is later); past it the task is cancelled
+        and the candidate fails with a timeout.
     """
 
     def __init__(
@@ -54,10 +67,15 @@ class RayRunner(Runner):
         seed: int = 0,
         evaluator: EvaluatorConfig | None = None,
         max_in_flight: int | None = None,
+        start_timeout_s: float = STARTUP_TIMEOUT_S,
     ) -> None:
-        if timeout_s <= 0:
-            raise TuneError(f"RayRunner: timeout_s must be > 0, got {timeout_s}")
+        if timeout_s <= 0 or start_timeout_s <= 0:
+            raise TuneError(
+                "RayRunner: timeout_s and start_timeout_s must be > 0, "
+                f"got {timeout_s} and {start_timeout_s}"
+            )
         self.timeout_s = timeout_s
+        self.start_timeout_s = start_timeout_s
         self.resource = resource
         self.num_cpus = num_cpus
         self.num_threads = num_threads
@@ -83,10 +101,10 @@ class RayRunner(Runner):
                 f'start measuring nodes with resources={{"{self.resource}": 1}}'
             )
         env = {} if self.num_threads is None else {"OMP_NUM_THREADS": str(self.num_threads)}
-        task = ray.remote(handle_request).options(
+        task = task_options(
+            ray,
             num_cpus=self.num_cpus,
             resources={self.resource: 1},
-            max_retries=0,
             runtime_env={"env_vars": env} if env else None,
         )
         requests = [
@@ -98,5 +116,7 @@ class RayRunner(Runner):
             return task.remote(requests[index])
 
         window = self.max_in_flight or units
-        replies = run_windowed(ray, submit, len(requests), self.timeout_s, window, "run")
+        replies = run_windowed(
+            ray, submit, len(requests), self.timeout_s, window, "run", self.start_timeout_s
+        )
         return [result_of_reply(r) for r in replies]
