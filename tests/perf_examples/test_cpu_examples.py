@@ -23,7 +23,8 @@ def test_matmul_schedule_matches_unscheduled(cpu_matmul, m, n, k, mr, nr):
 def test_matmul_schedule_emits_register_tile(cpu_matmul):
     sch = cpu_matmul.schedule_matmul(cpu_matmul.matmul_func(64, 64, 64))
     src = tc.codegen.c_source(sch.mod)
-    assert "float matmul_local[256] __attribute__((aligned(64)));" in src  # an 8 x 32 accumulator on the stack
+    # an 8 x 32 accumulator on the stack
+    assert "float matmul_local[256] __attribute__((aligned(64)));" in src
     assert "#pragma GCC unroll 8" in src
     assert "#pragma omp parallel for" in src
     assert "tc_floordiv" not in src
