@@ -67,7 +67,7 @@ def test_register_tile_becomes_tile_sized():
 def test_compacted_indices_are_offsets_from_the_box():
     _, sch = tiled_matmul(n=32, mr=2, nr=8)
     src = tc.codegen.c_source(sch.func)
-    assert "float matmul_local[16];" in src
+    assert "float matmul_local[16] __attribute__((aligned(64)));" in src
     # the tile is indexed by the inner loops only
     assert "matmul_local[((i0_1 * 8) + i1_1)]" in src
 
