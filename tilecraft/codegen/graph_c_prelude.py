@@ -8,7 +8,7 @@ nothing from the interpreter.
 """
 
 PRELUDE = r"""
-/* ---- tilecraft native graph executor (tilecraft.graph.native_source) ---- */
+/* ---- tilecraft native graph executor (tilecraft.codegen.graph_c) ---- */
 #include <time.h>
 typedef struct tcg_object tcg_object;
 typedef struct {
