@@ -28,13 +28,13 @@ import keyword
 import math
 import textwrap
 import unicodedata
-import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..errors import IRError, ScriptParseError, TilecraftError
 from ..ir import Add, Attrs, Expr, FloorDiv, IntImm, IRModule, Mul, PrimFunc, Sub, Var, as_expr
 from ..ir import dtype as to_dtype
+from ..script._python import parse_python
 from .ir import Binding, CallFunc, CallTIR, Constant, Function, OpCall, TensorType, TensorVar
 from .op import infer_type
 
@@ -232,7 +232,7 @@ class _GraphParser:
         if not isinstance(value, str):
             raise self.fail(node, "extents are ints or strings naming shape variables")
         try:
-            tree = ast.parse(value, mode="eval").body
+            tree = parse_python(value, mode="eval").body
         except (SyntaxError, *_LITERAL_ERRORS):
             raise self.fail(node, f"bad extent expression {value!r}") from None
         return self.dim_expr(tree, svars, node, 0)
@@ -455,9 +455,7 @@ def parse(text: str) -> Function | IRModule:
     text = textwrap.dedent(text)
     lines = text.splitlines()
     try:
-        with warnings.catch_warnings():  # e.g. "invalid escape sequence": report errors only
-            warnings.simplefilter("ignore", SyntaxWarning)
-            tree = ast.parse(text)
+        tree = parse_python(text)
     except SyntaxError as e:
         raise ScriptParseError(f"invalid Python syntax: {e.msg}", e.lineno or 0) from None
     except (RecursionError, MemoryError):

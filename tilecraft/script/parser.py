@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import inspect
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +36,7 @@ from ..ir import (
 )
 from ..ir import verify as verify_ir
 from ._names import dtype_of_name
+from ._python import parse_python, source_lines
 from ._regions import infer_regions
 from ._stmt_parser import StmtParser
 
@@ -107,7 +106,7 @@ def parse_object(obj: Callable[..., Any] | type, *, verify: bool = True) -> Prim
     ``verify`` as for :func:`parse`.
     """
     try:
-        src_lines, start = inspect.getsourcelines(obj)
+        src_lines, start = source_lines(obj)
     except (OSError, TypeError) as e:
         raise ScriptParseError(f"cannot read the source of {obj!r}: {e}") from e
     return _checked(_parse_text("".join(src_lines), max(start - 1, 0)), verify)
@@ -133,9 +132,7 @@ def _parse_text(source: str, line_offset: int) -> PrimFunc | IRModule:
     indent = min(indents, default=0)
     text = "\n".join(ln[indent:] if ln.strip() else "" for ln in lines)
     try:
-        with warnings.catch_warnings():  # e.g. "invalid escape sequence": report errors only
-            warnings.simplefilter("ignore", SyntaxWarning)
-            tree = ast.parse(text)
+        tree = parse_python(text)
     except SyntaxError as e:
         line = e.lineno or 0
         src = lines[line - 1].rstrip() if 0 < line <= len(lines) else ""
