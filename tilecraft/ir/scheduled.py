@@ -36,6 +36,9 @@ RULE_PREFIX = "rule:"
 """Prefix of the mark of a function scheduled by a rule (followed by the rule's name)."""
 DISPATCH_PREFIX = "dispatch:"
 """Prefix of the mark of a function dispatched to a library (followed by its name)."""
+RECORD_ATTR = "tc.record"
+"""The tuning record a database-scheduled function was replayed from:
+``<workload hash>:<sha256 of the record's trace JSON>`` (exported libraries list it)."""
 
 LEGACY_RULE_ATTR = "tc.schedule_rule"
 """Older attribute naming the rule that scheduled a function; read as ``rule:<Name>``."""

@@ -29,6 +29,8 @@ from .emulate import EmulatedBoundsError as EmulatedBoundsError
 from .emulate import EmulatedModule as EmulatedModule
 from .emulate import EmulateMode as EmulateMode
 from .executor import Executable as Executable
+from .export import ExportError as ExportError
+from .export import load_module as load_module
 from .module import Function as Function
 from .module import Module as Module
 from .module import TimingResult as TimingResult

@@ -19,7 +19,7 @@ import ctypes
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,6 +48,9 @@ from .arguments import (
 )
 from .cuda_driver import CUDAError, Driver, get_driver
 from .module import TimingResult, written_params
+
+if TYPE_CHECKING:
+    from .backend.base import Artifact
 
 _DLPACK_CUDA = (2, 13)  # kDLCUDA, kDLCUDAManaged
 _STATIC_SMEM_DEFAULT = 48 * 1024
@@ -421,6 +424,7 @@ class CUDAModule:
         self.source = source.text
         self.cubin = cubin
         self.target = target
+        self.artifact: Artifact | None = None  # what its backend loaded it from (exported)
         self._handle: ctypes.c_void_p | None = None
         self._functions = {
             name: CUDAFunction(self, f.update(name=name), source.programs[name])

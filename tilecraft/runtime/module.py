@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BuildError
 from ..ir import Block, Buffer, BufferStore, Node, PrimFunc, post_order_visit
@@ -22,6 +22,9 @@ from .arguments import (
 )
 from .bounds import find_record, raise_if_violated
 from .openmp_fork import guard_forks
+
+if TYPE_CHECKING:
+    from .backend.base import Artifact
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,7 @@ class Module:
     ) -> None:
         self.path = path
         self.source = source
+        self.artifact: Artifact | None = None  # what its backend loaded it from (exported)
         guard_forks()  # a forked child must not wait for this process's OpenMP threads
         try:
             self._lib = ctypes.CDLL(str(path))

@@ -15,13 +15,14 @@ on ``tilecraft.tune``.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
 
 from ..errors import TuneError
 from ..ir import BY_DATABASE, IRModule, is_scheduled, mark_scheduled
-from ..ir.scheduled import LEGACY_TUNED_ATTR
+from ..ir.scheduled import LEGACY_TUNED_ATTR, RECORD_ATTR
 from ..target import Target, as_target
 from ._pass import TunePass
 from .database.base import Database
@@ -97,6 +98,10 @@ class ApplyDatabase(TunePass):
                 continue
             scheduled = found.schedule.func.update(name=name).with_attr(LEGACY_TUNED_ATTR, True)
             scheduled = mark_scheduled(scheduled, BY_DATABASE)
+            if found.record is not None:
+                trace = hashlib.sha256(found.record.trace.as_json().encode()).hexdigest()
+                record = f"{found.record.workload.key.shash}:{trace}"
+                scheduled = scheduled.with_attr(RECORD_ATTR, record)
             mod = mod.with_function(name, scheduled)
             report.matched[name] = found.reason
         self.report = report

@@ -99,7 +99,9 @@ class CPUBackend(Backend):
         check_runs_here(artifact.target)
         low = program.decode(artifact.program)
         functions = {n: (low.originals[n], low.functions[n]) for n in low.functions}
-        return Module(library_file(artifact), artifact.source, functions, dict(artifact.symbols))
+        lib = Module(library_file(artifact), artifact.source, functions, dict(artifact.symbols))
+        lib.artifact = artifact
+        return lib
 
 
 _HOST_FLAGS = frozenset({"-march=native", "-mprefer-vector-width=512"})

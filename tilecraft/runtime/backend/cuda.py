@@ -73,4 +73,6 @@ class CUDABackend(Backend):
                 raise BuildError("the artifact has neither a cubin path nor its bytes")
             cubin = Path(artifact.lib_path).read_bytes()
         source = CUDASource(artifact.source, low.programs)
-        return CUDAModule(source, cubin, low.originals, Target(artifact.target))
+        lib = CUDAModule(source, cubin, low.originals, Target(artifact.target))
+        lib.artifact = artifact
+        return lib

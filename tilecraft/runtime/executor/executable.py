@@ -10,7 +10,9 @@ from Python.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from ...errors import GraphError
@@ -90,6 +92,13 @@ class Executable:
             return time_calls(lambda: fn(*args), number, repeat, min_repeat_ms)
 
         return run
+
+    def export_library(self, path: str | os.PathLike[str]) -> Path:
+        """Write this executable to one file; :func:`tilecraft.runtime.load_module` loads it
+        without a compiler (see :mod:`tilecraft.runtime.export`)."""
+        from ..export import export_library  # the exporter imports this module
+
+        return export_library(self, path)
 
     def profile(self, name: str, *args: Any) -> list[tuple[str, float]]:
         """Run graph function ``name`` once and return (kernel name, seconds) per call."""

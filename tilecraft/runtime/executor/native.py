@@ -141,6 +141,7 @@ class NativeGraph:
         table = api_table()
         assert table is not None  # build_native checked
         self._table = table
+        self.symbol = symbol
         self.layout = layout
         self.shape_vars = list(shape_vars)
         self.constants = list(constants)

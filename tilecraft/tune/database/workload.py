@@ -52,7 +52,9 @@ from ..arg_info import ArgInfo
 FORMAT_VERSION = 1
 """Version of the workload/record format; part of every workload key."""
 
-IGNORED_ATTRS = frozenset({"op_pattern", "tc.scheduled", "tc.tuned", "tc.schedule_rule"})
+IGNORED_ATTRS = frozenset(
+    {"op_pattern", "tc.scheduled", "tc.tuned", "tc.schedule_rule", "tc.record"}
+)
 """Function attributes that do not change what a function computes or how it compiles."""
 
 

@@ -1,0 +1,38 @@
+"""Deployable libraries: one file holding a compiled model, loaded with no compiler.
+
+``exe.export_library(path)`` writes, and ``tc.runtime.load_module(path)`` reads, a zip file
+(format ``tilecraft.library``, version :data:`VERSION`) holding:
+
+``manifest.json``
+    ``format``, ``version`` (``"major.minor"``), ``tilecraft_version``; ``target``: its
+    string, ``kind`` (``"cpu"``/``"cuda"``), ``arch`` (``x86_64``, ``aarch64``, ``sm_90``...)
+    and the CPU ``features`` the code needs; ``library``: the backend kind and the members
+    below; ``kernels``: per kernel its symbol, the binary holding it and that binary's
+    sha256, the structural hashes of the function as scheduled and as lowered, and who
+    scheduled it (``tc.scheduled``: ``rule:<Name>``, ``database``, ...; ``record``: the
+    database record where the function names one); ``functions``: per graph function its
+    program, its constants' members and its native entry (symbol and context layout);
+    ``params_bound``; ``files``: the sha256 of every other member.
+``kernels/library.so`` (CPU) or ``kernels/library.cubin`` (CUDA)
+    The compiled kernels; a CPU library also holds each graph function's native entry.
+``kernels/artifact.json``
+    The backend's :class:`~tilecraft.runtime.Artifact` without its bytes: source, symbols and
+    the lowered program (``tc.ir`` JSON), so loading lowers and emits nothing.
+``graph/<function>.json``
+    The graph program (:mod:`tilecraft.lower.graph_program_json`), symbolic shapes included.
+``params/<function>/<i>.npy``
+    The constants of the program (the parameters bound at compile time and what was folded
+    from them), read with ``allow_pickle=False``.
+
+Loading refuses, with an :class:`ExportError` that says what differs and before any of the
+library's code is loaded: a file that is not a zip or is truncated, another format major
+version or a newer minor one, a CPU architecture or ISA features this machine lacks, a GPU
+arch this machine's GPU cannot run, and a member whose sha256 differs from the manifest's.
+Files of an older minor version of the same major load.
+"""
+
+from .library import export_library as export_library
+from .library import load_module as load_module
+from .manifest import VERSION as VERSION
+from .manifest import ExportError as ExportError
+from .manifest import check_gpu_arch as check_gpu_arch
