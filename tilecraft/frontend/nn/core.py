@@ -310,6 +310,11 @@ class Module:
                     f"load_state_dict: {name} has shape {tuple(arr.shape)}, "
                     f"expected {p.param_shape}"
                 )
+            if not np.can_cast(arr.dtype, p.param_dtype, casting="same_kind"):
+                raise FrontendError(
+                    f"load_state_dict: {name} has dtype {arr.dtype}, which does not convert "
+                    f"to the parameter's {p.param_dtype}"
+                )
             p.data = np.array(arr, dtype=p.param_dtype, order="C", copy=True)
 
     def export(
