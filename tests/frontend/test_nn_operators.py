@@ -148,6 +148,10 @@ def test_scalar_and_operand_errors_name_what_to_call() -> None:
         export(lambda x: x if x > 0 else -x, nn.spec.Tensor((4,)))
     with pytest.raises(GraphError, match=r"has dtype int32, expected float32.*x\.astype"):
         export(lambda x, y: x + y, nn.spec.Tensor((4,)), int_spec)
+    with pytest.raises(GraphError, match=r"where: the condition must be a bool tensor"):
+        export(lambda x: F.where(x, x, 0.0), nn.spec.Tensor((4,)))
+    with pytest.raises(GraphError, match=r"less: argument 1 has dtype int32, expected float32"):
+        export(lambda x, y: x < y, nn.spec.Tensor((4,)), int_spec)
     assert hasattr(nn.Tensor, "astype")
     assert all(callable(f) for f in (F.where, F.constant, F.astype))
 

@@ -39,7 +39,7 @@ def _binary(op: str, ts: Types, attrs: Attrs) -> TensorType:
 
 def _compare(op: str, ts: Types, attrs: Attrs) -> TensorType:
     same_dtype(op, ts)
-    return TensorType(broadcast_shapes(op, ts[0].shape, ts[1].shape), "bool")
+    return TensorType(broadcast_shapes(op, ts[0].shape, ts[1].shape), to_dtype("bool"))
 
 
 def _where(op: str, ts: Types, attrs: Attrs) -> TensorType:
