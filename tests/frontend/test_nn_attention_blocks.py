@@ -60,7 +60,8 @@ def test_grouped_query_attention_over_a_longer_key_sequence(hq, hkv, s, t) -> No
     for causal in (True, False):
 
         def sdpa(*xs: nn.Tensor, causal: bool = causal) -> nn.Tensor:
-            return F.scaled_dot_product_attention(*xs, causal=causal)  # type: ignore[call-arg]
+            mask = F.causal_lower_right() if causal else None
+            return F.scaled_dot_product_attention(*xs, attn_mask=mask)
 
         got = run(Fn(sdpa), spec, q, k, v)
         want = np_sdpa(q.astype(np.float64), k, v, causal)
@@ -69,7 +70,7 @@ def test_grouped_query_attention_over_a_longer_key_sequence(hq, hkv, s, t) -> No
 
 def test_attention_kernels_are_einsum_matmuls_with_fused_scale_and_mask() -> None:
     shapes = {"q": (1, 8, 1, 16), "k": (1, 2, 9, 16), "v": (1, 2, 9, 16)}
-    model = Fn(lambda *xs: F.scaled_dot_product_attention(*xs, causal=True))
+    model = Fn(lambda *xs: F.scaled_dot_product_attention(*xs, attn_mask=F.causal_lower_right()))
     mod, _ = model.export({"forward": {n: nn.spec.Tensor(s) for n, s in shapes.items()}})
     with tc.Target("cpu"):
         mod = get_pipeline("zero")(mod)

@@ -101,7 +101,7 @@ class Attention(nn.Module):
         v = heads(self.v_proj(h), c.kv_heads, False)
         k_all = k if past is None else F.concat([past[0], k], axis=2)
         v_all = v if past is None else F.concat([past[1], v], axis=2)
-        o = F.scaled_dot_product_attention(q, k_all, v_all, causal=True)
+        o = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=F.causal_lower_right())
         o = o.permute_dims(0, 2, 1, 3).reshape(b, s, c.heads * c.head_dim)
         return self.o_proj(o), k, v
 

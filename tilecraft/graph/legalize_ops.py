@@ -21,6 +21,7 @@ from .ir import TensorType
 from .op import OPS, LegalizeFn, attr_float, attr_int, attr_optional_float, int_tuple
 from .op_types import (
     BINARY,
+    COMPARE,
     REDUCE,
     UNARY,
     attention_layout,
@@ -42,6 +43,12 @@ _BINARY: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
     "divide": topi.divide,
     "maximum": topi.maximum,
     "minimum": topi.minimum,
+    "equal": topi.equal,
+    "not_equal": topi.not_equal,
+    "less": topi.less,
+    "less_equal": topi.less_equal,
+    "greater": topi.greater,
+    "greater_equal": topi.greater_equal,
 }
 
 _UNARY: dict[str, Callable[[Tensor], Tensor]] = {
@@ -202,8 +209,13 @@ def _causal_mask(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
     return topi.causal_mask(args[0], offset=causal_offset("causal_mask", attrs))
 
 
+def _where(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
+    return topi.where(args[0], args[1], args[2])
+
+
 _TABLE: dict[str, LegalizeFn] = {
-    **{name: _binary(name) for name in BINARY},
+    **{name: _binary(name) for name in BINARY + COMPARE},
+    "where": _where,
     **{name: _unary(name) for name in UNARY},
     **{name: _reduce(name) for name in REDUCE},
     "matmul": _matmul,

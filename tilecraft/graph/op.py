@@ -138,7 +138,7 @@ def same_dtype(op: str, types: Sequence[TensorType]) -> DataType:
         if t.dtype != first:
             raise GraphError(
                 f"{op}: argument {i} has dtype {t.dtype}, expected {first} "
-                f"(like argument 0); insert astype to convert"
+                f"(like argument 0); convert one with the astype op (nn: x.astype({str(first)!r}))"
             )
     return first
 

@@ -29,11 +29,26 @@ Types = Sequence[TensorType]
 BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
 UNARY = ("relu", "gelu", "silu", "sigmoid", "tanh", "exp", "negative", "sqrt", "rsqrt")
 REDUCE = ("sum", "mean", "max", "min")
+COMPARE = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
 
 
 def _binary(op: str, ts: Types, attrs: Attrs) -> TensorType:
     dt = same_dtype(op, ts)
     return TensorType(broadcast_shapes(op, ts[0].shape, ts[1].shape), dt)
+
+
+def _compare(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    same_dtype(op, ts)
+    return TensorType(broadcast_shapes(op, ts[0].shape, ts[1].shape), to_dtype("bool"))
+
+
+def _where(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    cond, a, b = ts
+    if not cond.dtype.is_bool:
+        raise GraphError(f"{op}: the condition must be a bool tensor, got {cond.describe()}")
+    dt = same_dtype(op, ts[1:])
+    shape = broadcast_shapes(op, broadcast_shapes(op, cond.shape, a.shape), b.shape)
+    return TensorType(shape, dt)
 
 
 def _unary(op: str, ts: Types, attrs: Attrs) -> TensorType:
@@ -394,6 +409,9 @@ for _name in UNARY:
     register_op(_name, (1, 1), _unary)
 for _name in REDUCE:
     register_op(_name, (1, 1), _reduce)
+for _name in COMPARE:
+    register_op(_name, (2, 2), _compare)
+register_op("where", (3, 3), _where)
 register_op("matmul", (2, 2), _matmul)
 register_op("dense", (2, 2), _dense)
 register_op("linear", (2, 3), _dense)

@@ -4,6 +4,7 @@ load), loaded kernels, argument checks and timing."""
 from .arguments import ArgumentError as ArgumentError
 from .arguments import ArgumentTypeError as ArgumentTypeError
 from .arguments import FunctionNotFoundError as FunctionNotFoundError
+from .arguments import GraphArgumentError as GraphArgumentError
 from .backend import Artifact as Artifact
 from .backend import Backend as Backend
 from .backend import CPUBackend as CPUBackend

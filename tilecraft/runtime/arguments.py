@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import ctypes
 import numbers
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..errors import TilecraftError
+from ..errors import GraphError, TilecraftError
 from ..ir import (
     Add,
     Buffer,
@@ -35,11 +36,19 @@ class ArgumentTypeError(ArgumentError, TypeError):
     """An argument has the wrong kind or dtype."""
 
 
+class GraphArgumentError(GraphError, ArgumentTypeError):
+    """A graph function was called with missing, extra, unknown or ill-fitting arguments."""
+
+
 class FunctionNotFoundError(TilecraftError, KeyError):
     """``lib[name]`` names no function of the module (a ``KeyError`` too)."""
 
     def __str__(self) -> str:  # KeyError would show the message quoted
         return str(self.args[0]) if self.args else ""
+
+
+class NoSuchAttributeError(TilecraftError, AttributeError):
+    """``exe.name`` names no function of an executable (an ``AttributeError`` too)."""
 
 
 def missing_function(name: object, names: list[str]) -> FunctionNotFoundError:
@@ -137,8 +146,43 @@ def dlpack_device(value: Any, where: str) -> tuple[int, int] | None:
     )
 
 
+def for_inference(value: Any, where: str) -> Any:
+    """``value``, detached first when it is a tensor that requires grad (a PyTorch tensor).
+
+    Such a tensor refuses DLPack export; its detached view shares the memory, so outputs
+    written into it still land in the caller's tensor.
+    """
+    try:
+        needs_detach = getattr(value, "requires_grad", False) is True
+        return value.detach() if needs_detach else value
+    except PRODUCER_ERRORS as e:
+        raise ArgumentTypeError(
+            f"{where}: cannot detach the tensor for inference: {type(e).__name__}: {e}"
+        ) from e
+
+
+def result_like(args: Sequence[Any], result: np.ndarray) -> Any:
+    """``result`` as the kind of tensor the first tensor of ``args`` is, without a copy.
+
+    numpy arrays (and anything that is not a DLPack tensor) give ``result`` itself; a DLPack
+    tensor gives ``from_dlpack(result)`` of its own library (``torch.from_dlpack`` for a
+    PyTorch tensor), found from the tensor's type so that no library is imported here.
+    """
+    for a in args:
+        if isinstance(a, np.ndarray):
+            return result
+        if isinstance(a, type) or not hasattr(a, "__dlpack__"):
+            continue
+        library = sys.modules.get(type(a).__module__.partition(".")[0])
+        from_dlpack = getattr(library, "from_dlpack", None)
+        return from_dlpack(result) if callable(from_dlpack) else result
+    return result
+
+
 def to_array(value: Any, where: str) -> np.ndarray:
     """``value`` as a numpy array: numpy arrays as they are, DLPack CPU tensors zero-copy.
+
+    A tensor that requires grad is detached first (:func:`for_inference`).
 
     Raises
     ------
@@ -148,6 +192,7 @@ def to_array(value: Any, where: str) -> np.ndarray:
     """
     if isinstance(value, np.ndarray):
         return value
+    value = for_inference(value, where)
     if isinstance(value, type) or not hasattr(value, "__dlpack__"):
         raise ArgumentTypeError(
             f"{where}: expected a numpy array or a DLPack tensor, got {type(value).__name__}"

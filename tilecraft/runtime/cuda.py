@@ -43,6 +43,7 @@ from .arguments import (
     check_timing,
     dlpack_device,
     eval_shape_expr,
+    for_inference,
     missing_function,
     reject_keywords,
 )
@@ -200,6 +201,7 @@ def device_view(value: Any, where: str) -> _DeviceView:
         return _DeviceView(value.ptr, value.shape, value.dtype, owner=value)
     if isinstance(value, type):
         raise ArgumentTypeError(f"{where}: expected a tensor, got the class {value.__name__}")
+    value = for_inference(value, where)
     cai = getattr(value, "__cuda_array_interface__", None)
     if cai is not None:
         return _cai_view(cai, where)

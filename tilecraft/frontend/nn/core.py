@@ -7,12 +7,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ...errors import TilecraftError
-from ...graph import GraphBuilder, GraphError, TensorVar
+from ...graph import Binding, Constant, GraphBuilder, GraphError, TensorType, TensorVar
 from ...graph.ir import dim_text
 from ...ir import IntImm, IRModule
 from ...ir import dtype as to_dtype
+from ...runtime.arguments import ArgumentError, to_array
 from .spec import Tensor as TensorSpec
 
 _TRACE = threading.local()
@@ -61,23 +63,93 @@ class Tensor:
         """Number of dimensions."""
         return len(self.var.type.shape)
 
-    def __add__(self, other: Tensor) -> Tensor:
-        return emit("add", [self, other])
+    # Arithmetic and comparisons: the other operand is a tensor or a Python scalar; a scalar
+    # takes this tensor's dtype (x * 2.0 on float16 stays float16), two tensors need one dtype.
+    def __add__(self, other: Operand) -> Tensor:
+        return emit("add", [self, self._operand(other, "+")])
 
-    def __sub__(self, other: Tensor) -> Tensor:
-        return emit("subtract", [self, other])
+    def __radd__(self, other: Operand) -> Tensor:
+        return emit("add", [self._operand(other, "+"), self])
 
-    def __mul__(self, other: Tensor) -> Tensor:
-        return emit("multiply", [self, other])
+    def __sub__(self, other: Operand) -> Tensor:
+        return emit("subtract", [self, self._operand(other, "-")])
 
-    def __truediv__(self, other: Tensor) -> Tensor:
-        return emit("divide", [self, other])
+    def __rsub__(self, other: Operand) -> Tensor:
+        return emit("subtract", [self._operand(other, "-"), self])
+
+    def __mul__(self, other: Operand) -> Tensor:
+        return emit("multiply", [self, self._operand(other, "*")])
+
+    def __rmul__(self, other: Operand) -> Tensor:
+        return emit("multiply", [self._operand(other, "*"), self])
+
+    def __truediv__(self, other: Operand) -> Tensor:
+        return emit("divide", [self, self._operand(other, "/")])
+
+    def __rtruediv__(self, other: Operand) -> Tensor:
+        return emit("divide", [self._operand(other, "/"), self])
 
     def __matmul__(self, other: Tensor) -> Tensor:
-        return emit("matmul", [self, other])
+        return emit("matmul", [self, _tensor_operand(other, "@")])
+
+    def __rmatmul__(self, other: Tensor) -> Tensor:
+        return emit("matmul", [_tensor_operand(other, "@"), self])
 
     def __neg__(self) -> Tensor:
         return emit("negative", [self])
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __lt__(self, other: Operand) -> Tensor:
+        return emit("less", [self, self._operand(other, "<")])
+
+    def __le__(self, other: Operand) -> Tensor:
+        return emit("less_equal", [self, self._operand(other, "<=")])
+
+    def __gt__(self, other: Operand) -> Tensor:
+        return emit("greater", [self, self._operand(other, ">")])
+
+    def __ge__(self, other: Operand) -> Tensor:
+        return emit("greater_equal", [self, self._operand(other, ">=")])
+
+    def eq(self, other: Operand) -> Tensor:
+        """Elementwise ``self == other`` as a bool tensor (``==`` itself stays identity)."""
+        return emit("equal", [self, self._operand(other, "eq")])
+
+    def ne(self, other: Operand) -> Tensor:
+        """Elementwise ``self != other`` as a bool tensor (``!=`` itself stays identity)."""
+        return emit("not_equal", [self, self._operand(other, "ne")])
+
+    def __bool__(self) -> bool:
+        raise FrontendError(
+            f"{self!r} has no truth value while tracing: Python's if/and/or/not cannot see "
+            "tensor values; select elementwise with nn.functional.where(cond, a, b)"
+        )
+
+    def _operand(self, other: Operand, op: str) -> Tensor:
+        """``other`` as a tensor: a Python scalar becomes a 0-d constant of this dtype."""
+        if isinstance(other, Tensor):
+            return other
+        if not isinstance(other, (bool, int, float)):
+            raise FrontendError(
+                f"{op}: expected an nn tensor or a Python scalar, got {type(other).__name__}; "
+                "make constant arrays with nn.functional.constant(value, dtype)"
+            )
+        dt = to_dtype(self.dtype)
+        if dt.is_bool and not isinstance(other, bool):
+            raise FrontendError(
+                f"{op}: {self!r} is bool; convert it first with x.astype('float32') to compute "
+                f"with the scalar {other!r}"
+            )
+        if dt.is_integer and isinstance(other, float) and not other.is_integer():
+            raise FrontendError(
+                f"{op}: the scalar {other!r} takes the dtype of {self!r} and would be "
+                "truncated; convert the tensor first with x.astype('float32')"
+            )
+        if dt.is_uint and other < 0:
+            raise FrontendError(f"{op}: the scalar {other!r} does not fit {self!r} ({dt})")
+        return constant(other, self.dtype)
 
     def reshape(self, *shape: Any) -> Tensor:
         """``reshape`` with ints, -1 or symbolic extents of this tensor."""
@@ -105,10 +177,39 @@ def emit(op: str, args: Sequence[Tensor], attrs: Mapping[str, Any] | None = None
     for a in args:
         if not isinstance(a, Tensor):
             raise FrontendError(
-                f"{op}: expected nn tensors, got {type(a).__name__}; scalars "
-                "must be given as parameters or op attributes"
+                f"{op}: expected nn tensors, got {type(a).__name__}; tensor operators take "
+                "Python scalars (x * 2.0), and nn.functional.constant(value, dtype) makes "
+                "a constant tensor"
             )
     return Tensor(builder().emit(op, [a.var for a in args], attrs))
+
+
+Operand = Tensor | bool | int | float
+"""What tensor operators take on either side: a tensor or a Python scalar."""
+
+
+def _tensor_operand(other: object, op: str) -> Tensor:
+    if not isinstance(other, Tensor):
+        raise FrontendError(
+            f"{op}: expected an nn tensor, got {type(other).__name__}; make constant arrays "
+            "with nn.functional.constant(value, dtype)"
+        )
+    return other
+
+
+def constant(value: ArrayLike, dtype: str = "float32") -> Tensor:
+    """A tensor known at export time (``value`` converted to ``dtype``; a scalar is 0-d)."""
+    dt = to_dtype(dtype)
+    if dt.code.value == "bfloat":  # stored as the upper 16 bits of float32, rounded to even
+        bits = np.asarray(value, dtype=np.float32).view(np.uint32).astype(np.uint64)
+        arr = np.asarray((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    else:
+        arr = np.asarray(value, dtype=np.dtype(dt.numpy_name()))
+    b = builder()
+    t = TensorType(arr.shape, dt)
+    var = TensorVar(b.fresh("const"), t)
+    b.bindings.append(Binding(var, Constant(t, arr)))
+    return Tensor(var)
 
 
 class Parameter(Tensor):
@@ -189,20 +290,32 @@ class Module:
         return {n: p.initial_value(rng) for n, p in self.named_parameters()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Load parameter values from numpy arrays; names and shapes must match exactly."""
+        """Load parameter values; names and shapes must match exactly.
+
+        Values are numpy arrays, or tensors of any DLPack library as they come (a PyTorch
+        ``state_dict()`` as is: Parameters, tensors that require grad, non-contiguous ones);
+        each is copied into a C-contiguous array of the parameter's dtype. PyTorch's
+        ``num_batches_tracked`` counters, which no layer here reads, are ignored.
+        """
         own = dict(self.named_parameters())
+        extra = {n for n in state if n.endswith("num_batches_tracked") and n not in own}
         missing = sorted(set(own) - set(state))
-        unknown = sorted(set(state) - set(own))
+        unknown = sorted(set(state) - set(own) - extra)
         if missing or unknown:
             raise FrontendError(f"load_state_dict: missing {missing}, unexpected {unknown}")
         for name, p in own.items():
-            arr = np.asarray(state[name])
+            arr = _host_array(state[name], f"load_state_dict: {name}")
             if tuple(arr.shape) != p.param_shape:
                 raise FrontendError(
                     f"load_state_dict: {name} has shape {tuple(arr.shape)}, "
                     f"expected {p.param_shape}"
                 )
-            p.data = np.ascontiguousarray(arr, dtype=p.param_dtype)
+            if not np.can_cast(arr.dtype, p.param_dtype, casting="same_kind"):
+                raise FrontendError(
+                    f"load_state_dict: {name} has dtype {arr.dtype}, which does not convert "
+                    f"to the parameter's {p.param_dtype}"
+                )
+            p.data = np.array(arr, dtype=p.param_dtype, order="C", copy=True)
 
     def export(
         self, spec: Mapping[str, Mapping[str, TensorSpec]], seed: int = 0
@@ -267,6 +380,16 @@ class Module:
                 f"export: {method} must return one nn tensor, got {type(out).__name__}"
             )
         return bb.finish(out.var, method, {"num_input": len(args)})
+
+
+def _host_array(value: Any, where: str) -> np.ndarray:
+    """``value`` (numpy, a DLPack CPU tensor, or a nested sequence) as a numpy array."""
+    if isinstance(value, np.ndarray) or not hasattr(value, "__dlpack__"):
+        return np.asarray(value)
+    try:
+        return to_array(value, where)
+    except ArgumentError as e:
+        raise FrontendError(str(e)) from e
 
 
 def check_static(name: str, value: Any) -> int:

@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ._composite import attention as attention
 from ._composite import batch_norm as batch_norm
-from ._composite import constant as constant
+from ._composite import causal_lower_right as causal_lower_right
+from ._composite import causal_upper_left as causal_upper_left
 from ._composite import scaled_dot_product_attention as scaled_dot_product_attention
-from .core import Tensor, emit
+from .core import Operand, Tensor, emit
+from .core import constant as constant
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
@@ -16,14 +19,101 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     return emit("matmul", [a, b])
 
 
-def add(a: Tensor, b: Tensor) -> Tensor:
-    """Broadcasting ``a + b``."""
-    return emit("add", [a, b])
+def add(a: Tensor, b: Operand) -> Tensor:
+    """Broadcasting ``a + b`` (``b`` may be a Python scalar, taking ``a``'s dtype)."""
+    return a + b
 
 
-def multiply(a: Tensor, b: Tensor) -> Tensor:
+def subtract(a: Tensor, b: Operand) -> Tensor:
+    """Broadcasting ``a - b``."""
+    return a - b
+
+
+def multiply(a: Tensor, b: Operand) -> Tensor:
     """Broadcasting ``a * b``."""
-    return emit("multiply", [a, b])
+    return a * b
+
+
+def divide(a: Tensor, b: Operand) -> Tensor:
+    """Broadcasting ``a / b`` (integers: truncating division)."""
+    return a / b
+
+
+def maximum(a: Tensor, b: Tensor) -> Tensor:
+    """Broadcasting elementwise maximum."""
+    return emit("maximum", [a, b])
+
+
+def minimum(a: Tensor, b: Tensor) -> Tensor:
+    """Broadcasting elementwise minimum."""
+    return emit("minimum", [a, b])
+
+
+def negative(x: Tensor) -> Tensor:
+    """``-x``."""
+    return emit("negative", [x])
+
+
+def exp(x: Tensor) -> Tensor:
+    """``e ** x``."""
+    return emit("exp", [x])
+
+
+def sqrt(x: Tensor) -> Tensor:
+    """Square root."""
+    return emit("sqrt", [x])
+
+
+def rsqrt(x: Tensor) -> Tensor:
+    """``1 / sqrt(x)``."""
+    return emit("rsqrt", [x])
+
+
+def astype(x: Tensor, dtype: str) -> Tensor:
+    """``x`` converted to ``dtype`` (same as ``x.astype(dtype)``)."""
+    return x.astype(dtype)
+
+
+def equal(a: Tensor, b: Operand) -> Tensor:
+    """Broadcasting ``a == b`` as a bool tensor (``a.eq(b)``)."""
+    return a.eq(b)
+
+
+def not_equal(a: Tensor, b: Operand) -> Tensor:
+    """Broadcasting ``a != b`` as a bool tensor (``a.ne(b)``)."""
+    return a.ne(b)
+
+
+def less(a: Tensor, b: Operand) -> Tensor:
+    """Broadcasting ``a < b`` as a bool tensor."""
+    return a < b
+
+
+def less_equal(a: Tensor, b: Operand) -> Tensor:
+    """Broadcasting ``a <= b`` as a bool tensor."""
+    return a <= b
+
+
+def greater(a: Tensor, b: Operand) -> Tensor:
+    """Broadcasting ``a > b`` as a bool tensor."""
+    return a > b
+
+
+def greater_equal(a: Tensor, b: Operand) -> Tensor:
+    """Broadcasting ``a >= b`` as a bool tensor."""
+    return a >= b
+
+
+def where(cond: Tensor, a: Operand, b: Operand) -> Tensor:
+    """``a`` where the bool tensor ``cond`` holds, else ``b`` (broadcasting all three).
+
+    One of ``a`` and ``b`` may be a Python scalar: it takes the other one's dtype.
+    """
+    if not isinstance(a, Tensor) and isinstance(b, Tensor):
+        a = b._operand(a, "where")
+    elif isinstance(a, Tensor):
+        b = a._operand(b, "where")
+    return emit("where", [cond, a, b])  # type: ignore[list-item]
 
 
 def relu(x: Tensor) -> Tensor:
@@ -140,10 +230,3 @@ def causal_mask(x: Tensor, offset: int | None = None) -> Tensor:
     The default ``offset`` is ``T - S`` (the queries are the last ``S`` of ``T`` positions).
     """
     return emit("causal_mask", [x], {"offset": offset})
-
-
-def attention(
-    q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float | None = None
-) -> Tensor:
-    """Scaled dot-product attention on (batch, seq, heads, head_dim) tensors."""
-    return emit("attention", [q, k, v], {"causal": causal, "scale": scale})

@@ -19,7 +19,7 @@ from ...errors import GraphError
 from ...ir import IRModule
 from ...lower.graph_program import GraphProgram
 from ...target import Target, as_target
-from ..arguments import check_timing
+from ..arguments import ArgumentTypeError, NoSuchAttributeError, check_timing
 from ..backend import backend_of
 from ..emulate import EmulateArg, EmulatedModule, EmulateMode, emulate_mode
 from ..module import TimingResult, time_calls
@@ -28,7 +28,12 @@ from .native import NativeBuild, NativeGraph, build_native, kernel_prim_funcs
 
 
 class Executable:
-    """Compiled kernels plus the graph functions that call them: ``exe["forward"](x, *w)``."""
+    """Compiled kernels plus the graph functions that call them.
+
+    A graph function is called by name, ``exe["forward"](x, *w)`` or ``exe.forward(x, *w)``,
+    or as the executable itself, ``exe(x, *w)``, when it is the only graph function or is
+    named ``forward``; arguments go by position or by parameter name (``x=x``).
+    """
 
     def __init__(
         self,
@@ -55,6 +60,46 @@ class Executable:
             return self.lib[name]
         raise GraphError(
             f"executable has no function {name!r}; graph functions: {sorted(self.functions)}"
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        """``exe.forward``: the graph function (or compiled PrimFunc) ``name``."""
+        functions = self.__dict__.get("functions")
+        if name.startswith("__") or functions is None:
+            raise AttributeError(name)
+        if name in functions:
+            return functions[name]
+        lib = self.__dict__.get("lib")
+        if lib is not None and name in lib:
+            return lib[name]
+        raise NoSuchAttributeError(
+            f"executable has no attribute or function {name!r}; graph functions: "
+            f"{sorted(functions)} (call one as exe.<name>(...) or exe[<name>](...))"
+        )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the only graph function, or the one named ``forward``: ``exe(x)``.
+
+        Raises
+        ------
+        ArgumentTypeError
+            When there are several graph functions and none is named ``forward`` (or none),
+            naming them; the graph function raises its own argument errors.
+        """
+        if "forward" in self.functions:
+            return self.functions["forward"](*args, **kwargs)
+        if len(self.functions) == 1:
+            return next(iter(self.functions.values()))(*args, **kwargs)
+        if not self.functions:
+            kernels = list(getattr(self.lib, "function_names", []))
+            raise ArgumentTypeError(
+                f"executable has no graph function to call; call a kernel by name: "
+                f"exe[name](...) with name in {kernels}"
+            )
+        names = sorted(self.functions)
+        raise ArgumentTypeError(
+            f"executable has graph functions {names} and none is named 'forward': call one "
+            f"by name, exe[{names[0]!r}](...) or exe.{names[0]}(...)"
         )
 
     def __contains__(self, name: object) -> bool:

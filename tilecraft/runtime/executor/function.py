@@ -26,7 +26,13 @@ from ...codegen.graph_c import NativeStatus
 from ...errors import GraphError
 from ...ir import BaseFunc, Var
 from ...lower.graph_program import GraphProgram, TensorSpec
-from ..arguments import ArgumentError, ArgumentTypeError, eval_shape_expr, to_array
+from ..arguments import (
+    ArgumentError,
+    GraphArgumentError,
+    eval_shape_expr,
+    result_like,
+    to_array,
+)
 from .memory_plan import MemoryPlan, plan_memory
 from .native import NativeGraph, StepRecord, buffer_formats
 
@@ -88,7 +94,7 @@ class GraphFunction:
         prog = self.program
         params, name = prog.param_names, prog.name
         if len(args) != len(params):
-            raise GraphError(
+            raise GraphArgumentError(
                 f"{name}: expected {len(params)} arguments ({', '.join(params)}), got {len(args)}"
             )
         env: dict[int, int] = {}
@@ -98,17 +104,19 @@ class GraphFunction:
             try:
                 arr = to_array(a, where)
             except ArgumentError as e:
-                raise GraphError(str(e)) from None
+                raise GraphArgumentError(str(e)) from None
             if arr.dtype != np.dtype(want.dtype.numpy_name()):
-                raise GraphError(f"{where} has dtype {arr.dtype}, expected {want.dtype}")
+                raise GraphArgumentError(f"{where} has dtype {arr.dtype}, expected {want.dtype}")
             if arr.ndim != want.ndim:
-                raise GraphError(f"{where} has shape {arr.shape}, expected {want.describe()}")
+                raise GraphArgumentError(
+                    f"{where} has shape {arr.shape}, expected {want.describe()}"
+                )
             for d, (dim, actual) in enumerate(zip(want.shape, arr.shape, strict=True)):
                 if isinstance(dim, Var) and id(dim) not in env:
                     env[id(dim)] = int(actual)
                 expected = eval_shape_expr(dim, env)
                 if expected is not None and expected != actual:
-                    raise GraphError(
+                    raise GraphArgumentError(
                         f"{where} has shape {arr.shape}, expected "
                         f"{want.describe()} (dimension {d} should be {expected})"
                     )
@@ -173,20 +181,27 @@ class GraphFunction:
         result: np.ndarray = values[self.ret_slot]
         return result
 
-    def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run on numpy arrays or DLPack CPU tensors (inputs then weights); returns the result.
 
-        Arguments may also be given by parameter name (``f(x=x)``, ``f(x, w=w)``).
+        Arguments may also be given by parameter name (``f(x=x)``, ``f(x, w=w)``). The
+        result is the kind of tensor the first argument is (a numpy array for numpy
+        arguments, a PyTorch tensor sharing the result's memory for PyTorch tensors). Tensors
+        that require grad are detached (inference).
 
         Raises
         ------
-        ArgumentTypeError
-            For a keyword that names no parameter, or a parameter given twice.
-        ArgumentError
-            For a parameter missing from a call with keywords, or too many arguments.
+        GraphArgumentError
+            For a keyword that names no parameter, a parameter given twice or missing, too
+            many or too few arguments, or an argument of the wrong kind, dtype or shape (a
+            ``TypeError``, ``ValueError`` and :class:`~tilecraft.errors.GraphError`).
         """
         if kwargs:
             args = self._positional(args, kwargs)
+        return result_like(args, self._call(args))
+
+    def _call(self, args: tuple[Any, ...]) -> np.ndarray:
+        """The result as a numpy array: natively when the entry takes the arguments."""
         native = self.native
         if native is not None:
             out = native.call(*args)
@@ -202,30 +217,30 @@ class GraphFunction:
         fname, names = self.name, list(self.program.param_names)
         listed = ", ".join(names)
         if len(args) > len(names):
-            raise ArgumentError(
+            raise GraphArgumentError(
                 f"{fname}: expected {len(names)} arguments ({listed}), got {len(args)} "
                 f"positional and {len(kwargs)} by name"
             )
         unknown = [k for k in kwargs if k not in names]
         if unknown:
-            raise ArgumentTypeError(
+            raise GraphArgumentError(
                 f"{fname}: unknown argument {', '.join(map(repr, unknown))}; the parameters "
                 f"are ({listed})"
             )
         ambiguous = [k for k in kwargs if names.count(k) > 1]
         if ambiguous:
-            raise ArgumentTypeError(
+            raise GraphArgumentError(
                 f"{fname}: several parameters are named {ambiguous[0]!r}; pass them by position"
             )
         for k in kwargs:
             if names.index(k) < len(args):
-                raise ArgumentTypeError(
+                raise GraphArgumentError(
                     f"{fname}: argument {k!r} given twice: at position {names.index(k)} and by name"
                 )
         missing = [n for n in names[len(args) :] if n not in kwargs]
         if missing:
             plural = "s" if len(missing) > 1 else ""
-            raise ArgumentError(
+            raise GraphArgumentError(
                 f"{fname}: missing argument{plural} {', '.join(map(repr, missing))}; the "
                 f"parameters are ({listed})"
             )
