@@ -75,7 +75,8 @@ def _database(work_dir: str | os.PathLike[str] | None, database: Database | None
         return database
     if work_dir is not None:
         return JSONDatabase(work_dir)
-    return Database.current() or MemoryDatabase()
+    current = Database.current()  # an empty database is falsy (len 0): compare with None
+    return current if current is not None else MemoryDatabase()
 
 
 def tune_tasks(
