@@ -1,15 +1,17 @@
 """What a user watches while tuning: a live table, a summary, per-task logs, a tuning curve.
 
 The live table (drawn with ``rich``) has one row per task: its FLOPs, weight, speed
-(GFLOP/s at the best time), best latency, weighted latency (weight x latency), trials
-(recorded / budget), the trial that gave the best, and its state; the caption gives the
-total weighted latency, the trials spent of the global budget, the elapsed time and an
-estimate of the time left. It is shown by default when standard output is a terminal and
-``CI`` is not set (:func:`tilecraft.config.in_ci`); ``progress=True`` or ``False`` forces
-it either way. At the end the same table is printed once as the summary.
+(GFLOP/s at the best time), best latency (microseconds), weighted latency (weight x
+latency), trials (recorded / budget), the trial that gave the best ("best at"), and its
+state; the caption gives the total weighted latency, the trials spent of the global
+budget, the elapsed time and an estimate of the time left. It is shown by default when
+standard output is a terminal and ``CI`` is not set (:func:`tilecraft.config.in_ci`);
+``progress=True`` or ``False`` forces it either way. At the end the live table gives way
+to the same table, printed once as the summary (a task the global budget stopped before
+its own is marked "stopped").
 
-With a ``work_dir``, every task logs its trials to ``work_dir/logs/<task>.log`` and the
-summary goes to ``work_dir/logs/summary.txt``, shown or not. :func:`plot_tuning_curves`
+With a ``work_dir``, every task logs its trials to ``work_dir/logs/<nnn>_<task>.log`` and
+the summary goes to ``work_dir/logs/summary.txt``, shown or not. :func:`plot_tuning_curves`
 draws the best latency against trials, one line per task, into a PNG (``tilecraft[plot]``,
 matplotlib).
 """
@@ -27,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from rich import box
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -43,13 +46,15 @@ COLUMNS = (
     "Task",
     "FLOP",
     "Weight",
-    "Speed (GFLOP/s)",
-    "Latency (us)",
-    "Weighted latency (us)",
+    "GFLOP/s",
+    "Latency us",
+    "Weighted us",
     "Trials",
-    "Best at trial",
+    "Best at",
     "State",
 )
+"""The columns: speed at the best time, best latency, weight x latency, trials recorded of the
+task's budget, the trial that gave the best."""
 
 
 def should_show(progress: bool | None) -> bool:
@@ -70,14 +75,14 @@ def _flops(n: int) -> str:
     return str(n)
 
 
-def _state(s: TaskState) -> str:
+def _state(s: TaskState, final: bool) -> str:
     if not s.done:
-        return "tuning"
+        return "stopped" if final else "tuning"  # final: the global budget ran out first
     return "done" if s.remaining == 0 else "space dry"
 
 
-def task_row(index: int, s: TaskState) -> tuple[str, ...]:
-    """One row of the table, as text in the order of :data:`COLUMNS`."""
+def task_row(index: int, s: TaskState, final: bool = False) -> tuple[str, ...]:
+    """One row of the table, as text in the order of :data:`COLUMNS` (``final``: at the end)."""
     best = s.best_secs
     speed = "-" if math.isinf(best) or best <= 0 else f"{s.flops / best / 1e9:.4g}"
     trials = f"{s.trials}/{s.budget}" + (f" ({s.failed} failed)" if s.failed else "")
@@ -92,7 +97,7 @@ def task_row(index: int, s: TaskState) -> tuple[str, ...]:
         _us(best * s.weight),
         trials,
         "-" if at is None else str(at),
-        _state(s),
+        _state(s, final),
     )
 
 
@@ -100,6 +105,14 @@ def _duration(secs: float) -> str:
     if secs < 60:
         return f"{secs:.1f} s"
     return f"{int(secs // 60)} min {int(secs % 60)} s"
+
+
+def _console() -> Console:
+    """A console on standard output, 120 columns wide when it is not a terminal (a log)."""
+    console = Console()
+    if not console.is_terminal:
+        console.width = max(console.width, 120)
+    return console
 
 
 def _safe_name(name: str) -> str:
@@ -135,7 +148,7 @@ class TuneProgress:
         self.states = list(states)
         self.budget = budget
         self.show = show
-        self.console = console or Console()
+        self.console = console or _console()
         self.log_dir = Path(work_dir) / "logs" if work_dir is not None else None
         self.started = time.monotonic()
         self.spent_at_start = self.spent
@@ -157,13 +170,14 @@ class TuneProgress:
         left = min(left, max(0, self.budget - self.spent))
         return (time.monotonic() - self.started) / done_now * left
 
-    def table(self, title: str = "Tuning") -> Table:
-        """The table of every task as it stands now."""
-        table = Table(title=title)
+    def table(self, final: bool = False) -> Table:
+        """The table of every task as it stands now (``final``: the summary at the end)."""
+        title = "Tuning summary" if final else "Tuning"
+        table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False)
         for name in COLUMNS:
             table.add_column(name, justify="left" if name == "Task" else "right")
         for i, s in enumerate(self.states):
-            table.add_row(*task_row(i, s))
+            table.add_row(*task_row(i, s, final))
         total = sum(s.best_secs * s.weight for s in self.states)
         eta = self.eta_secs()
         table.caption = (
@@ -175,7 +189,9 @@ class TuneProgress:
 
     def __enter__(self) -> TuneProgress:
         if self.show:
-            self._live = Live(self.table(), console=self.console, refresh_per_second=4)
+            self._live = Live(
+                self.table(), console=self.console, refresh_per_second=4, transient=True
+            )
             self._live.__enter__()
         return self
 
@@ -225,7 +241,7 @@ class TuneProgress:
 
     def finish(self) -> None:
         """Print the summary (when shown), write it to the logs and log it."""
-        summary = self.table("Tuning summary")
+        summary = self.table(final=True)
         if self.show:
             self.console.print(summary)
         text = render(summary)
