@@ -205,3 +205,11 @@ def test_the_same_seed_and_measurements_give_the_same_search() -> None:
     first = run(3)
     assert run(3) == first
     assert run(4) != first
+
+
+def test_tune_irmod_positional_form_and_op_names(tmp_path: object) -> None:
+    with CPU:
+        ms.TuneIRMod(tmp_path, 3, ["b"], space=tile_1d_2d, builder=HashBuilder(),
+                     runner=TableRunner(), progress=False)(_three())  # fmt: skip
+    db = ms.JSONDatabase(tmp_path)
+    assert _counts(db) == {(8, 16): 3}
