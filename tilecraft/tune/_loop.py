@@ -106,7 +106,7 @@ def start_task(
     strategy.initialize(task.func, target, space, seed, records)
     key = structural_hash(first.func) if first is not None else None
     state.from_space = sum(1 for r in records if r.func_hash != key)
-    if first is not None and key not in strategy.measured:
+    if first is not None and key is not None and key not in strategy.measured:
         strategy.measured.add(key)  # the strategy must not propose it again
         state.first.append(first)
     if records:

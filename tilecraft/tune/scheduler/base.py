@@ -6,8 +6,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Protocol
 
-from ...errors import TuneError
-
 
 class TaskView(Protocol):
     """What a scheduler reads of a task (the tuning loop's task state provides it)."""
@@ -48,24 +46,3 @@ class TaskScheduler(ABC):
 
         The chosen task is not done.
         """
-
-
-def as_scheduler(value: TaskScheduler | str) -> TaskScheduler:
-    """A scheduler from itself or its name (``"round-robin"`` or ``"gradient"``).
-
-    Raises
-    ------
-    TuneError
-        For any other value.
-    """
-    from .gradient import GradientBased
-    from .round_robin import RoundRobin
-
-    if isinstance(value, TaskScheduler):
-        return value
-    makers = {RoundRobin.name: RoundRobin, GradientBased.name: GradientBased}
-    if isinstance(value, str) and value in makers:
-        return makers[value]()
-    raise TuneError(
-        f"task_scheduler: expected one of {sorted(makers)} or a TaskScheduler, got {value!r}"
-    )
