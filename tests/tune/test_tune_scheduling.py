@@ -17,6 +17,7 @@ from tilecraft.ir import structural_hash
 from tilecraft.rules import cpu as cpu_rules
 from tilecraft.rules import try_rules
 from tilecraft.schedule import Schedule
+from tilecraft.tune._defaults import default_rules_of, rules_candidate
 from tilecraft.tune.scheduler import GradientBased, RoundRobin, as_scheduler
 
 CPU = tc.Target("cpu -mcpu=x86-64-v3")
@@ -213,3 +214,17 @@ def test_tune_irmod_positional_form_and_op_names(tmp_path: object) -> None:
                      runner=TableRunner(), progress=False)(_three())  # fmt: skip
     db = ms.JSONDatabase(tmp_path)
     assert _counts(db) == {(8, 16): 3}
+
+
+def test_a_target_without_default_rules_starts_without_their_schedule(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gpu = tc.Target("cuda -arch=sm_90")
+    with caplog.at_level("INFO", logger="tilecraft.tune"):
+        found = rules_candidate(add_one(64), gpu, "add_one")
+    if default_rules_of(gpu) is None:
+        assert found is None
+        assert "task add_one: no default rules for cuda" in caplog.text
+    else:  # GPU rules exist: their schedule is the first candidate, as on CPUs
+        assert found is None or isinstance(found, Schedule)
+    assert rules_candidate(add_one(64), CPU, "add_one") is not None
