@@ -13,6 +13,8 @@
                          "as an AVX2 machine" on an AVX-512 host. A preset the host cannot
                          execute (``avx512`` on an AVX2 host) makes its builds refuse to run
                          (``Target.missing_host_features``).
+``CI``                   set (not "0"/"false"): a continuous-integration run; the tuner's live
+                         table stays quiet.
 """
 
 from __future__ import annotations
@@ -120,3 +122,9 @@ def _release_recursion_limit() -> None:
             if sys.getrecursionlimit() == RECURSION_HEADROOM:  # nobody else changed it since
                 sys.setrecursionlimit(_recursion_saved)
             _recursion_saved = None
+
+
+def in_ci() -> bool:
+    """Whether ``CI`` is set (to anything but "", "0" or "false"): a continuous-integration run."""
+    value = os.environ.get("CI", "").strip().lower()
+    return value not in ("", "0", "false", "no", "off")

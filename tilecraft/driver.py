@@ -11,9 +11,13 @@ PrimFuncs alone go to the target's backend (:func:`tilecraft.runtime.build`).
    as constants when given, matmuls reading transposed weights in place, every operator
    legalized to a PrimFunc, parameter-only work (weight transposes, re-layouts) computed
    once here, fusion;
-2. the default schedule rules of the target (:func:`default_rules`) through
-   :class:`~tilecraft.rules.ApplyDefaultSchedule`, under the target;
-3. :func:`build`.
+2. the records of a tuning database (``database=``, else the one of an enclosing ``with db:``)
+   through :class:`~tilecraft.tune.ApplyDatabase`: each function with an applicable record
+   gets its best schedule, marked ``tc.scheduled = "database"``;
+3. the default schedule rules of the target (:func:`default_rules`) through
+   :class:`~tilecraft.rules.ApplyDefaultSchedule`, under the target, for every function still
+   unscheduled;
+4. :func:`build`.
 
 This module sits above every layer it drives (graph, rules) so the default path can grow
 the passes of the layers above the rules (applying a tuning database, library dispatch)
@@ -35,6 +39,7 @@ from .runtime import Library
 from .runtime.arguments import ArgumentTypeError
 from .runtime.backend import backend_of
 from .target import Target, as_target
+from .tune import ApplyDatabase, Database
 
 
 def default_rules(target: Target | str) -> list[ScheduleRule]:
@@ -71,6 +76,7 @@ def compile(
     mod: IRModule | PrimFunc,
     target: Target | str = "cpu",
     params: Mapping[str, Any] | None = None,
+    database: Database | None = None,
 ) -> Executable | Library:
     """Compile a model (or kernels) the default way: graph pipeline, default rules, build.
 
@@ -118,5 +124,8 @@ def compile(
             mod = get_pipeline("default", params=params)(mod)
         elif params is not None:
             raise BuildError("compile: params given, but the module has no graph function")
+        db = database if database is not None else Database.current()
+        if db is not None:
+            mod = ApplyDatabase(database=db)(mod)
         mod = ApplyDefaultSchedule(*rules)(mod)
     return build(mod, tgt)

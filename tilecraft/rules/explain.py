@@ -4,7 +4,10 @@
 :class:`~tilecraft.rules.ApplyDefaultSchedule` on every PrimFunc (without keeping the
 schedules) and reports, per function, the rule that took it and each earlier rule's
 :class:`~tilecraft.rules.Decline` reason. Functions already scheduled are listed with the rule
-(or mark) that scheduled them. With ``profile=True`` the scheduled module is built with
+(or mark) that scheduled them; each row's ``scheduled_by`` says whether a tuning record
+(``"database"``: explain the module after :class:`~tilecraft.tune.ApplyDatabase`, or the
+executable's ``mod`` from ``tc.compile(..., database=db)``) or a rule (``"rule:<Name>"``)
+scheduled the function. With ``profile=True`` the scheduled module is built with
 ``tc.build`` and timed on random inputs. Kernels are timed the way the forward runs them: each
 graph function is run whole, with per-kernel timing (around each kernel call inside the
 forward, in C for the native executor), and a kernel's time is the median over those runs;
@@ -34,7 +37,7 @@ import numpy as np
 from ..graph.build import build
 from ..graph.ir import CallTIR, Function, OpCall, graph_functions
 from ..ir import Buffer, DataType, Expr, IRModule, PrimFunc, Var, scheduled_by
-from ..ir.scheduled import RULE_PREFIX
+from ..ir.scheduled import BY_DATABASE, RULE_PREFIX
 from ..runtime.arguments import eval_shape_expr
 from ..target import Target, as_target
 from .apply import (
@@ -86,6 +89,9 @@ class FunctionReport:
         Measured seconds per call and share of the total (``profile=True`` only).
     flagged
         A Fallback or unscheduled kernel with a share above :data:`FLAG_SHARE`.
+    scheduled_by
+        Who scheduled it: ``"database"`` (a tuning record), ``"rule:<Name>"``, or another
+        ``tc.scheduled`` mark; None when nothing did.
     """
 
     name: str
@@ -98,6 +104,7 @@ class FunctionReport:
     time_s: float | None = None
     share: float | None = None
     flagged: bool = False
+    scheduled_by: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         """A plain dict (JSON-friendly)."""
@@ -112,6 +119,7 @@ class FunctionReport:
             "time_s": self.time_s,
             "share": self.share,
             "flagged": self.flagged,
+            "scheduled_by": self.scheduled_by,
         }
 
 
@@ -154,6 +162,7 @@ class ExplainReport:
             rule = f.rule or "-"
             if f.status is Status.ALREADY_SCHEDULED:
                 rule = f"{rule} (before)" if f.rule else "(scheduled before)"
+                rule = "record (database)" if f.scheduled_by == BY_DATABASE else rule
             row = f"{f.name:<{width}}{rule:<20}"
             if profiled:
                 t = "-" if f.time_s is None else f"{f.time_s * 1e6:.1f}"
@@ -214,14 +223,20 @@ def _decide(
     if reason is not None:
         by = scheduled_by(func) or ""
         rule = by.removeprefix(RULE_PREFIX) if by.startswith(RULE_PREFIX) else None
-        row = FunctionReport(name, Status.ALREADY_SCHEDULED, rule, (), note=f"scheduled: {reason}")
+        row = FunctionReport(
+            name, Status.ALREADY_SCHEDULED, rule, (), note=f"scheduled: {reason}",
+            scheduled_by=by or None,
+        )  # fmt: skip
         return row, func
     outcome = try_rules(func, rules, function_target(func, target))
     declines = tuple((r, d.reason) for r, d in outcome.declines)
     if outcome.schedule is None:
         row = FunctionReport(name, Status.UNSCHEDULED, None, declines, outcome.unavailable)
         return row, func
-    row = FunctionReport(name, Status.SCHEDULED, outcome.rule, declines, outcome.unavailable)
+    row = FunctionReport(
+        name, Status.SCHEDULED, outcome.rule, declines, outcome.unavailable,
+        scheduled_by=RULE_PREFIX + outcome.rule if outcome.rule else None,
+    )  # fmt: skip
     return row, outcome.schedule.func.with_attr(SCHEDULE_RULE_ATTR, outcome.rule)
 
 

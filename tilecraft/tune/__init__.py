@@ -2,7 +2,9 @@
 
 Tuning is decoupled from applying (K1): :func:`tune_tir` / :func:`tune_tasks` measure
 candidates and write records to a database; :class:`ApplyDatabase` later replaces each
-function that has a record by its best replayed schedule. Builds never tune.
+function that has a record by its best replayed schedule. Builds never tune. A task
+scheduler (:mod:`.scheduler`) shares the global trial budget among the tasks, each task
+measures the default rules' schedule first, and :mod:`.progress` shows a live table.
 
 >>> from tilecraft import tune as ms
 >>> db = ms.tune_tir(func, "cpu", work_dir="tune", max_trials_global=64, seed=0)
@@ -12,7 +14,9 @@ function that has a record by its best replayed schedule. Builds never tune.
 
 from . import builder as builder
 from . import database as database
+from . import progress as progress
 from . import runner as runner
+from . import scheduler as scheduler
 from . import search as search
 from . import space as space
 from .apply import ApplyDatabase as ApplyDatabase
@@ -37,6 +41,9 @@ from .database import SQLiteDatabase as SQLiteDatabase
 from .database import TuningRecord as TuningRecord
 from .database import UnionDatabase as UnionDatabase
 from .database import Workload as Workload
+from .flops import flop_count as flop_count
+from .progress import TuneProgress as TuneProgress
+from .progress import plot_tuning_curves as plot_tuning_curves
 from .runner import CUDARunner as CUDARunner
 from .runner import EvaluatorConfig as EvaluatorConfig
 from .runner import LocalRunner as LocalRunner
@@ -44,6 +51,9 @@ from .runner import RayRunner as RayRunner
 from .runner import Runner as Runner
 from .runner import RunnerInput as RunnerInput
 from .runner import RunnerResult as RunnerResult
+from .scheduler import GradientBased as GradientBased
+from .scheduler import RoundRobin as RoundRobin
+from .scheduler import TaskScheduler as TaskScheduler
 from .search import ReplayFunc as ReplayFunc
 from .search import ReplayTrace as ReplayTrace
 from .search import SearchStrategy as SearchStrategy

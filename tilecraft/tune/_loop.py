@@ -1,6 +1,8 @@
 """One task's tuning state and one measurement round: propose, build, run, record.
 
-Every proposed candidate becomes exactly one tuning record, measured or failed: a build
+A task's first candidate is the default rules' schedule (see :mod:`._defaults`), unless an
+earlier run measured it already; the search strategy proposes the others. Every proposed
+candidate becomes exactly one tuning record, measured or failed: a build
 error, a crash, a hang, an ``exit`` or a wrong result is recorded with its reason, and the
 round goes on. Records are committed one by one as soon as they are known, so a tuner killed
 mid-round keeps everything measured before.
@@ -22,6 +24,7 @@ from .arg_info import ArgInfo, args_info
 from .builder.base import Builder, BuilderInput
 from .database.base import Database
 from .database.workload import TuningRecord, Workload
+from .flops import flop_count
 from .runner.base import Runner, RunnerInput
 from .search.base import SearchStrategy
 from .space.base import SpaceGenerator
@@ -44,6 +47,13 @@ class TaskState:
     best_secs: float = math.inf
     done: bool = False
     notes: list[str] = field(default_factory=list)
+    flops: int = 0
+    history: list[float] = field(default_factory=list)
+    """The best seconds after each trial (inf before the first success), records included."""
+    first: list[Schedule] = field(default_factory=list)
+    """Candidates measured before the strategy's: the rules' schedule when not yet measured."""
+    from_space: int = 0
+    """Candidates of the design space, earlier records included (the rules' one is not)."""
 
     @property
     def func(self) -> PrimFunc:
@@ -51,9 +61,21 @@ class TaskState:
         return self.task.func
 
     @property
+    def weight(self) -> int:
+        """The task's weight (call sites it stands for)."""
+        return self.task.weight
+
+    @property
     def remaining(self) -> int:
         """Trials left in the task's budget."""
         return max(0, self.budget - self.trials)
+
+    @property
+    def best_trial(self) -> int | None:
+        """The 1-based trial that gave the best time; None before a success."""
+        if not self.history or math.isinf(self.history[-1]):
+            return None
+        return self.history.index(self.history[-1]) + 1
 
 
 def start_task(
@@ -64,19 +86,29 @@ def start_task(
     strategy: SearchStrategy,
     budget: int,
     seed: int,
+    first: Schedule | None = None,
 ) -> TaskState:
-    """Commit the task's workload, count its earlier trials and seed the strategy with them."""
+    """Commit the task's workload, count its earlier trials and seed the strategy with them.
+
+    ``first`` (the rules' schedule) is measured before the strategy's candidates unless a
+    record of the task already holds the same function.
+    """
     workload = db.commit_workload(task.mod, target)
     records = db.records_of(workload)
-    ok = [r.mean_secs for r in records if r.ok]
-    state = TaskState(task, workload, args_info(task.func), strategy, budget, len(records))
-    state.failed = len(records) - len(ok)
-    state.best_secs = min(ok, default=math.inf)
+    state = TaskState(task, workload, args_info(task.func), strategy, budget, 0)
+    state.flops = flop_count(task.func)
+    for rec in records:
+        _account(state, rec, quiet=True)
     if state.remaining == 0:
         state.done = True
         logger.info("task %s: %d trials already recorded; skipped", task.task_name, len(records))
         return state
     strategy.initialize(task.func, target, space, seed, records)
+    key = structural_hash(first.func) if first is not None else None
+    state.from_space = sum(1 for r in records if r.func_hash != key)
+    if first is not None and key is not None and key not in strategy.measured:
+        strategy.measured.add(key)  # the strategy must not propose it again
+        state.first.append(first)
     if records:
         logger.info("task %s: resuming from %d recorded trials", task.task_name, len(records))
     return state
@@ -89,21 +121,14 @@ def run_round(
     builder: Builder,
     runner: Runner,
     check_correctness: bool,
-) -> int:
-    """Measure up to ``count`` new candidates of the task; returns how many were recorded."""
-    candidates = state.strategy.generate(count)
-    if state.strategy.exhausted:
-        state.done = True
-        if not candidates:
-            why = state.strategy.last_error or "every draw repeated a measured candidate"
-            message = (
-                f"task {state.task.task_name}: the design space gives no new candidate ({why})"
-            )
-            if state.trials == 0:  # nothing was ever measured: most likely a space that fails
-                warnings.warn(message, stacklevel=4)
-            logger.info("%s", message)
+) -> list[TuningRecord]:
+    """Measure up to ``count`` new candidates of the task; returns their records."""
+    candidates = state.first[:count]
+    del state.first[: len(candidates)]
+    if len(candidates) < count:
+        _propose(state, count - len(candidates), candidates)
     if not candidates:
-        return 0
+        return []
     target = state.task.target
     built = builder.build([BuilderInput(IRModule({"main": s.func}), target) for s in candidates])
     _check_count("builder", len(built), len(candidates))
@@ -120,11 +145,28 @@ def run_round(
         rec = _record(state, sch, target, secs, error, built[i].build_secs)
         db.commit_tuning_record(rec)
         records.append(rec)
-        _account(state, rec)
+        _account(state, rec, quiet=False)
     state.strategy.notify(candidates, records)
     if state.remaining == 0:
         state.done = True
-    return len(records)
+    return records
+
+
+def _propose(state: TaskState, count: int, candidates: list[Schedule]) -> None:
+    """Append up to ``count`` of the strategy's candidates; mark the task done when dry."""
+    found = state.strategy.generate(count)
+    state.from_space += len(found)
+    candidates.extend(found)
+    if not state.strategy.exhausted:
+        return
+    state.done = True
+    if found:
+        return
+    why = state.strategy.last_error or "every draw repeated a measured candidate"
+    message = f"task {state.task.task_name}: the design space gives no new candidate ({why})"
+    if state.from_space == 0:  # it never gave one: most likely a space that fails
+        warnings.warn(message, stacklevel=5)
+    logger.info("%s", message)
 
 
 def _check_count(what: str, got: int, want: int) -> None:
@@ -154,11 +196,14 @@ def _record(
     )
 
 
-def _account(state: TaskState, rec: TuningRecord) -> None:
+def _account(state: TaskState, rec: TuningRecord, quiet: bool) -> None:
+    """Count one record (``quiet``: an earlier run's, not logged again)."""
     state.trials += 1
     if rec.ok:
         state.best_secs = min(state.best_secs, rec.mean_secs)
     else:
         state.failed += 1
         first_line = (rec.error or "").splitlines()[0] if rec.error else ""
-        logger.info("task %s: candidate failed: %s", state.task.task_name, first_line)
+        if not quiet:
+            logger.info("task %s: candidate failed: %s", state.task.task_name, first_line)
+    state.history.append(state.best_secs)

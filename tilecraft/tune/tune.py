@@ -1,12 +1,15 @@
 """The tuning entry points: ``tune_tasks``, ``tune_tir``, ``compile_tir``, ``TuneIRMod``,
 ``TuneTIR``.
 
-Tasks take turns (round robin), each turn measuring up to ``num_trials_per_iter`` new
-candidates of one task, until the global budget is spent or every task is done. Budgets
-count the trials already in the database: rerunning with the same ``work_dir`` skips tasks
-that reached their budget and resumes the others, whose strategies start from their records
-(never re-measuring a candidate already measured). Tuning only writes records; applying them
-is :class:`~tilecraft.tune.ApplyDatabase`'s job.
+A task scheduler (:mod:`.scheduler`: gradient-based by default, or round robin) gives turns
+to the tasks, each turn measuring up to ``num_trials_per_iter`` new candidates of one task,
+until the global budget (shared by all tasks) is spent or every task is done. A task's first
+candidate is the default rules' schedule, so tuning never ends slower than the rules.
+Budgets count the trials already in the database: rerunning with the same ``work_dir``
+spends nothing on tasks that reached their budget and resumes the others, whose strategies
+start from their records (never re-measuring a candidate already measured). Progress is
+shown as a live table (:mod:`.progress`). Tuning only writes records; applying them is
+:class:`~tilecraft.tune.ApplyDatabase`'s job.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from ..ir import IRModule, PrimFunc
 from ..runtime.backend import backend_of
 from ..schedule import Schedule
 from ..target import Target, as_target
+from ._defaults import rules_candidate
 from ._loop import TaskState, run_round, start_task
 from ._pass import TunePass
 from .builder.base import Builder
@@ -30,8 +34,10 @@ from .builder.local import LocalBuilder
 from .database.base import Database
 from .database.json_db import JSONDatabase
 from .database.memory import MemoryDatabase
+from .progress import TuneProgress, plot_tuning_curves, should_show
 from .runner.base import Runner
 from .runner.local import CUDARunner, LocalRunner
+from .scheduler import TaskScheduler, as_scheduler
 from .search.base import SearchStrategy
 from .search.replay import ReplayFunc, ReplayTrace
 from .space import SpaceLike, as_space, default_space
@@ -69,7 +75,8 @@ def _database(work_dir: str | os.PathLike[str] | None, database: Database | None
         return database
     if work_dir is not None:
         return JSONDatabase(work_dir)
-    return Database.current() or MemoryDatabase()
+    current = Database.current()  # an empty database is falsy (len 0): compare with None
+    return current if current is not None else MemoryDatabase()
 
 
 def tune_tasks(
@@ -87,6 +94,10 @@ def tune_tasks(
     runner: Runner | None = None,
     check_correctness: bool = True,
     seed: int = 0,
+    task_scheduler: TaskScheduler | str = "gradient",
+    seed_with_rules: bool = True,
+    progress: bool | None = None,
+    plot: str | os.PathLike[str] | None = None,
 ) -> Database:
     """Tune ``tasks`` and return the database holding their records (TuneError on bad
     settings; a task that cannot be tuned, with symbolic shapes say, is skipped with a warning).
@@ -108,17 +119,34 @@ def tune_tasks(
         Default :class:`LocalBuilder` and :class:`LocalRunner` (:class:`CUDARunner` for
         CUDA), closed at the end; given ones are left open.
     check_correctness, seed
-        Compare candidates with the unscheduled function; seed of the search.
+        Compare candidates with the unscheduled function; seed of the search (the same seed
+        and the same measurements give the same search).
+    task_scheduler
+        ``"gradient"`` (default), ``"round-robin"`` or a :class:`TaskScheduler`.
+    seed_with_rules
+        Measure the default rules' schedule first in each task (default), so the best record
+        is never slower than ``tc.compile`` without a database.
+    progress
+        Draw the live table and the summary: True, False, or None (default) for a terminal
+        outside CI (see :mod:`tilecraft.tune.progress`).
+    plot
+        A PNG file to draw the tuning curves into (needs ``tilecraft[plot]``).
     """
     _check_budget(max_trials_global, num_trials_per_iter)
     _check_tasks(tasks)
     tgt = as_target(target if target is not None else (tasks[0].target if tasks else None))
     db = _database(work_dir, database)
     per_task = max_trials_global if max_trials_per_task is None else max_trials_per_task
+    scheduler = as_scheduler(task_scheduler)
     with _Workers(builder, runner, tgt) as (build, run):
-        states = _start(tasks, db, tgt, space, strategy, per_task, seed)
-        budget = (max_trials_global, num_trials_per_iter)
-        _round_robin(states, budget, db, build, run, check_correctness)
+        start = _Start(space, strategy, per_task, seed, seed_with_rules)
+        states = start(tasks, db, tgt)
+        show = should_show(progress)
+        with TuneProgress(states, max_trials_global, show=show, work_dir=work_dir) as watch:
+            loop = _Loop(scheduler, max_trials_global, num_trials_per_iter, check_correctness)
+            loop(states, db, build, run, watch)
+    if plot is not None:
+        plot_tuning_curves(watch.curves(), plot)
     return db
 
 
@@ -157,26 +185,38 @@ class _Workers:
             self.runner.close()
 
 
-def _start(
-    tasks: Sequence[ExtractedTask],
-    db: Database,
-    target: Target,
-    space: SpaceLike | None,
-    strategy: StrategyLike,
-    per_task: int,
-    seed: int,
-) -> list[TaskState]:
-    gen = as_space(space) if space is not None else default_space(target)
-    factory = _strategy_factory(strategy)
-    states = []
-    for i, task in enumerate(tasks):
-        try:
-            states.append(
-                start_task(task, db, target, gen, factory(), per_task, seed * 1_000_003 + i)
-            )
-        except TuneError as e:  # e.g. symbolic shapes: the other tasks are still tuned
-            warnings.warn(f"task {task.task_name} is not tuned: {e}", stacklevel=3)
-    return states
+class _Start:
+    """Starts every task: its strategy, its budget, the rules' schedule as first candidate."""
+
+    def __init__(
+        self,
+        space: SpaceLike | None,
+        strategy: StrategyLike,
+        per_task: int,
+        seed: int,
+        with_rules: bool,
+    ) -> None:
+        self.space = space
+        self.factory = _strategy_factory(strategy)
+        self.per_task, self.seed, self.with_rules = per_task, seed, with_rules
+
+    def __call__(
+        self, tasks: Sequence[ExtractedTask], db: Database, target: Target
+    ) -> list[TaskState]:
+        gen = as_space(self.space) if self.space is not None else default_space(target)
+        states = []
+        for i, task in enumerate(tasks):
+            first = rules_candidate(task.func, target, task.task_name) if self.with_rules else None
+            try:
+                state = start_task(
+                    task, db, target, gen, self.factory(), self.per_task,
+                    self.seed * 1_000_003 + i, first,
+                )  # fmt: skip
+            except TuneError as e:  # e.g. symbolic shapes: the other tasks are still tuned
+                warnings.warn(f"task {task.task_name} is not tuned: {e}", stacklevel=4)
+                continue
+            states.append(state)
+        return states
 
 
 def _check_budget(max_trials_global: int, num_trials_per_iter: int) -> None:
@@ -187,39 +227,31 @@ def _check_budget(max_trials_global: int, num_trials_per_iter: int) -> None:
         )
 
 
-def _round_robin(
-    states: list[TaskState],
-    budgets: tuple[int, int],
-    db: Database,
-    builder: Builder,
-    runner: Runner,
-    check: bool,
-) -> None:
-    budget, per_iter = budgets
-    spent = sum(s.trials for s in states)
-    while spent < budget:
-        active = [s for s in states if not s.done]
-        if not active:
-            break
-        for state in active:
-            count = min(per_iter, state.remaining, budget - spent)
+class _Loop:
+    """Gives turns to the tasks until the global budget is spent or every task is done."""
+
+    def __init__(self, scheduler: TaskScheduler, budget: int, per_iter: int, check: bool) -> None:
+        self.scheduler = scheduler
+        self.budget, self.per_iter, self.check = budget, per_iter, check
+
+    def __call__(
+        self,
+        states: list[TaskState],
+        db: Database,
+        builder: Builder,
+        runner: Runner,
+        watch: TuneProgress,
+    ) -> None:
+        spent = sum(s.trials for s in states)
+        while spent < self.budget and not all(s.done for s in states):
+            state = states[self.scheduler.next_task(states)]
+            count = min(self.per_iter, state.remaining, self.budget - spent)
             if count <= 0:
-                state.done = state.remaining == 0
+                state.done = True
                 continue
-            spent += run_round(state, count, db, builder, runner, check)
-            best = f"{state.best_secs * 1e3:.4g} ms" if state.failed < state.trials else "-"
-            logger.info(
-                "task %s: %d/%d trials, %d failed, best %s (all tasks: %d/%d)",
-                state.task.task_name,
-                state.trials,
-                state.budget,
-                state.failed,
-                best,
-                spent,
-                budget,
-            )
-            if spent >= budget:
-                break
+            records = run_round(state, count, db, builder, runner, self.check)
+            spent += len(records)
+            watch.update(state, records)
 
 
 def _as_module(mod: IRModule | PrimFunc) -> IRModule:
@@ -280,8 +312,8 @@ class TuneIRMod(TunePass):
         self,
         work_dir: str | os.PathLike[str] | None = None,
         max_trials_global: int = 64,
-        *,
         op_names: Sequence[str] | None = None,
+        *,
         target: Target | str | None = None,
         **kwargs: Any,
     ) -> None:
