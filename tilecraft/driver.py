@@ -31,9 +31,11 @@ from .graph.build import build as build
 from .ir import IRModule, PrimFunc
 from .rules import ApplyDefaultSchedule, ScheduleRule
 from .rules import cpu as cpu_rules
+from .rules import gpu as gpu_rules
 from .runtime import Library
 from .runtime.arguments import ArgumentTypeError
 from .runtime.backend import backend_of
+from .runtime.emulate import EmulateArg
 from .target import Target, as_target
 
 
@@ -43,27 +45,17 @@ def default_rules(target: Target | str) -> list[ScheduleRule]:
     Parameters
     ----------
     target
-        A CPU target (``"cpu"``).
+        A CPU target (``"cpu"``) or a CUDA target (``"cuda -arch=sm_90"``).
 
     Returns
     -------
     list of ScheduleRule
-        :func:`tilecraft.rules.cpu.default_rules` for a CPU target.
-
-    Raises
-    ------
-    BuildError
-        For a GPU target: there are no GPU rules yet, and an unscheduled kernel cannot run on
-        a GPU (it has no thread binding). Schedule the kernels yourself (``tc.Schedule``,
-        a tuning database) and call :func:`tilecraft.build`.
+        :func:`tilecraft.rules.gpu.default_rules` for a target whose kernels need a GPU
+        schedule, else :func:`tilecraft.rules.cpu.default_rules`.
     """
     tgt = as_target(target)
     if backend_of(tgt).needs_gpu_schedule:
-        raise BuildError(
-            f"compile: no default schedule rules for {tgt} yet (there are CPU rules only); "
-            "schedule the kernels (tc.Schedule, or tune.ApplyDatabase after tuning) and call "
-            "tc.build, or compile for target='cpu'"
-        )
+        return gpu_rules.default_rules()
     return cpu_rules.default_rules()
 
 
@@ -71,6 +63,8 @@ def compile(
     mod: IRModule | PrimFunc,
     target: Target | str = "cpu",
     params: Mapping[str, Any] | None = None,
+    *,
+    emulate: EmulateArg = False,
 ) -> Executable | Library:
     """Compile a model (or kernels) the default way: graph pipeline, default rules, build.
 
@@ -82,13 +76,16 @@ def compile(
         pipeline, or PrimFuncs alone (a PrimFunc or a module without graph functions:
         they are scheduled and built).
     target
-        ``"cpu"`` (default) or a CPU :class:`~tilecraft.target.Target`.
+        ``"cpu"`` (default), a CPU or a CUDA :class:`~tilecraft.target.Target`.
     params
         Weights to bind: export name (``"fc1.weight"``) or parameter name -> array. Bound
         weights become constants of the executable, and every computation reading only
         them (a transpose, a re-layout) is done once, here: ``exe["forward"](x)`` then takes
         only the model inputs. Without ``params`` the executable takes the inputs then the
         weights, ``exe["forward"](x, *params.values())``.
+    emulate
+        For a GPU target: run the scheduled kernels on the CPU in the GPU emulator
+        (``True``, ``"racecheck"``, ``"serial"``; see :func:`tilecraft.build`).
 
     Returns
     -------
@@ -100,8 +97,7 @@ def compile(
     Raises
     ------
     BuildError
-        For a target without default rules (GPU targets, see :func:`default_rules`), or when
-        the C compiler fails.
+        When the C compiler (or, for a GPU target, the CUDA compiler) fails.
     GraphError
         When ``params`` names no parameter, or an array does not match its parameter.
     """
@@ -119,4 +115,4 @@ def compile(
         elif params is not None:
             raise BuildError("compile: params given, but the module has no graph function")
         mod = ApplyDefaultSchedule(*rules)(mod)
-    return build(mod, tgt)
+    return build(mod, tgt, emulate=emulate)
