@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...ir import Call, Cast, Div, Expr, Mul, PrimFunc, structural_equal, walk
+from ...ir import Call, Cast, Div, Expr, Mul, Node, PrimFunc, structural_equal, walk
 from ...schedule import Schedule
 from ...schedule.analysis import BlockInfo, ReduceKind, detect_reduction
 from ...target import Target
@@ -39,13 +39,15 @@ def _is_square(e: Expr) -> bool:
     return isinstance(e, Mul) and structural_equal(_strip(e.a), _strip(e.b))
 
 
-def _reciprocal_root(node: Expr) -> bool:
+def _reciprocal_root(node: Node) -> bool:
     """Whether ``node`` holds ``rsqrt(...)`` or ``... / sqrt(...)``."""
     for n in walk(node):
         if isinstance(n, Call) and n.op == "rsqrt":
             return True
-        if isinstance(n, Div) and isinstance(_strip(n.b), Call) and _strip(n.b).op == "sqrt":
-            return True
+        if isinstance(n, Div):
+            den = _strip(n.b)
+            if isinstance(den, Call) and den.op == "sqrt":
+                return True
     return False
 
 
