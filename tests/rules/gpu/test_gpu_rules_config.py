@@ -10,6 +10,7 @@ import workloads as w
 
 import tilecraft as tc
 from tilecraft import rules as dl
+from tilecraft.lower.gpu_pipeline import lower_gpu
 from tilecraft.rules.gpu.config import compute_capability, gpu_arch
 from tilecraft.schedule import Trace
 
@@ -115,3 +116,27 @@ def test_explain_on_a_gpu_target() -> None:
     text = str(report)
     assert "target: cuda -arch=sm_90" in text
     assert "Reduction: declined: 2 reduction blocks" in text
+
+
+def test_transpose_tile_is_padded_by_one_element() -> None:
+    sch = dl.gpu.Transpose().apply(w.transpose((4096, 4096)), SM80)
+    assert isinstance(sch, tc.Schedule)
+    (kernel,) = lower_gpu(sch.func, SM80).kernels
+    assert [b.shape[0].value for b in kernel.shared] == [32 * 33]
+    assert [int(e.value) for e in kernel.block[:2]] == [32, 8]
+
+
+def test_reduction_over_a_middle_axis_takes_one_thread_per_output_and_no_shared_memory() -> None:
+    sch = dl.gpu.Reduction().apply(w.reduce_sum((8, 512, 32, 32), 1), SM80)
+    assert isinstance(sch, tc.Schedule)
+    (kernel,) = lower_gpu(sch.func, SM80).kernels
+    assert not kernel.shared
+    assert int(kernel.block[0].value) == 256
+
+
+def test_softmax_over_a_symbolic_row_takes_a_block_per_row() -> None:
+    sch = dl.gpu.GeneralReduction().apply(w.softmax(tc.ir.Var("m"), 4096), SM80)
+    assert isinstance(sch, tc.Schedule)
+    (kernel,) = lower_gpu(sch.func, SM80).kernels
+    assert isinstance(kernel.grid[0], tc.ir.Var)
+    assert int(kernel.block[0].value) == 256

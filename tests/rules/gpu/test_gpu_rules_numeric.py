@@ -32,12 +32,16 @@ CASES: dict[str, tuple[Callable[[], PrimFunc], str, dict[str, int]]] = {
     "rms_norm": (w.rms_norm, "RMSNorm", {}),
     "rms_norm_fp16": (lambda: w.rms_norm(dtype="float16"), "RMSNorm", {}),
     "rms_norm_symbolic_rows": (lambda: w.rms_norm(Var("m"), 128), "RMSNorm", {"m": 3}),
+    "add_rms_norm": (w.add_rms_norm, "RMSNorm", {}),
+    "add_rms_norm_fp16": (lambda: w.add_rms_norm(dtype="float16"), "RMSNorm", {}),
+    "rms_norm_by_hand": (w.rms_norm_by_hand, "RMSNorm", {}),
     "sum_last": (lambda: w.reduce_sum((5, 100), 1), "Reduction", {}),
     "sum_first": (lambda: w.reduce_sum((30, 7), 0), "Reduction", {}),
     "sum_4d_non_last": (lambda: w.reduce_sum((2, 6, 3, 5), 1), "Reduction", {}),
     "sum_4d_two_axes": (lambda: w.reduce_sum((2, 6, 3, 40), (1, 3)), "Reduction", {}),
     "sum_all": (lambda: w.reduce_sum((9, 40), None), "Reduction", {}),
     "sum_symbolic_rows": (lambda: w.reduce_sum((Var("m"), 64), 1), "Reduction", {"m": 5}),
+    "sum_fp16": (lambda: w.reduce_sum((3, 200), 1, "float16"), "Reduction", {}),
     "mean_last": (lambda: w.reduce_mean((5, 64), 1), "Reduction", {}),
     "max_short_rows": (lambda: w.reduce_max((50, 6), 1), "Reduction", {}),
     "transpose_2d": (lambda: w.transpose((40, 70)), "Transpose", {}),
@@ -69,3 +73,17 @@ def test_schedules_replay_from_their_traces() -> None:
         sch = dl.try_rules(func, dl.gpu.default_rules(), SM80).schedule
         assert sch is not None
         verify_trace_roundtrip(sch, func)
+
+
+@pytest.mark.parametrize(
+    "name", ["softmax", "transpose_2d", "ewise_broadcast_chain", "sum_4d_non_last"]
+)
+def test_tunable_schedules_equal_unscheduled(name: str) -> None:
+    make, rule, sizes = CASES[name]
+    func = make()
+    outcome = dl.try_rules(func, dl.gpu.default_rules(), SM80, strict=True, tunable=True)
+    assert outcome.rule == rule
+    sch = outcome.schedule
+    assert sch is not None
+    assert "sample_categorical" in [inst.kind for inst in sch.trace.insts]
+    check_numeric(sch.func, func, emulate_gpu="racecheck", target=SM80, shape_vars=sizes or None)

@@ -108,3 +108,25 @@ def matmul(m: int = 16, n: int = 16, k: int = 24) -> PrimFunc:
 
 
 Make = Callable[[], PrimFunc]
+
+
+def add_rms_norm(rows: Dim = 3, cols: Dim = 128, dtype: str = "float32") -> PrimFunc:
+    """A residual add written out, then the RMS norm of the sum (three blocks)."""
+    x = _x((rows, cols), dtype)
+    r = te.placeholder((rows, cols), dtype, name="R")
+    w = te.placeholder((cols,), dtype, name="W")
+    s = topi.add(x, r)
+    return te.create_prim_func([x, r, w, s, topi.rms_norm(s, w)])
+
+
+def rms_norm_by_hand(rows: Dim = 4, cols: int = 64) -> PrimFunc:
+    """RMS norm written as ``x / sqrt(mean(x * x) + eps)``: found by its math, not its name."""
+    x = _x((rows, cols), "float32")
+    k = te.reduce_axis((0, cols), name="k")
+    ss = te.compute((rows,), lambda i: te.sum(x[i, k] * x[i, k], axis=k), name="ss")
+    out = te.compute(
+        (rows, cols),
+        lambda i, j: x[i, j] / tc.ir.op.sqrt(ss[i] / tc.ir.const(float(cols), "float32") + 1e-6),
+        name="out",
+    )
+    return te.create_prim_func([x, out])

@@ -263,10 +263,13 @@ def flat_threads(cfg: RowConfig, extent: int | None) -> int:
     return max(cfg.warp_size, min(cfg.threads_per_block, pow2_at_least(extent)))
 
 
-def schedule_flat(sch: Schedule, block: BlockRV, cfg: RowConfig) -> None:
+def schedule_flat(
+    sch: Schedule, block: BlockRV, cfg: RowConfig, sampled: Factor | None = None
+) -> None:
     """A block on its own: its leading spatial loops fused and spread one per thread; the
     loops after them (reduce loops, or the rest of an opaque block's nest) serial per thread.
-    A block without a leading spatial loop gets a unit loop to bind."""
+    A block without a leading spatial loop gets a unit loop to bind. ``sampled``: the threads
+    per block drawn by a tunable rule."""
     realize = sch.get_realize(block)
     spatial_vars = {
         id(v) for iv, value in zip(realize.block.iter_vars, realize.iter_values, strict=True)
@@ -282,7 +285,8 @@ def schedule_flat(sch: Schedule, block: BlockRV, cfg: RowConfig) -> None:
         top = sch.get_loops(block)
         lead = [sch.add_unit_loop(top[0] if top else block)]
     loop = lead[0] if len(lead) == 1 else sch.fuse(*lead)
-    bind_per_thread(sch, loop, flat_threads(cfg, loop_extent(sch, loop)))
+    threads = sampled if sampled is not None else flat_threads(cfg, loop_extent(sch, loop))
+    bind_per_thread(sch, loop, threads)
     _private_outputs(sch, block)
 
 

@@ -27,10 +27,11 @@ from ._rows import RowConfig, inline_spatial, schedule_flat
 from .config import GPUArchRule
 
 
-def _flat_all(sch: Schedule, cfg: RowConfig) -> None:
-    """Step 2 on every block left after inlining."""
+def _flat_all(sch: Schedule, cfg: RowConfig, tunable: bool) -> None:
+    """Step 2 on every block left after inlining (threads per block sampled when tunable)."""
     for b in inline_spatial(sch, normalize_prim_func(sch) or []):
-        schedule_flat(sch, b.block_rv, cfg)
+        sampled = cfg.sample_row_threads(sch) if tunable else None
+        schedule_flat(sch, b.block_rv, cfg, sampled)
 
 
 class Fallback(GPUArchRule):
@@ -38,7 +39,8 @@ class Fallback(GPUArchRule):
 
     @dataclass(frozen=True)
     class Config(RowConfig):
-        """The numbers of :class:`Fallback` (``threads_per_block`` is the one it uses)."""
+        """The numbers of :class:`Fallback`: ``threads_per_block``, and ``row_threads_choices``
+        as the candidates a tunable Fallback samples threads per block from."""
 
     def schedule(
         self, func: PrimFunc, target: Target, cfg: Fallback.Config, tunable: bool
@@ -50,7 +52,7 @@ class Fallback(GPUArchRule):
             return Decline(got)
         sch, _ = got
         # Step 2. Inline the chains; one thread per element of each block left.
-        done = sch.try_(_flat_all, sch, cfg)
+        done = sch.try_(_flat_all, sch, cfg, tunable)
         if not done:
             return Decline(f"the flat schedule failed: {done.error.short if done.error else ''}")
         return sch

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...ir import BufferLoad, PrimFunc, Var
-from ...schedule import BlockRV, Schedule
+from ...schedule import BlockRV, ExprRV, Schedule
 from ...target import Target
 from ..base import Decline
 from ..common import block_node, loads_of, open_schedule
@@ -38,10 +38,13 @@ class TransposeConfig:
         tile row).
     rows
         Tile rows moved at once: ``tile * rows`` threads per block.
+    rows_choices
+        The candidates sampled for ``rows`` when the rule is tunable.
     """
 
     tile: int = 32
     rows: int = 8
+    rows_choices: tuple[int, ...] = (4, 8, 16)
 
     @classmethod
     def for_target(cls, target: Target) -> TransposeConfig:
@@ -69,7 +72,7 @@ def _transposed_read(sch: Schedule, block: BlockRV) -> tuple[int, Var, Var] | st
     return f'block "{node.name}": its output\'s innermost axis is innermost in its inputs too'
 
 
-def _schedule(sch: Schedule, block: BlockRV, cfg: TransposeConfig,
+def _schedule(sch: Schedule, block: BlockRV, cfg: TransposeConfig, tunable: bool,
               read: int, out_inner: Var, in_inner: Var) -> None:  # fmt: skip
     """Tile, stage the tile through padded shared memory, bind (module docstring)."""
     realize = sch.get_realize(block)
@@ -88,10 +91,14 @@ def _schedule(sch: Schedule, block: BlockRV, cfg: TransposeConfig,
     sch.compute_at(shared, bx)
     ndim = len(block_node(sch, shared).writes[0].buffer.shape)
     sch.storage_align(shared, 0, ndim - 2, cfg.tile, 1)
+    n = len(cfg.rows_choices)
+    rows: int | ExprRV = (
+        sch.sample_categorical(list(cfg.rows_choices), [1.0 / n] * n) if tunable else cfg.rows
+    )
     for stage in (shared, block):
         below = sch.get_loops(stage)[1:]
         fused = below[0] if len(below) == 1 else sch.fuse(*below)
-        _, ty, tx = sch.split(fused, [None, cfg.rows, cfg.tile])
+        _, ty, tx = sch.split(fused, [None, rows, cfg.tile])
         sch.bind(ty, "threadIdx.y")
         sch.bind(tx, "threadIdx.x")
 
@@ -119,7 +126,7 @@ class Transpose(GPUArchRule):
         if isinstance(found, str):
             return Decline(found)
         # Step 2. The tiled schedule through shared memory.
-        done = sch.try_(_schedule, sch, blocks[0].block_rv, cfg, *found)
+        done = sch.try_(_schedule, sch, blocks[0].block_rv, cfg, tunable, *found)
         if not done:
             return Decline(f"the tiled schedule failed: {done.error.short if done.error else ''}")
         return sch
