@@ -101,10 +101,16 @@ def test_compile_schedules_and_builds_prim_funcs_alone() -> None:
     assert "mm" in lib
 
 
-def test_gpu_targets_are_refused_with_a_clear_error() -> None:
+def test_gpu_targets_use_the_gpu_rules_and_match_the_cpu_build() -> None:
     case = models.small("tutorial_metaschedule_b1")
-    with pytest.raises(BuildError, match=r"no default schedule rules for cuda.*tc\.build"):
-        tc.compile(case.mod, tc.Target("cuda -arch=sm_90"), params=case.params)
+    (x,) = case.inputs
+    cpu = tc.compile(case.mod, "cpu", params=case.params)["forward"](x)
+    gpu = tc.Target("cuda -arch=sm_90")
+    exe = tc.compile(case.mod, gpu, params=case.params, emulate="racecheck")
+    np.testing.assert_allclose(np.asarray(exe["forward"](x)), cpu, rtol=1e-4, atol=1e-5)
+    assert [r.name for r in tc.driver.default_rules(gpu)] == [
+        r.name for r in tc.rules.gpu.default_rules()
+    ]
 
 
 def test_bad_arguments_raise_tilecraft_errors() -> None:

@@ -29,47 +29,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from . import rules
 from .errors import BuildError
 from .graph import Executable, get_pipeline, is_graph_module
 from .graph.build import build as build
 from .ir import IRModule, PrimFunc
 from .rules import ApplyDefaultSchedule, ScheduleRule
-from .rules import cpu as cpu_rules
 from .runtime import Library
 from .runtime.arguments import ArgumentTypeError
-from .runtime.backend import backend_of
+from .runtime.emulate import EmulateArg
 from .target import Target, as_target
 from .tune import ApplyDatabase, Database
 
 
 def default_rules(target: Target | str) -> list[ScheduleRule]:
-    """The rules ``tc.compile`` applies for ``target``, most specific first.
-
-    Parameters
-    ----------
-    target
-        A CPU target (``"cpu"``).
-
-    Returns
-    -------
-    list of ScheduleRule
-        :func:`tilecraft.rules.cpu.default_rules` for a CPU target.
-
-    Raises
-    ------
-    BuildError
-        For a GPU target: there are no GPU rules yet, and an unscheduled kernel cannot run on
-        a GPU (it has no thread binding). Schedule the kernels yourself (``tc.Schedule``,
-        a tuning database) and call :func:`tilecraft.build`.
-    """
-    tgt = as_target(target)
-    if backend_of(tgt).needs_gpu_schedule:
-        raise BuildError(
-            f"compile: no default schedule rules for {tgt} yet (there are CPU rules only); "
-            "schedule the kernels (tc.Schedule, or tune.ApplyDatabase after tuning) and call "
-            "tc.build, or compile for target='cpu'"
-        )
-    return cpu_rules.default_rules()
+    """The rules ``tc.compile`` applies for ``target``: :func:`tilecraft.rules.default_rules`."""
+    return rules.default_rules(target)
 
 
 def compile(
@@ -77,6 +52,8 @@ def compile(
     target: Target | str = "cpu",
     params: Mapping[str, Any] | None = None,
     database: Database | None = None,
+    *,
+    emulate: EmulateArg = False,
 ) -> Executable | Library:
     """Compile a model (or kernels) the default way: graph pipeline, default rules, build.
 
@@ -88,13 +65,16 @@ def compile(
         pipeline, or PrimFuncs alone (a PrimFunc or a module without graph functions:
         they are scheduled and built).
     target
-        ``"cpu"`` (default) or a CPU :class:`~tilecraft.target.Target`.
+        ``"cpu"`` (default), a CPU or a CUDA :class:`~tilecraft.target.Target`.
     params
         Weights to bind: export name (``"fc1.weight"``) or parameter name -> array. Bound
         weights become constants of the executable, and every computation reading only
         them (a transpose, a re-layout) is done once, here: ``exe["forward"](x)`` then takes
         only the model inputs. Without ``params`` the executable takes the inputs then the
         weights, ``exe["forward"](x, *params.values())``.
+    emulate
+        For a GPU target: run the scheduled kernels on the CPU in the GPU emulator
+        (``True``, ``"racecheck"``, ``"serial"``; see :func:`tilecraft.build`).
 
     Returns
     -------
@@ -106,8 +86,7 @@ def compile(
     Raises
     ------
     BuildError
-        For a target without default rules (GPU targets, see :func:`default_rules`), or when
-        the C compiler fails.
+        When the C compiler (or, for a GPU target, the CUDA compiler) fails.
     GraphError
         When ``params`` names no parameter, or an array does not match its parameter.
     """
@@ -128,4 +107,4 @@ def compile(
         if db is not None:
             mod = ApplyDatabase(database=db)(mod)
         mod = ApplyDefaultSchedule(*rules)(mod)
-    return build(mod, tgt)
+    return build(mod, tgt, emulate=emulate)

@@ -6,9 +6,8 @@ Options describe a machine, LLVM-style: ``"cpu -mcpu=x86-64-v3"`` (the preset ``
 ``"cpu -mcpu=native -mattr=-avx512f"``, ``"cpu -mattr=+avx2,+fma -num-cores=8 -l2-bytes=1M"``;
 the host fills only what is not given (cores, caches, and the ISA when neither ``-mcpu`` nor
 ``-mattr`` is); an unknown option is a :class:`TargetError`. CPU presets (:data:`CPU_PRESETS`)
-fix the ISA and typical caches. ``Target("cuda -arch=sm_90")`` or a GPU preset (``"h100"``
-...) describes a GPU. ``str(target)`` writes every resolved fact: ``Target(str(t)) == t``.
-``with target:`` makes a target current for passes that need one (:func:`Target.current`).
+fix the ISA and typical caches. ``Target("cuda -arch=sm_90")`` (or ``sm_90a``, a preset such as
+``"h100"``) describes a GPU. ``Target(str(t)) == t``; ``with target:`` makes it current.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ import functools
 import logging
 import os
 import platform
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -286,8 +286,8 @@ def _resolve_gpu(text: str, preset: str | None, options: dict[str, str]) -> GPUI
         raise TargetError(f"Target {text!r}: the preset {preset!r} is "
                           f"-arch={GPU_PRESETS[preset].arch}")  # fmt: skip
     arch = given or (GPU_PRESETS[preset].arch if preset else DEFAULT_CUDA_ARCH)
-    if not arch.startswith("sm_") or not arch[3:].isdigit():
-        raise TargetError(f"Target {text!r}: -arch must look like sm_90, got {arch!r}")
+    if re.fullmatch(r"sm_\d+[af]?", arch) is None:
+        raise TargetError(f"Target {text!r}: -arch must look like sm_90 or sm_90a, got {arch!r}")
     name = preset or _ARCH_DEFAULT_PRESET.get(arch)
     if given is None and preset is None:
         _LOG.info(
@@ -392,8 +392,8 @@ class Target:
 
     @property
     def compute_capability(self) -> int:
-        """``90`` for sm_90 (0 for the CPU)."""
-        return int(self.arch[3:]) if self.is_gpu else 0
+        """``90`` for sm_90 and for the arch-specific sm_90a (0 for the CPU)."""
+        return int(self.arch[3:].rstrip("af")) if self.is_gpu else 0
 
     @property
     def arch_flags(self) -> tuple[str, ...]:

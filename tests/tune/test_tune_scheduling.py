@@ -17,7 +17,7 @@ from tilecraft.ir import structural_hash
 from tilecraft.rules import cpu as cpu_rules
 from tilecraft.rules import try_rules
 from tilecraft.schedule import Schedule
-from tilecraft.tune._defaults import default_rules_of, rules_candidate
+from tilecraft.tune._defaults import rules_candidate
 from tilecraft.tune.scheduler import GradientBased, RoundRobin, as_scheduler
 
 CPU = tc.Target("cpu -mcpu=x86-64-v3")
@@ -216,15 +216,22 @@ def test_tune_irmod_positional_form_and_op_names(tmp_path: object) -> None:
     assert _counts(db) == {(8, 16): 3}
 
 
-def test_a_target_without_default_rules_starts_without_their_schedule(
-    caplog: pytest.LogCaptureFixture,
+def test_the_first_candidate_is_the_targets_own_rules_schedule() -> None:
+    cpu = rules_candidate(add_one(64), CPU, "add_one")
+    gpu = rules_candidate(add_one(64), tc.Target("cuda -arch=sm_90"), "add_one")
+    assert isinstance(cpu, Schedule)
+    assert isinstance(gpu, Schedule)
+    assert not tc.ir.structural_equal(cpu.func, add_one(64))
+    assert "threadIdx.x" in gpu.func.script()  # the GPU rules bound it to threads
+    assert "threadIdx" not in cpu.func.script()
+
+
+def test_a_function_no_rule_takes_starts_the_search_alone(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    gpu = tc.Target("cuda -arch=sm_90")
+    import tilecraft.rules as rules_pkg
+
+    monkeypatch.setattr(rules_pkg, "default_rules", lambda target: [])
     with caplog.at_level("INFO", logger="tilecraft.tune"):
-        found = rules_candidate(add_one(64), gpu, "add_one")
-    if default_rules_of(gpu) is None:
-        assert found is None
-        assert "task add_one: no default rules for cuda" in caplog.text
-    else:  # GPU rules exist: their schedule is the first candidate, as on CPUs
-        assert found is None or isinstance(found, Schedule)
-    assert rules_candidate(add_one(64), CPU, "add_one") is not None
+        assert rules_candidate(add_one(64), CPU, "add_one") is None
+    assert "task add_one: no default rule takes it" in caplog.text

@@ -32,6 +32,7 @@ from ..ir import (
     IntImm,
     IterKind,
     Node,
+    PrimFunc,
     Stmt,
     Var,
     collect_vars,
@@ -39,6 +40,7 @@ from ..ir import (
     walk,
 )
 from ..schedule import BlockRV, LoopRV, Schedule
+from ..schedule.analysis import BlockInfo, normalize_prim_func, why_not_normalized
 
 # -- numbers -----------------------------------------------------------------------------------
 
@@ -77,6 +79,20 @@ def pick_tile(extent: int | None, preferred: int, step: int = 1) -> int:
         if t % step == 0 and extent % t == 0:
             return t
     return preferred
+
+
+def open_schedule(func: PrimFunc) -> tuple[Schedule, list[BlockInfo]] | str:
+    """A schedule of ``func`` and its blocks (normalized), or why a rule cannot look at it."""
+    try:
+        sch = Schedule(func)
+    except ScheduleError as e:  # a function the Schedule API refuses to hold
+        return f"cannot schedule it: {e.short}"
+    infos = normalize_prim_func(sch)
+    if infos is None:
+        return f"not normalized: {why_not_normalized(sch)}"
+    if not infos:
+        return "the function has no blocks"
+    return sch, infos
 
 
 # -- questions about the IR --------------------------------------------------------------------

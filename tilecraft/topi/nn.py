@@ -137,8 +137,26 @@ def _reduce_stage(x: Tensor, axes: list[int], f, reducer, name: str) -> Tensor: 
 
 
 def _as_float(value: Expr, x: Tensor) -> Expr:
+    """``value`` (an element count) in the accumulation dtype of ``x``."""
     n = const_int(value)
-    return as_expr(float(n), x.dtype) if n is not None else irop.cast(value, x.dtype)
+    return as_expr(float(n), acc_dtype(x)) if n is not None else irop.cast(value, acc_dtype(x))
+
+
+def acc_dtype(x: Tensor) -> str:
+    """The dtype reductions over ``x`` accumulate in: float32 for float16 and bfloat16 (their
+    sums lose the small addends once large, and overflow past 65504), else ``x``'s own."""
+    dt = str(x.dtype)
+    return "float32" if dt in ("float16", "bfloat16") else dt
+
+
+def _up(v: Expr, x: Tensor) -> Expr:
+    """``v`` in the accumulation dtype of ``x``."""
+    return irop.cast(v, acc_dtype(x))
+
+
+def _down(v: Expr, x: Tensor) -> Expr:
+    """``v`` back in the dtype of ``x``."""
+    return irop.cast(v, x.dtype)
 
 
 def softmax(x: Tensor, axis: int = -1, name: str = "T_softmax") -> Tensor:
@@ -149,11 +167,13 @@ def softmax(x: Tensor, axis: int = -1, name: str = "T_softmax") -> Tensor:
     """
     ax = normalize_axis(axis, x.ndim)
     mx = _reduce_stage(x, [ax], lambda v, _: v, te_max, f"{name}_maxelem")
-    es = _reduce_stage(x, [ax], lambda v, idx: irop.exp(v - mx[idx]), te_sum, f"{name}_expsum")
+    es = _reduce_stage(
+        x, [ax], lambda v, idx: irop.exp(_up(v - mx[idx], x)), te_sum, f"{name}_expsum"
+    )
 
     def norm(*idx: Expr) -> Expr:
         kept = _kept(x, [ax], idx)
-        return irop.exp(x[idx] - mx[kept]) / es[kept]
+        return _down(irop.exp(_up(x[idx] - mx[kept], x)) / es[kept], x)
 
     return compute(x.shape, norm, name=f"{name}_norm")  # type: ignore[no-any-return]
 
@@ -162,11 +182,13 @@ def log_softmax(x: Tensor, axis: int = -1, name: str = "T_log_softmax") -> Tenso
     """``x - max - log(sum(exp(x - max)))`` along ``axis`` (stages as in :func:`softmax`)."""
     ax = normalize_axis(axis, x.ndim)
     mx = _reduce_stage(x, [ax], lambda v, _: v, te_max, f"{name}_maxelem")
-    es = _reduce_stage(x, [ax], lambda v, idx: irop.exp(v - mx[idx]), te_sum, f"{name}_expsum")
+    es = _reduce_stage(
+        x, [ax], lambda v, idx: irop.exp(_up(v - mx[idx], x)), te_sum, f"{name}_expsum"
+    )
 
     def norm(*idx: Expr) -> Expr:
         kept = _kept(x, [ax], idx)
-        return x[idx] - mx[kept] - irop.log(es[kept])
+        return _down(_up(x[idx] - mx[kept], x) - irop.log(es[kept]), x)
 
     return compute(x.shape, norm, name=f"{name}_norm")  # type: ignore[no-any-return]
 
@@ -194,22 +216,22 @@ def layer_norm(
     axes = normalize_axes(axis, x.ndim)
     _, count = _axis_stats(x, axes)
     n = _as_float(count, x)
-    total = _reduce_stage(x, axes, lambda v, _: v, te_sum, f"{name}_sum")
+    total = _reduce_stage(x, axes, lambda v, _: _up(v, x), te_sum, f"{name}_sum")
 
     def dev2(v: Expr, idx: Sequence[Expr]) -> Expr:
-        d = v - total[tuple(idx)] / n
+        d = _up(v, x) - total[tuple(idx)] / n
         return d * d
 
     var = _reduce_stage(x, axes, dev2, te_sum, f"{name}_var")
 
     def body(*idx: Expr) -> Expr:
         kept = _kept(x, axes, idx)
-        out = (x[idx] - total[kept] / n) * irop.rsqrt(var[kept] / n + eps)
+        out = (_up(x[idx], x) - total[kept] / n) * irop.rsqrt(var[kept] / n + eps)
         if gamma is not None:
-            out = out * gamma[_param_index(gamma, x, axes, idx)]
+            out = out * _up(gamma[_param_index(gamma, x, axes, idx)], x)
         if beta is not None:
-            out = out + beta[_param_index(beta, x, axes, idx)]
-        return out
+            out = out + _up(beta[_param_index(beta, x, axes, idx)], x)
+        return _down(out, x)
 
     return compute(x.shape, body, name=name)  # type: ignore[no-any-return]
 
@@ -225,13 +247,13 @@ def rms_norm(
     axes = normalize_axes(axis, x.ndim)
     _, count = _axis_stats(x, axes)
     n = _as_float(count, x)
-    sq = _reduce_stage(x, axes, lambda v, _: v * v, te_sum, f"{name}_sqsum")
+    sq = _reduce_stage(x, axes, lambda v, _: _up(v, x) * _up(v, x), te_sum, f"{name}_sqsum")
 
     def body(*idx: Expr) -> Expr:
-        out = x[idx] * irop.rsqrt(sq[_kept(x, axes, idx)] / n + eps)
+        out = _up(x[idx], x) * irop.rsqrt(sq[_kept(x, axes, idx)] / n + eps)
         if weight is not None:
-            out = out * weight[_param_index(weight, x, axes, idx)]
-        return out
+            out = out * _up(weight[_param_index(weight, x, axes, idx)], x)
+        return _down(out, x)
 
     return compute(x.shape, body, name=name)  # type: ignore[no-any-return]
 
@@ -272,10 +294,10 @@ def group_norm(
 
         return compute(stat_shape, body, name=stage)  # type: ignore[no-any-return]
 
-    total = group_sum(lambda v, b, g: v, f"{name}_sum")
+    total = group_sum(lambda v, b, g: _up(v, x), f"{name}_sum")
 
     def dev2(v: Expr, b: Expr, g: Expr) -> Expr:
-        d = v - total[b, g] / count
+        d = _up(v, x) - total[b, g] / count
         return d * d
 
     var = group_sum(dev2, f"{name}_var")
@@ -283,11 +305,11 @@ def group_norm(
     def body(*idx: Expr) -> Expr:
         b, ch = idx[0], idx[ax]
         g = floordiv(ch, cg)
-        out = (x[idx] - total[b, g] / count) * irop.rsqrt(var[b, g] / count + eps)
+        out = (_up(x[idx], x) - total[b, g] / count) * irop.rsqrt(var[b, g] / count + eps)
         if gamma is not None:
-            out = out * gamma[ch]
+            out = out * _up(gamma[ch], x)
         if beta is not None:
-            out = out + beta[ch]
-        return out
+            out = out + _up(beta[ch], x)
+        return _down(out, x)
 
     return compute(x.shape, body, name=name)  # type: ignore[no-any-return]

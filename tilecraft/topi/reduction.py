@@ -46,22 +46,39 @@ def _input_index(
     return out
 
 
-def reduce(x: Tensor, reducer: Reducer, axis: Axis, keepdims: bool, name: str) -> Tensor:
-    """Reduce ``x`` with ``reducer`` over ``axis`` (None: all axes)."""
+_LOW_PRECISION = ("float16", "bfloat16")
+
+
+def reduce(
+    x: Tensor, reducer: Reducer, axis: Axis, keepdims: bool, name: str, acc: str | None = None
+) -> Tensor:
+    """Reduce ``x`` with ``reducer`` over ``axis`` (None: all axes), accumulating in ``acc``
+    (None: ``x``'s dtype); the result has dtype ``acc``."""
     axes = normalize_axes(axis, x.ndim)
     raxes = [reduce_axis(x.shape[d], name=f"k{n}") for n, d in enumerate(axes)]
+    dt = acc or str(x.dtype)
     if not raxes:
-        return compute(x.shape, lambda *idx: x[idx], name=name)  # type: ignore[no-any-return]
+        return compute(x.shape, lambda *idx: irop.cast(x[idx], dt), name=name)  # type: ignore[no-any-return]
     shape = _out_shape(x, axes, keepdims)
 
     def body(*idx: Expr) -> object:
-        return reducer(x[tuple(_input_index(x, axes, keepdims, idx, raxes))], axis=raxes)
+        value = x[tuple(_input_index(x, axes, keepdims, idx, raxes))]
+        return reducer(irop.cast(value, dt), axis=raxes)
 
     return compute(shape, body, name=name)  # type: ignore[no-any-return]
 
 
+def _accumulated(reducer: Reducer, x: Tensor, axis: Axis, keepdims: bool, name: str) -> Tensor:
+    """A sum or product of a float16/bfloat16 ``x``: accumulated in float32 (stage
+    ``name_acc``), then rounded to ``x``'s dtype once (stage ``name``)."""
+    total = reduce(x, reducer, axis, keepdims, f"{name}_acc", acc="float32")
+    return compute(total.shape, lambda *idx: irop.cast(total[idx], x.dtype), name=name)  # type: ignore[no-any-return]
+
+
 def _reduction(reducer: Reducer, tag: str) -> Callable[..., Tensor]:
     def op(x: Tensor, axis: Axis = None, keepdims: bool = False, name: str = f"T_{tag}") -> Tensor:
+        if tag in ("sum", "prod") and str(x.dtype) in _LOW_PRECISION and axis != ():
+            return _accumulated(reducer, x, axis, keepdims, name)
         return reduce(x, reducer, axis, keepdims, name)
 
     op.__name__ = tag
@@ -81,7 +98,8 @@ def _reduction(reducer: Reducer, tag: str) -> Callable[..., Tensor]:
     Returns
     -------
     Tensor
-        The reduced tensor (rank 0 when every axis is reduced without keepdims).
+        The reduced tensor (rank 0 when every axis is reduced without keepdims). A sum or
+        product of float16/bfloat16 accumulates in float32 and is rounded once at the end.
     """
     return op
 
@@ -93,15 +111,19 @@ min = _reduction(te_min, "min")
 
 
 def mean(x: Tensor, axis: Axis = None, keepdims: bool = False, name: str = "T_mean") -> Tensor:
-    """Arithmetic mean over ``axis`` (a sum stage, then a divide stage named ``name``)."""
+    """Arithmetic mean over ``axis`` (a sum stage, then a divide stage named ``name``); the
+    sum of float16/bfloat16 accumulates in float32."""
     if not x.dtype.is_float:
         raise TilecraftError(f"mean: needs a floating-point tensor, got {x.dtype}")
     axes = normalize_axes(axis, x.ndim)
-    total = reduce(x, te_sum, axes, keepdims, f"{name}_sum")
+    acc = "float32" if str(x.dtype) in _LOW_PRECISION else str(x.dtype)
+    total = reduce(x, te_sum, axes, keepdims, f"{name}_sum", acc=acc)
     count = shape_prod([x.shape[d] for d in axes])
     n = const_int(count)
-    denom = as_expr(float(n), x.dtype) if n is not None else irop.cast(count, x.dtype)
-    return compute(total.shape, lambda *idx: total[idx] / denom, name=name)  # type: ignore[no-any-return]
+    denom = as_expr(float(n), acc) if n is not None else irop.cast(count, acc)
+    return compute(  # type: ignore[no-any-return]
+        total.shape, lambda *idx: irop.cast(total[idx] / denom, x.dtype), name=name
+    )
 
 
 def _arg(reducer: Reducer, tag: str) -> Callable[..., Tensor]:
