@@ -11,7 +11,11 @@ function that has a record by its best replayed schedule. Builds never tune.
 """
 
 from . import builder as builder
+from . import cost_model as cost_model
 from . import database as database
+from . import features as features
+from . import mutator as mutator
+from . import postproc as postproc
 from . import runner as runner
 from . import search as search
 from . import space as space
@@ -44,6 +48,7 @@ from .runner import RayRunner as RayRunner
 from .runner import Runner as Runner
 from .runner import RunnerInput as RunnerInput
 from .runner import RunnerResult as RunnerResult
+from .search import EvolutionarySearch as EvolutionarySearch
 from .search import ReplayFunc as ReplayFunc
 from .search import ReplayTrace as ReplayTrace
 from .search import SearchStrategy as SearchStrategy
