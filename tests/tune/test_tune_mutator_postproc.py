@@ -23,6 +23,7 @@ from tilecraft.tune.mutator import (
 from tilecraft.tune.postproc import (
     DisallowDynamicLoop,
     RewriteParallelVectorizeUnroll,
+    RewriteUnboundBlock,
     VerifyGPUCode,
     apply_postprocs,
     default_postprocs,
@@ -194,3 +195,16 @@ def test_failing_postprocs_drop_and_name_the_candidate() -> None:
     b = tc.te.compute((n,), lambda i: a[i] * 2.0, name="B")
     dynamic = Schedule(tc.te.create_prim_func([a, b]))
     assert apply_postprocs(dynamic, [DisallowDynamicLoop()]) == "disallow_dynamic_loop"
+
+
+def test_unbound_gpu_blocks_get_bound_and_run_under_the_race_checker() -> None:
+    func = matmul(16, 16, 16, relu=True)
+    sch = Schedule(func)
+    assert VerifyGPUCode(GPU).apply(sch) is False  # no thread binding: refused
+    assert apply_postprocs(sch, default_postprocs(GPU)) is None
+    kinds = {(k, e) for e, k, _ in _loop_kinds(sch.func) if k is ForKind.THREAD_BINDING}
+    assert kinds == {(ForKind.THREAD_BINDING, 256), (ForKind.THREAD_BINDING, 1)}
+    tc.testing.check_numeric(
+        sch.func, func, target=GPU, emulate_gpu="racecheck", rtol=1e-4, atol=1e-4
+    )
+    assert RewriteUnboundBlock(CPU).apply(Schedule(func))  # nothing to do on a CPU

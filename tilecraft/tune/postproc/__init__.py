@@ -1,5 +1,6 @@
-"""Postprocessors: finish sampled candidates (loop kinds from sampled annotations) and drop
-those that cannot run (dynamic loops, GPU code beyond the device's limits)."""
+"""Postprocessors: finish sampled candidates (loop kinds from sampled annotations, thread
+bindings of unbound GPU blocks) and drop those that cannot run (dynamic loops, GPU code beyond
+the device's limits)."""
 
 from ...runtime.backend import backend_of
 from ...target import Target, as_target
@@ -11,13 +12,15 @@ from .checks import VerifyGPUCode as VerifyGPUCode
 from .rewrite_parallel_vectorize_unroll import (
     RewriteParallelVectorizeUnroll as RewriteParallelVectorizeUnroll,
 )
+from .rewrite_unbound_block import RewriteUnboundBlock as RewriteUnboundBlock
 
 
 def default_postprocs(target: Target | str | None = None) -> list[Postproc]:
-    """The postprocessors of ``target``, in order: rewrite the sampled parallel / vectorize /
-    unroll annotations, drop dynamic loops and, for GPUs, code the GPU lowering refuses."""
+    """The postprocessors of ``target``, in order: drop dynamic loops, rewrite the sampled
+    parallel / vectorize / unroll annotations and, for GPUs, bind unbound blocks and drop
+    code the GPU lowering refuses."""
     tgt = as_target(target)
-    out: list[Postproc] = [RewriteParallelVectorizeUnroll(), DisallowDynamicLoop()]
+    out: list[Postproc] = [DisallowDynamicLoop(), RewriteParallelVectorizeUnroll()]
     if backend_of(tgt).needs_gpu_schedule:
-        out.append(VerifyGPUCode(tgt))
+        out += [RewriteUnboundBlock(tgt), VerifyGPUCode(tgt)]
     return out

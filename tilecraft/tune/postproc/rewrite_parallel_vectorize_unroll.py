@@ -39,14 +39,16 @@ def _annotated(sch: Schedule) -> list[tuple[str, dict[str, object]]]:
     return found[::-1]
 
 
-def _leaves(sch: Schedule, block: BlockRV) -> list[BlockRV]:
+def leaves(sch: Schedule, block: BlockRV) -> list[BlockRV]:
+    """The blocks under ``block`` with no child block (``block`` itself when it has none)."""
     children = sch.get_child_blocks(block)
     if not children:
         return [block]
-    return [leaf for c in children for leaf in _leaves(sch, c)]
+    return [leaf for c in children for leaf in leaves(sch, c)]
 
 
-def _reduce_vars(sch: Schedule, block: BlockRV) -> set[int]:
+def reduce_vars(sch: Schedule, block: BlockRV) -> set[int]:
+    """Ids of the loop variables bound to a non-spatial iterator of ``block``."""
     realize: BlockRealize = sch.get_realize(block)
     out: set[int] = set()
     for iv, value in zip(realize.block.iter_vars, realize.iter_values, strict=True):
@@ -79,7 +81,7 @@ def _run(
 
 
 def _apply_to_leaf(sch: Schedule, leaf: BlockRV, anns: dict[str, int]) -> None:
-    reduce = _reduce_vars(sch, leaf)
+    reduce = reduce_vars(sch, leaf)
     if anns.get(PARALLEL, 0) > 1:
         run = _run(sch, sch.get_loops(leaf), anns[PARALLEL], reduce, True)
         if run:
@@ -117,6 +119,6 @@ class RewriteParallelVectorizeUnroll(Postproc):
             block = sch.get_block(name)
             for key in anns:
                 sch.unannotate(block, key)
-            for leaf in _leaves(sch, block):
+            for leaf in leaves(sch, block):
                 _apply_to_leaf(sch, leaf, values)
         return True
