@@ -126,3 +126,13 @@ def test_tuning_with_a_failing_candidate_records_it_and_goes_on() -> None:
     assert len(failed) == 1
     assert builder.poisoned == {1: "exit"}
     assert all(r.ok for r in records[2:])
+
+
+@pytest.mark.parametrize("strategy", [ms.ReplayTrace, ms.ReplayFunc])
+def test_replay_strategies_start_whole_copies(strategy: type) -> None:
+    config = strategy()
+    started = config.start(matmul(16, 16, 16), CPU, SPACE, 0)
+    assert started is not config
+    assert config.func is None  # the configured strategy is left as it was
+    assert started.func is not None
+    assert len(started.generate(2)) == 2

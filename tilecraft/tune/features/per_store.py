@@ -222,4 +222,3 @@ class PerStoreFeature:
 def per_store_features(func: PrimFunc, target: Target | str | None = None) -> np.ndarray:
     """Per-store feature rows of ``func`` lowered for ``target`` (see the module docstring)."""
     return PerStoreFeature(target).extract_one(func)
-
