@@ -136,3 +136,24 @@ def test_replay_strategies_start_whole_copies(strategy: type) -> None:
     assert config.func is None  # the configured strategy is left as it was
     assert started.func is not None
     assert len(started.generate(2)) == 2
+
+
+def test_a_candidate_measured_outside_the_search_is_learned_and_seeds() -> None:
+    """The tuning loop measures the rules' schedule first and passes its record on."""
+    config = EvolutionarySearch(population_size=6, num_generations=1, cost_model="random")
+    task = config.start(matmul(32, 32, 32), CPU, SPACE, 0)
+    outside = Schedule(matmul(32, 32, 32))
+    i, _, _ = outside.get_loops(outside.get_block("C"))
+    outside.parallel(i)
+    (record,) = _records(task, [outside])
+    task.measured.add(record.func_hash)
+    task.notify([outside], [record])
+    assert len(task.best) == 1
+    assert tc.ir.structural_equal(_replay(task.best[0][1]), outside.func)
+    assert record.func_hash not in {tc.ir.structural_hash(s.func) for s in task.generate(4)}
+
+
+def _replay(trace: tc.schedule.Trace) -> tc.ir.PrimFunc:
+    sch = Schedule(matmul(32, 32, 32))
+    trace.apply_to_schedule(sch)
+    return sch.func

@@ -351,11 +351,16 @@ class EvolutionaryTask(SearchStrategy):
 
     # -- learning ---------------------------------------------------------------------------
     def notify(self, candidates: Sequence[Schedule], records: Sequence[TuningRecord]) -> None:
-        """Teach the model the measured candidates; keep the fastest for later populations."""
+        """Teach the model the measured candidates; keep the fastest for later populations.
+
+        A candidate the search did not propose (the rules' schedule, measured first) is
+        learned from its record's trace, so its decisions seed and get mutated too."""
         del candidates
         feats, secs = [], []
         for rec in records:
             cand = self.proposed.pop(rec.func_hash or "", None)
+            if cand is None:
+                cand = self.maker.make(rec.trace, self.rng)
             if cand is None:
                 continue
             feats.append(cand.features)
