@@ -65,6 +65,27 @@ def _replayed(record: TuningRecord) -> PrimFunc | None:
     return sch.func
 
 
+def _grouped(
+    database: Database, target: Target, kind: str | None, limit: int
+) -> dict[str, list[TuningRecord]]:
+    """The database's records for ``target``'s kind, by workload, of task kind ``kind``."""
+    by_workload: dict[str, list[TuningRecord]] = {}
+    kinds: dict[str, str] = {}
+    for rec in database.get_all_tuning_records():
+        if _kind_of(rec.target) != target.kind:
+            continue
+        group = rec.workload.key.id
+        if kind is not None:
+            if group not in kinds:
+                kinds[group] = task_kind(rec.workload.func)
+            if kinds[group] != kind:
+                continue
+        recs = by_workload.setdefault(group, [])
+        if len(recs) < limit:
+            recs.append(rec)
+    return by_workload
+
+
 def warm_start(
     model: CostModel,
     database: Database,
@@ -82,7 +103,8 @@ def warm_start(
     database
         Where the records are.
     target
-        Records of other kinds of target are left out (default: the current target, else the CPU).
+        Records of other kinds of target are left out (default: the current target, else
+        the CPU).
     kind
         Only workloads whose :func:`task_kind` is this (default: every workload).
     max_per_workload
@@ -90,22 +112,8 @@ def warm_start(
     """
     tgt = as_target(target)
     extractor = PerStoreFeature(tgt)
-    by_workload: dict[str, list[TuningRecord]] = {}
-    kinds: dict[str, str] = {}
-    for rec in database.get_all_tuning_records():
-        if _kind_of(rec.target) != tgt.kind:
-            continue
-        group = rec.workload.key.id
-        if kind is not None:
-            if group not in kinds:
-                kinds[group] = task_kind(rec.workload.func)
-            if kinds[group] != kind:
-                continue
-        recs = by_workload.setdefault(group, [])
-        if len(recs) < max_per_workload:
-            recs.append(rec)
     learned = 0
-    for group, recs in by_workload.items():
+    for group, recs in _grouped(database, tgt, kind, max_per_workload).items():
         feats, secs = [], []
         for rec in recs:
             func = _replayed(rec)
