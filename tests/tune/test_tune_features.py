@@ -96,14 +96,14 @@ def test_gpu_thread_extents_are_columns() -> None:
 
 @pytest.mark.slow
 def test_extraction_rate_at_least_200_per_second() -> None:
-    """Lowering included; the best of five batches of 100 distinct candidates (the best, as
-    the machine's other work only slows a batch down; benchmarks/features_bench.py reports
-    the median too)."""
+    """Lowering included; the best of five batches of 100 distinct candidates, in CPU time
+    of this process (other work on a shared machine stretches wall time, not this);
+    benchmarks/features_bench.py reports wall time too."""
     funcs = [_scheduled(s).func for s in range(100)]
     ext = PerStoreFeature(CPU)
     rates = []
     for _ in range(5):
-        start = time.perf_counter()
+        start = time.process_time()
         ext.extract(funcs)
-        rates.append(len(funcs) / (time.perf_counter() - start))
+        rates.append(len(funcs) / (time.process_time() - start))
     assert max(rates) >= 200

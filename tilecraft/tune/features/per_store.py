@@ -164,7 +164,8 @@ def program_features(program: Program) -> np.ndarray:
     return np.stack([_store_row(s, allocs) for s in program.stores]).astype(np.float32)
 
 
-_SKIPPED = frozenset({"ExposeShapeVars", "InsertBoundsChecks"})
+_SKIPPED = frozenset({"CollectStorageAlign", "ExposeShapeVars", "InsertBoundsChecks"})
+"""Passes that only prepare flattening, code emission or run-time checks."""
 
 
 def feature_passes(target: Target) -> list[FunctionPass]:
