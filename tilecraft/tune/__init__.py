@@ -13,7 +13,11 @@ measures the default rules' schedule first, and :mod:`.progress` shows a live ta
 """
 
 from . import builder as builder
+from . import cost_model as cost_model
 from . import database as database
+from . import features as features
+from . import mutator as mutator
+from . import postproc as postproc
 from . import progress as progress
 from . import runner as runner
 from . import scheduler as scheduler
@@ -51,9 +55,10 @@ from .runner import RayRunner as RayRunner
 from .runner import Runner as Runner
 from .runner import RunnerInput as RunnerInput
 from .runner import RunnerResult as RunnerResult
-from .scheduler import GradientBased as GradientBased
-from .scheduler import RoundRobin as RoundRobin
-from .scheduler import TaskScheduler as TaskScheduler
+from . import features as features
+from . import mutator as mutator
+from . import postproc as postproc
+from . import progress as progress
 from .search import ReplayFunc as ReplayFunc
 from .search import ReplayTrace as ReplayTrace
 from .search import SearchStrategy as SearchStrategy

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -50,6 +51,21 @@ class SearchStrategy(ABC):
         self.measured = {r.func_hash for r in records if r.func_hash}
         self.invalid = self.duplicates = 0
         self.exhausted = False
+
+    def start(
+        self,
+        func: PrimFunc,
+        target: Target,
+        space: SpaceGenerator,
+        seed: int,
+        records: Sequence[TuningRecord] = (),
+    ) -> SearchStrategy:
+        """This strategy's search of one task, started and whole: a copy of the strategy
+        (configuration kept) initialized on ``func``; the strategy itself is left as it was,
+        so one configured strategy can start every task."""
+        started = copy.copy(self)
+        started.initialize(func, target, space, seed, records)
+        return started
 
     @abstractmethod
     def _draw(self) -> Schedule | None:

@@ -1,0 +1,26 @@
+"""Postprocessors: finish sampled candidates (loop kinds from sampled annotations, thread
+bindings of unbound GPU blocks) and drop those that cannot run (dynamic loops, GPU code beyond
+the device's limits)."""
+
+from ...runtime.backend import backend_of
+from ...target import Target, as_target
+from . import keys as keys
+from .base import Postproc as Postproc
+from .base import apply_postprocs as apply_postprocs
+from .checks import DisallowDynamicLoop as DisallowDynamicLoop
+from .checks import VerifyGPUCode as VerifyGPUCode
+from .rewrite_parallel_vectorize_unroll import (
+    RewriteParallelVectorizeUnroll as RewriteParallelVectorizeUnroll,
+)
+from .rewrite_unbound_block import RewriteUnboundBlock as RewriteUnboundBlock
+
+
+def default_postprocs(target: Target | str | None = None) -> list[Postproc]:
+    """The postprocessors of ``target``, in order: drop dynamic loops, rewrite the sampled
+    parallel / vectorize / unroll annotations and, for GPUs, bind unbound blocks and drop
+    code the GPU lowering refuses."""
+    tgt = as_target(target)
+    out: list[Postproc] = [DisallowDynamicLoop(), RewriteParallelVectorizeUnroll()]
+    if backend_of(tgt).needs_gpu_schedule:
+        out += [RewriteUnboundBlock(tgt), VerifyGPUCode(tgt)]
+    return out
