@@ -89,7 +89,7 @@ def parse_extent(text: str, names: Mapping[str, Var]) -> Expr:
     return e
 
 
-_OPS = {Add: "+", Sub: "-", Mul: "*", FloorDiv: "//", FloorMod: "%"}
+_OPS: dict[type, str] = {Add: "+", Sub: "-", Mul: "*", FloorDiv: "//", FloorMod: "%"}
 
 
 def extent_text(e: Expr) -> str | int:

@@ -15,7 +15,7 @@ from ..ir import op as irop
 from ..topi.broadcast import broadcast_index
 from ._shape_text import parse_extent
 from .ir import TensorType
-from .op import OPS, LegalizeFn, attr_axes, attr_int
+from .op import OPS, LegalizeFn, attr_axes, attr_int, attr_optional_float
 from .op_types import reduce_axes
 from .op_types_ext import (
     ARG_REDUCE,
@@ -92,9 +92,6 @@ _UNARY: dict[str, Fn] = {
 }
 
 
-
-
-
 _BINARY: dict[str, Callable[[Expr, Expr], Expr]] = {
     "power": irop.pow,
     "fmod": lambda a, b: irop.fmod(a, b) if a.dtype.is_float else a - (a / b) * b,
@@ -146,7 +143,7 @@ def _where(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
 
 
 def _clip(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
-    lo, hi = attrs.get("min"), attrs.get("max")
+    lo, hi = attr_optional_float("clip", attrs, "min"), attr_optional_float("clip", attrs, "max")
 
     def body(v: Expr) -> Expr:
         if lo is not None:
@@ -166,8 +163,10 @@ def _reduce(op: str) -> LegalizeFn:
         if op == "prod":
             return topi.prod(x, axis=axes, keepdims=keep)
         flags = topi.unary(x, lambda v: irop.cast(_truth(v), "int8"), f"T_{op}_flag")
-        red = topi.max(flags, axis=axes, keepdims=keep) if op == "any" else topi.min(
-            flags, axis=axes, keepdims=keep
+        red = (
+            topi.max(flags, axis=axes, keepdims=keep)
+            if op == "any"
+            else topi.min(flags, axis=axes, keepdims=keep)
         )
         return topi.unary(red, lambda v: v.ne(as_expr(0, v.dtype)), f"T_{op}")
 
@@ -195,7 +194,8 @@ def _gather(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
 
     def body(*idx: Expr) -> Expr:
         pos = irop.cast(index[idx], idx[axis].dtype)
-        return data[(*idx[:axis], pos, *idx[axis + 1 :])]
+        src = [*idx[:axis], pos, *idx[axis + 1 :]]
+        return data[tuple(src)]
 
     return te.compute(out.shape, body, name="T_gather")  # type: ignore[no-any-return]
 
@@ -203,8 +203,8 @@ def _gather(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
 def _pad(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
     before = list(attr_axes("pad", attrs, "pad_before") or ())
     after = list(attr_axes("pad", attrs, "pad_after") or ())
-    value = attrs.get("value", 0.0)
-    return topi.pad(args[0], before, after, value=float(value) if value is not None else 0.0)
+    value = attr_optional_float("pad", attrs, "value") or 0.0
+    return topi.pad(args[0], before, after, value=value)
 
 
 def _flip(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
@@ -239,12 +239,13 @@ def _strided_slice(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
     axis = attr_int("strided_slice", attrs, "axis", 0) % x.ndim
     step = attr_int("strided_slice", attrs, "step", 1)
     begin = attrs.get("begin", 0)
-    start = parse_extent(begin, _names(args)) if isinstance(begin, str) else as_expr(begin)
+    start = parse_extent(begin, _names(args)) if isinstance(begin, str) else as_expr(int(begin))  # type: ignore[arg-type]
 
     def body(*idx: Expr) -> Expr:
         i = idx[axis]
         pos = irop.cast(start, i.dtype) + (i * step if step != 1 else i)
-        return x[(*idx[:axis], pos, *idx[axis + 1 :])]
+        src = [*idx[:axis], pos, *idx[axis + 1 :]]
+        return x[tuple(src)]
 
     return te.compute(out.shape, body, name="T_strided_slice")  # type: ignore[no-any-return]
 
@@ -259,7 +260,8 @@ def _full(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
 
 def _arange(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
     start, step = attrs.get("start"), attrs.get("step")
-    assert isinstance(start, (int, float)) and isinstance(step, (int, float))
+    assert isinstance(start, (int, float))
+    assert isinstance(step, (int, float))
 
     def body(i: Expr) -> Expr:
         k = irop.cast(i, out.dtype)

@@ -141,9 +141,7 @@ def _pad(op: str, ts: Types, attrs: Attrs) -> TensorType:
         raise GraphError(
             f"{op}: pad_before/pad_after need {t.ndim} non-negative ints, got {before}/{after}"
         )
-    shape = tuple(
-        _grow(s, b + a) for s, b, a in zip(t.shape, before, after, strict=True)
-    )
+    shape = tuple(_grow(s, b + a) for s, b, a in zip(t.shape, before, after, strict=True))
     return TensorType(shape, t.dtype)
 
 

@@ -18,11 +18,12 @@ from ...graph import Binding, Constant, GraphBuilder, TensorType, TensorVar
 from ...graph._shape_text import extent_text
 from ...graph.ir import collect_vars_of_shape
 from ...ir import Expr, Var, as_expr, collect_vars
+from ...ir import dtype as to_dtype
 from ._errors import TorchFrontendError
 from ._views import lift, merged, same_shape
 
 
-class Unsupported(TorchFrontendError):
+class UnsupportedNodeError(TorchFrontendError):
     """A node the converters cannot express (reported with every other one)."""
 
 
@@ -30,7 +31,7 @@ def torch_dtype_name(dt: Any) -> str:
     """``torch.float32`` -> ``"float32"``."""
     name = str(dt).removeprefix("torch.")
     if name not in _DTYPES:
-        raise Unsupported(f"dtype {name} has no tilecraft equivalent")
+        raise UnsupportedNodeError(f"dtype {name} has no tilecraft equivalent")
     return name
 
 
@@ -46,7 +47,7 @@ def sym_to_expr(e: Any, syms: Mapping[str, Var]) -> Expr:
         return as_expr(int(e))
     if e.is_Symbol:
         if e.name not in syms:
-            raise Unsupported(f"data-dependent extent {e.name}")
+            raise UnsupportedNodeError(f"data-dependent extent {e.name}")
         return syms[e.name]
     kind = type(e).__name__
     parts = [sym_to_expr(a, syms) for a in e.args]
@@ -69,7 +70,7 @@ def sym_to_expr(e: Any, syms: Mapping[str, Var]) -> Expr:
         for _ in range(int(e.args[1]) - 1):
             out = out * parts[0]
         return out
-    raise Unsupported(f"symbolic extent {e} ({kind})")
+    raise UnsupportedNodeError(f"symbolic extent {e} ({kind})")
 
 
 class Context:
@@ -100,10 +101,10 @@ class Context:
         return self.value(node.kwargs[name]) if name in node.kwargs else default
 
     def tensor(self, node: Any, i: int, name: str = "self") -> TensorVar:
-        """A tensor argument; Unsupported when it is not a tensor."""
+        """A tensor argument; UnsupportedNodeError when it is not a tensor."""
         v = self.arg(node, i, name)
         if not isinstance(v, TensorVar):
-            raise Unsupported(f"argument {name} is {type(v).__name__}, expected a tensor")
+            raise UnsupportedNodeError(f"argument {name} is {type(v).__name__}, expected a tensor")
         return v
 
     def expr(self, v: Any) -> Expr:
@@ -114,7 +115,7 @@ class Context:
             return as_expr(v)
         if hasattr(v, "node") and hasattr(v.node, "expr"):
             return sym_to_expr(v.node.expr, self.syms)
-        raise Unsupported(f"expected an integer, got {type(v).__name__}")
+        raise UnsupportedNodeError(f"expected an integer, got {type(v).__name__}")
 
     # types -------------------------------------------------------------------------------
     def meta(self, node: Any) -> Any:
@@ -164,7 +165,7 @@ class Context:
 
     def const(self, data: np.ndarray, name: str = "const") -> TensorVar:
         """Bind a constant tensor."""
-        t = TensorType(data.shape, str(data.dtype))
+        t = TensorType(data.shape, to_dtype(str(data.dtype)))
         var = TensorVar(self.bb.fresh(name), t)
         self.bb.bindings.append(Binding(var, Constant(t, data)))
         return var
@@ -172,7 +173,7 @@ class Context:
     def scalar(self, value: Any, dtype: str) -> TensorVar:
         """A 0-d constant of ``dtype``."""
         if isinstance(value, Expr):
-            raise Unsupported("a symbolic scalar used as a tensor value")
+            raise UnsupportedNodeError("a symbolic scalar used as a tensor value")
         return self.const(np.array(value, dtype=np.dtype(_np_name(dtype))), "scalar")
 
     def cast(self, x: TensorVar, dtype: str) -> TensorVar:
@@ -187,7 +188,7 @@ class Context:
             return self.cast(v, dtype)
         if isinstance(v, (bool, int, float)):
             return self.scalar(v, dtype)
-        raise Unsupported(f"operand of type {type(v).__name__}")
+        raise UnsupportedNodeError(f"operand of type {type(v).__name__}")
 
     def reshape(self, x: TensorVar, shape: Sequence[Expr]) -> TensorVar:
         """``x`` reshaped (itself when the shape is the same); see :mod:`._views`."""

@@ -19,12 +19,13 @@ from ...graph import Function, TensorVar
 from ...ir import IRModule, Var
 from ...ir import dtype as to_dtype
 from . import _ops_math, _ops_nn, _ops_tensor  # noqa: F401  (register the converters)
-from ._context import Context, Unsupported, torch_dtype_name
+from ._context import Context, UnsupportedNodeError, torch_dtype_name
 from ._errors import TorchFrontendError, UnsupportedOpsError, import_torch
 from ._registry import HANDLERS
 
 # ATen calls on shape symbols and Python operators on them: values are read from meta
 _SYMBOLIC = {"aten::sym_size.int", "aten::sym_numel", "aten::sym_stride.int",
+             "aten::sym_is_contiguous",
              "aten::sym_storage_offset"}  # fmt: skip
 _ASSERTS = {"aten::_assert_scalar", "aten::sym_constrain_range_for_size",
             "aten::_assert_tensor_metadata", "aten::sym_constrain_range",
@@ -107,8 +108,8 @@ def _check_supported(ep: Any) -> None:
 
 
 def _is_sym_value(v: Any) -> bool:
-    return v is not None and not hasattr(v, "shape") and isinstance(
-        v, (int, float, bool)
+    return (
+        v is not None and not hasattr(v, "shape") and isinstance(v, (int, float, bool))
     ) or type(v).__name__ in ("SymInt", "SymFloat", "SymBool")
 
 
@@ -126,9 +127,11 @@ def _inputs(ep: Any) -> tuple[list[tuple[str, str, Any]], dict[str, np.ndarray]]
             continue
         if kind not in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
             raise TorchFrontendError(f"from_exported_program: input kind {kind} is not supported")
-        value = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[
-            spec.target
-        ]
+        value = (
+            ep.state_dict[spec.target]
+            if spec.target in ep.state_dict
+            else ep.constants[spec.target]
+        )
         params[spec.target] = value.detach().cpu().contiguous().numpy()
         states.append((pname, spec.target.replace(".", "_"), spec.target))
     return users + states, params
@@ -202,7 +205,7 @@ def _convert_node(ctx: Context, node: Any, failures: dict[str, list[str]]) -> No
         return
     try:
         ctx.env[node] = HANDLERS[n](ctx, node)
-    except Unsupported as e:
+    except UnsupportedNodeError as e:
         failures.setdefault(f"{n}: {e}", []).append(location(node))
         ctx.env[node] = _MISSING
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from ...graph import TensorVar
 from ...ir import as_expr
-from ._context import Context, Unsupported
+from ._context import Context, UnsupportedNodeError
 from ._registry import handles
 
 _UNARY = {
@@ -237,8 +237,8 @@ def _var(ctx: Context, node: Any) -> TensorVar:
     for a in ax:
         n = x.type.shape[a]
         if not hasattr(n, "value"):
-            raise Unsupported("var over a symbolic extent")
-        count *= n.value  # type: ignore[attr-defined]
+            raise UnsupportedNodeError("var over a symbolic extent")
+        count *= n.value
     dt = str(x.type.dtype)
     mu = ctx.emit("mean", [x], {"axis": ax, "keepdims": True})
     d = ctx.emit("subtract", [x, mu])

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...graph import TensorVar
 from ...ir import IntImm, as_expr
-from ._context import Context, Unsupported
+from ._context import Context, UnsupportedNodeError
 from ._registry import handles
 
 
@@ -47,7 +47,7 @@ def _convolution(ctx: Context, node: Any) -> TensorVar:
     stride, padding, dilation = (_ints(ctx.arg(node, i, k), 2) for i, k in
                                  ((3, "stride"), (4, "padding"), (5, "dilation")))  # fmt: skip
     if ctx.arg(node, 6, "transposed", False):
-        raise Unsupported("transposed convolution")
+        raise UnsupportedNodeError("transposed convolution")
     groups = int(ctx.arg(node, 8, "groups", 1))
     one_d = x.type.ndim == 3
     if one_d:  # (N, C, L) as (N, C, 1, L)
@@ -55,7 +55,7 @@ def _convolution(ctx: Context, node: Any) -> TensorVar:
         w = ctx.reshape(w, (*w.type.shape[:2], as_expr(1), w.type.shape[2]))
         stride, padding, dilation = ((1, v[0]) for v in (stride, padding, dilation))
     elif x.type.ndim != 4:
-        raise Unsupported(f"{x.type.ndim - 2}-d convolution")
+        raise UnsupportedNodeError(f"{x.type.ndim - 2}-d convolution")
     attrs = {"strides": stride, "padding": padding, "dilation": dilation, "groups": groups}
     y = ctx.emit("conv2d", [x, w], attrs)
     if isinstance(bias, TensorVar):
@@ -88,7 +88,7 @@ def _layer_norm(ctx: Context, node: Any) -> tuple[Any, ...]:
 
 def _ones(ctx: Context, n: Any, dt: str, value: float) -> TensorVar:
     if not isinstance(n, IntImm):
-        raise Unsupported("layer_norm without weight over a symbolic extent")
+        raise UnsupportedNodeError("layer_norm without weight over a symbolic extent")
     return ctx.const(np.full((n.value,), value, dtype=np.dtype(dt)), "ones" if value else "zeros")
 
 
@@ -129,7 +129,7 @@ def _group_norm(ctx: Context, node: Any) -> tuple[Any, ...]:
     groups, eps = int(ctx.arg(node, 6, "group")), float(ctx.arg(node, 7, "eps"))
     n, c = x.type.shape[0], x.type.shape[1]
     if not isinstance(c, IntImm):
-        raise Unsupported("group_norm over symbolic channels")
+        raise UnsupportedNodeError("group_norm over symbolic channels")
     rest = x.type.shape[2:]
     g = ctx.reshape(x, (n, as_expr(groups), as_expr(c.value // groups), *rest))
     y = _normalize(ctx, g, tuple(range(2, g.type.ndim)), eps)
@@ -157,7 +157,7 @@ def _max_pool(ctx: Context, node: Any) -> Any:
     stride = _ints(ctx.arg(node, 2, "stride", None) or kernel, 2)
     padding = _ints(ctx.arg(node, 3, "padding", 0), 2)
     if _ints(ctx.arg(node, 4, "dilation", 1), 2) != (1, 1) or ctx.arg(node, 5, "ceil_mode", False):
-        raise Unsupported("max_pool2d with dilation or ceil_mode")
+        raise UnsupportedNodeError("max_pool2d with dilation or ceil_mode")
     attrs = {"pool_size": kernel, "strides": stride, "padding": padding}
     out = ctx.emit("max_pool2d", [x], attrs)
     return (out, None) if node.target.name().endswith("indices") else out
@@ -170,7 +170,7 @@ def _avg_pool(ctx: Context, node: Any) -> TensorVar:
     stride = _ints(ctx.arg(node, 2, "stride", None) or kernel, 2)
     padding = _ints(ctx.arg(node, 3, "padding", 0), 2)
     if ctx.arg(node, 4, "ceil_mode", False) or ctx.arg(node, 6, "divisor_override") is not None:
-        raise Unsupported("avg_pool2d with ceil_mode or divisor_override")
+        raise UnsupportedNodeError("avg_pool2d with ceil_mode or divisor_override")
     include = bool(ctx.arg(node, 5, "count_include_pad", True))
     attrs = {"pool_size": kernel, "strides": stride, "padding": padding}
     return ctx.emit("avg_pool2d", [x], {**attrs, "count_include_pad": include})
@@ -183,7 +183,11 @@ def _adaptive_avg_pool(ctx: Context, node: Any) -> TensorVar:
     h, w = x.type.shape[2], x.type.shape[3]
     if out == (1, 1):
         return ctx.emit("mean", [x], {"axis": (2, 3), "keepdims": True})
-    if not (isinstance(h, IntImm) and isinstance(w, IntImm)) or h.value % out[0] or w.value % out[1]:
-        raise Unsupported("adaptive_avg_pool2d with windows of unequal size")
+    if (
+        not (isinstance(h, IntImm) and isinstance(w, IntImm))
+        or h.value % out[0]
+        or w.value % out[1]
+    ):
+        raise UnsupportedNodeError("adaptive_avg_pool2d with windows of unequal size")
     k = (h.value // out[0], w.value // out[1])
     return ctx.emit("avg_pool2d", [x], {"pool_size": k, "strides": k, "padding": (0, 0)})

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...graph import TensorVar
 from ...ir import Expr, IntImm, as_expr
-from ._context import Context, Unsupported
+from ._context import Context, UnsupportedNodeError
 from ._registry import handles
 
 
@@ -93,7 +93,12 @@ def _slice(ctx: Context, node: Any) -> TensorVar:
     step = int(ctx.arg(node, 4, "step", 1))
     shape = ctx.out_shape(node)
     begin = _start(ctx, start, x.type.shape[axis])
-    if isinstance(begin, int) and begin == 0 and step == 1 and _same(shape[axis], x.type.shape[axis]):
+    if (
+        isinstance(begin, int)
+        and begin == 0
+        and step == 1
+        and _same(shape[axis], x.type.shape[axis])
+    ):
         return x
     return _strided(ctx, x, axis, begin, step, shape)
 
@@ -122,9 +127,7 @@ def _strided(
     ctx: Context, x: TensorVar, axis: int, begin: int | Expr, step: int, shape: tuple[Expr, ...]
 ) -> TensorVar:
     b: int | str = begin if isinstance(begin, int) else ctx.shape_attr([begin])[0]
-    return ctx.emit_shaped(
-        "strided_slice", [x], {"axis": axis, "begin": b, "step": step}, shape
-    )
+    return ctx.emit_shaped("strided_slice", [x], {"axis": axis, "begin": b, "step": step}, shape)
 
 
 @handles("aten::select.int")
@@ -148,8 +151,10 @@ def _split(ctx: Context, node: Any) -> tuple[TensorVar, ...]:
     for val in node.meta["val"]:
         shape = ctx.out_shape(node, val)
         outs.append(_strided(ctx, x, axis, begin, 1, shape))
-        begin = begin + shape[axis] if not isinstance(shape[axis], IntImm) else (
-            begin + shape[axis].value
+        begin = (
+            begin + shape[axis]
+            if not isinstance(shape[axis], IntImm)
+            else (begin + shape[axis].value)  # type: ignore[attr-defined]
         )
     return tuple(outs)
 
@@ -169,8 +174,8 @@ def _full(ctx: Context, node: Any) -> TensorVar:
 
 
 def _fill(ctx: Context, node: Any, value: Any) -> TensorVar:
-    if isinstance(value, TensorVar) or isinstance(value, Expr):
-        raise Unsupported("a fill value that is not a constant")
+    if isinstance(value, (TensorVar, Expr)):
+        raise UnsupportedNodeError("a fill value that is not a constant")
     shape, dt = ctx.out_shape(node), ctx.out_dtype(node)
     if all(isinstance(s, IntImm) for s in shape):
         data = np.full(tuple(s.value for s in shape), value, dtype=np.dtype(dt))  # type: ignore[attr-defined]
@@ -194,9 +199,11 @@ def _arange(ctx: Context, node: Any) -> TensorVar:
     args = [ctx.value(a) for a in node.args]
     start, step = (0, 1) if len(args) == 1 else (args[0], args[2] if len(args) > 2 else 1)
     if any(isinstance(v, Expr) for v in (start, step)):
-        raise Unsupported("arange with a symbolic start or step")
+        raise UnsupportedNodeError("arange with a symbolic start or step")
     return ctx.emit_shaped(
-        "arange", [], {"start": start, "step": step, "dtype": ctx.out_dtype(node)},
+        "arange",
+        [],
+        {"start": start, "step": step, "dtype": ctx.out_dtype(node)},
         ctx.out_shape(node),
     )
 
@@ -220,10 +227,10 @@ def _index(ctx: Context, node: Any) -> TensorVar:
     indices = ctx.arg(node, 1, "indices")
     used = [(d, t) for d, t in enumerate(indices) if t is not None]
     if len(used) != 1 or not isinstance(used[0][1], TensorVar):
-        raise Unsupported("index with more than one index tensor")
+        raise UnsupportedNodeError("index with more than one index tensor")
     d, t = used[0]
     if t.type.dtype.is_bool:
-        raise Unsupported("index with a boolean mask (data-dependent shape)")
+        raise UnsupportedNodeError("index with a boolean mask (data-dependent shape)")
     return ctx.emit("take", [x, t], {"axis": d})
 
 
@@ -263,6 +270,6 @@ def _pad(ctx: Context, node: Any) -> TensorVar:
     for i in range(len(pads) // 2):
         before[x.type.ndim - 1 - i], after[x.type.ndim - 1 - i] = pads[2 * i], pads[2 * i + 1]
     if min(pads, default=0) < 0:
-        raise Unsupported("constant_pad_nd with negative padding (cropping)")
+        raise UnsupportedNodeError("constant_pad_nd with negative padding (cropping)")
     attrs = {"pad_before": tuple(before), "pad_after": tuple(after), "value": float(value)}
     return ctx.emit("pad", [x], attrs)

@@ -88,8 +88,10 @@ def lift(ctx: Context, op: str, args: list[TensorVar], attrs: dict[str, Any]) ->
 def _matmul(ctx: Context, args: list[TensorVar]) -> TensorVar | None:
     a, b = args
     va, vb = ctx.view_of.get(id(a)), ctx.view_of.get(id(b))
-    if va is not None and _kept(a.type.shape, va.type.shape) < 2 and not (
-        vb is None and b.type.ndim == 2 and _kept(a.type.shape, va.type.shape) >= 1
+    if (
+        va is not None
+        and _kept(a.type.shape, va.type.shape) < 2
+        and not (vb is None and b.type.ndim == 2 and _kept(a.type.shape, va.type.shape) >= 1)
     ):
         return None
     if vb is not None:

@@ -29,14 +29,15 @@ def core_aten_ops() -> list[str]:
     """Names (``aten::add.Tensor``) of every overload torch tags as Core ATen."""
     torch = import_torch()
     names: list[str] = []
-    for packet_name in dir(torch.ops.aten):
-        packet = getattr(torch.ops.aten, packet_name)
-        if not isinstance(packet, torch._ops.OpOverloadPacket):
+    # every registered operator, not only the packets loaded so far (dir(torch.ops.aten))
+    for full in torch._C._dispatch_get_all_op_names():
+        if not full.startswith("aten::"):
             continue
-        for overload in packet.overloads():
-            op = getattr(packet, overload)
-            if torch.Tag.core in op.tags:
-                names.append(op.name())
+        packet_name, _, overload = full.removeprefix("aten::").partition(".")
+        packet = getattr(torch.ops.aten, packet_name, None)
+        op = getattr(packet, overload or "default", None) if packet is not None else None
+        if op is not None and torch.Tag.core in op.tags:
+            names.append(op.name())
     return sorted(set(names))
 
 
