@@ -139,6 +139,7 @@ def _conv2d(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
         stride=pair("strides", 1),
         padding=pair("padding", 0),
         dilation=pair("dilation", 1),
+        groups=attr_int("conv2d", attrs, "groups", 1),
     )
 
 
@@ -149,8 +150,10 @@ def _pool(op: str) -> LegalizeFn:
         padding = int_tuple(op, attrs, "padding", 2, 0)
         if op == "max_pool2d":
             return topi.max_pool2d(args[0], kernel, stride, padding)
-        # the graph operator divides by the full window, padding included (PyTorch's default)
-        return topi.avg_pool2d(args[0], kernel, stride, padding, count_include_pad=True)
+        # by default the graph operator divides by the full window, padding included
+        # (PyTorch's default); count_include_pad=False divides by the window's valid part
+        include = bool(attrs.get("count_include_pad", True))
+        return topi.avg_pool2d(args[0], kernel, stride, padding, count_include_pad=include)
 
     return lower
 
@@ -239,3 +242,6 @@ _TABLE: dict[str, LegalizeFn] = {
 
 for _name, _fn in _TABLE.items():
     OPS[_name].legalize = _fn
+
+
+from . import legalize_ops_ext as _legalize_ops_ext  # noqa: E402, F401  (the added operators)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from ..ir import Attrs, Expr, IntImm, as_expr
 from ..ir import dtype as to_dtype
+from ._shape_text import parse_extent
 from .ir import TensorType, collect_vars_of_shape, dim_text
 from .op import (
     GraphError,
@@ -121,12 +122,8 @@ def reshape_target(op: str, t: TensorType, attrs: Attrs) -> tuple[Expr, ...]:
         raise GraphError(f"{op}: attribute 'shape' must be a tuple, got {spec!r}")
     out: list[Expr | None] = []
     for item in spec:
-        if isinstance(item, str):
-            if item not in names:
-                raise GraphError(
-                    f"{op}: {item!r} is not a symbolic extent of the input {t.describe()}"
-                )
-            out.append(names[item])
+        if isinstance(item, str):  # a name or an expression text over the input's names
+            out.append(names[item] if item in names else parse_extent(item, names))
         elif isinstance(item, int) and not isinstance(item, bool) and item >= -1:
             out.append(None if item == -1 else as_expr(item))
         else:
@@ -226,9 +223,11 @@ def _conv2d(op: str, ts: Types, attrs: Attrs) -> TensorType:
         raise GraphError(
             f"{op}: expected NCHW data and OIHW weight, got {x.describe()} and {w.describe()}"
         )
-    if not dims_equal(x.shape[1], w.shape[1]):
+    groups = attr_int(op, attrs, "groups", 1)
+    if groups < 1 or not dims_equal(x.shape[1], w.shape[1] * groups if groups > 1 else w.shape[1]):
         raise GraphError(
-            f"{op}: data has {dim_text(x.shape[1])} channels, weight expects {dim_text(w.shape[1])}"
+            f"{op}: data has {dim_text(x.shape[1])} channels, weight expects "
+            f"{dim_text(w.shape[1])} x {groups} groups"
         )
     s, p, d = (
         int_tuple(op, attrs, k, 2, v) for k, v in (("strides", 1), ("padding", 0), ("dilation", 1))
@@ -429,3 +428,6 @@ register_op("rms_norm", (2, 2), _norm)
 register_op("attention", (3, 3), _attention)
 register_op("rotary", (1, 2), _rotary, "rotary_embedding")
 register_op("causal_mask", (1, 1), _causal_mask)
+
+
+from . import op_types_ext as _op_types_ext  # noqa: E402, F401  (registers the added operators)
