@@ -44,7 +44,7 @@ def test_script_json_and_structural_hash_round_trip() -> None:
 
 def test_call_extern_rejects_bad_routine_names_and_arguments() -> None:
     t = TensorType((2, 2), "float32")
-    with pytest.raises(tc.errors.IRError, match="<library>.<routine>"):
+    with pytest.raises(tc.errors.IRError, match=r"<library>\.<routine>"):
         CallExtern("gemm", (), t)
     with pytest.raises(tc.errors.IRError, match="TensorVars"):
         CallExtern("blas.gemm", ("a",), t)  # type: ignore[arg-type]
@@ -55,7 +55,8 @@ def test_call_extern_rejects_bad_routine_names_and_arguments() -> None:
 def test_lowered_program_keeps_extern_steps_through_json() -> None:
     program = lower_graph_function(parse(SCRIPT))
     (step,) = program.steps
-    assert step.is_extern and step.func == "blas.gemm"
+    assert step.is_extern
+    assert step.func == "blas.gemm"
     assert step.extern == (("trans_a", False), ("trans_b", True))
     back = program_from_json(program_to_json(program), [])
     assert back.steps == program.steps
@@ -97,9 +98,7 @@ def test_exported_library_with_extern_steps_loads_and_runs(tmp_path: Path) -> No
     pytest.importorskip("scipy_openblas32")
     mod, params = _model_module()
     with TARGET:
-        mod = tc.rules.ApplyDefaultSchedule(*tc.rules.cpu.default_rules())(
-            DispatchLibrary()(mod)
-        )
+        mod = tc.rules.ApplyDefaultSchedule(*tc.rules.cpu.default_rules())(DispatchLibrary()(mod))
     exe = tc.build(mod, TARGET)
     assert exe["forward"].native is None  # extern steps run through the Python executor
     x = np.random.default_rng(0).standard_normal((3, 16)).astype("float32")
@@ -159,4 +158,5 @@ def test_tensor_var_of_extern_result_is_typed() -> None:
     t = TensorType((2, 3), "float32")
     v = TensorVar("y", t)
     call = CallExtern("blas.gemm", (v, v), t, {"trans_b": True})
-    assert call.attrs["trans_b"] is True and call.out_type is t
+    assert call.attrs["trans_b"] is True
+    assert call.out_type is t

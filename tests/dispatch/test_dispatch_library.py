@@ -108,7 +108,9 @@ def test_linear_bias_relu_splits_into_blas_and_an_epilogue_kernel() -> None:
     assert scheduled_by(epilogue) is None  # ours, left for the rules
     assert [p.name for p in epilogue.params][1:] == ["fc1_bias", "relu"]
     blocks = epilogue.script()
-    assert "T.axis.reduce" not in blocks and "T_add" in blocks and "T_relu" in blocks
+    assert "T.axis.reduce" not in blocks
+    assert "T_add" in blocks
+    assert "T_relu" in blocks
     # the replaced functions stay, marked, and are not compiled
     assert sorted(dispatched_functions(after)) == sorted(_call_tirs(before))
     assert all(scheduled_by(after[n]) == "dispatch:blas" for n in dispatched_functions(after))
@@ -153,7 +155,8 @@ def test_batched_matmul_with_symbolic_sequence(dtype: str) -> None:
     exe = tc.build(mod, TARGET)
     for s in (4, 9):
         rng = np.random.default_rng(s)
-        q, k, v = (rng.standard_normal(sh).astype(dtype) for sh in ((3, s, 8), (3, 8, s), (3, s, 5)))
+        shapes = ((3, s, 8), (3, 8, s), (3, s, 5))
+        q, k, v = (rng.standard_normal(sh).astype(dtype) for sh in shapes)
         tol = 1e-4 if dtype == "float32" else 1e-12
         np.testing.assert_allclose(exe(q, k, v), (q @ k) @ v, rtol=tol, atol=tol)
 
@@ -211,7 +214,8 @@ def test_non_gemm_functions_are_declined_with_a_reason() -> None:
         out = pass_(lowered)
     assert out is lowered
     assert pass_.report.dispatched == []
-    assert pass_.report.declined and all(pass_.report.declined.values())
+    assert pass_.report.declined
+    assert all(pass_.report.declined.values())
 
 
 def test_dispatch_refuses_a_gpu_target_and_unknown_libraries() -> None:
