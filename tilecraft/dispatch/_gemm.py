@@ -221,7 +221,7 @@ def _split(
         block=root.block.update(body=body, alloc_buffers=tuple(b for b in allocs if b is not c))
     )
     params = (c, *(inputs[n] for n in used), func.params[-1])
-    attrs = {k: v for k, v in func.attrs.items() if k != "op_pattern"}
+    attrs = func.attrs.without("op_pattern")  # the graph-level pattern of the whole group
     shared = PrimFunc(params, new_root, attrs, f"{func.name}_epilogue")
     # its own variables and buffers: a module's functions share no definitions
     epilogue = from_json(to_json(shared))

@@ -40,7 +40,7 @@ from ..graph.ir import (
     graph_functions,
     rebuild,
 )
-from ..ir import Expr, IRModule, PrimFunc
+from ..ir import Attrs, Expr, IRModule, PrimFunc
 from ..ir.scheduled import by_dispatch, mark_scheduled
 from ..ir.transform import ModulePass
 from ..rules.apply import scheduled_reason
@@ -111,7 +111,9 @@ class DispatchLibrary(ModulePass):
         funcs = dict(mod.items())
         epilogues: dict[str, str] = {}
         for name, m in matches.items():
-            funcs[name] = mark_scheduled(mod.functions[name], by_dispatch(self.library))
+            replaced = mod.functions[name]
+            assert isinstance(replaced, PrimFunc)  # _matches takes PrimFuncs only
+            funcs[name] = mark_scheduled(replaced, by_dispatch(self.library))
             if m.epilogue is not None:
                 epi = _fresh(m.epilogue.name, taken)
                 epilogues[name] = epi
@@ -152,7 +154,7 @@ class DispatchLibrary(ModulePass):
                 bindings.append(b)
                 continue
             a, bb = v.args[m.a], v.args[m.b]
-            attrs = {"trans_a": m.trans_a, "trans_b": m.trans_b}
+            attrs = Attrs({"trans_a": m.trans_a, "trans_b": m.trans_b})
             if m.epilogue is None:
                 bindings.append(Binding(b.var, CallExtern(routine, (a, bb), b.var.type, attrs)))
                 continue

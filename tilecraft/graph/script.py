@@ -147,8 +147,8 @@ def _value_text(
 ) -> str:
     tup = "(" + ", ".join(args) + ("," if len(args) == 1 else "") + ")"
     if isinstance(v, CallExtern):  # the routine is a library's, named by a string
-        kw = "".join(f", {k}={_lit(x)}" for k, x in v.attrs.items_tuple())
-        return f"R.call_extern({v.func!r}, {tup}, out_sinfo={type_text(v.out_type)}{kw})"
+        extra = "".join(f", {k}={_lit(x)}" for k, x in v.attrs.items_tuple())
+        return f"R.call_extern({v.func!r}, {tup}, out_sinfo={type_text(v.out_type)}{extra})"
     if isinstance(v, Constant):  # exact values: base64 of the little-endian bytes
         return f'R.const({type_text(v.type)}, "{v.payload}")'
     if isinstance(v, OpCall):
