@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # what the lazy attributes are, for type checkers and IDEs
     from . import arith as arith
     from . import codegen as codegen
     from . import config as config
+    from . import dispatch as dispatch
     from . import driver as driver
     from . import frontend as frontend
     from . import graph as graph

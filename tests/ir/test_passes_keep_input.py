@@ -27,6 +27,7 @@ import verify_corpus  # noqa: F401  (puts the GPU kernels' directory on sys.path
 from kernels import make_matmul, make_softmax
 
 import tilecraft as tc
+from tilecraft.dispatch import DispatchLibrary
 from tilecraft.frontend import nn
 from tilecraft.ir import IRModule, PrimFunc, to_json
 from tilecraft.ir.transform import (
@@ -203,6 +204,8 @@ EXTRA: dict[str, Callable[[], list[Case]]] = {
     ],
     "_ModuleFunctionPass": lambda: [("graph", module_pass(_identity), _graph_stages()[2][0][2])],
     "_PrimFunctionPass": lambda: [("cpu", function_pass(_rename_blocks), _cpu_scheduled())],
+    # needs the blas extra (in dev): the pass loads the library before it rewrites anything
+    "DispatchLibrary": lambda: [("graph", DispatchLibrary(), _zero_output(i)) for i in range(2)],
 }
 
 

@@ -13,6 +13,7 @@ from .build import is_graph_module as is_graph_module
 from .build import lower_graph_function as lower_graph_function
 from .builder import GraphBuilder as GraphBuilder
 from .ir import Binding as Binding
+from .ir import CallExtern as CallExtern
 from .ir import CallFunc as CallFunc
 from .ir import CallTIR as CallTIR
 from .ir import Constant as Constant

@@ -2,9 +2,12 @@
 
 :func:`lower_graph_function` turns a graph function of ``call_tir`` and constant bindings into
 its lowered form, a :class:`~tilecraft.lower.graph_program.GraphProgram` (slots, constants,
-kernel calls with the slots that die after each). :func:`build_graph_module` checks every
-``call_tir`` against its PrimFunc, lowers the module's graph functions and asks the runtime's
-executor (:func:`~tilecraft.runtime.executor.build_executable`) for an executable.
+kernel calls with the slots that die after each; a ``call_extern`` becomes a step calling
+the library routine). PrimFuncs marked ``dispatch:<library>`` that no graph function calls
+any more (library dispatch replaced their calls) are not compiled.
+:func:`build_graph_module` checks every ``call_tir`` against its PrimFunc, lowers the module's
+graph functions and asks the runtime's executor
+(:func:`~tilecraft.runtime.executor.build_executable`) for an executable.
 :func:`build` (``tc.build``) does that for a module holding graph functions and hands
 PrimFuncs alone to :func:`tilecraft.runtime.build`.
 
@@ -18,15 +21,26 @@ from typing import Any, Literal, overload
 
 from ..config import deep_recursion
 from ..errors import BuildError
-from ..ir import Buffer, IntImm, IRModule, PrimFunc, verify
+from ..ir import Buffer, IntImm, IRModule, PrimFunc, scheduled_by, verify
+from ..ir.scheduled import DISPATCH_PREFIX
 from ..lower.graph_program import GraphProgram, GraphStep, TensorSpec, liveness
 from ..runtime import CUDAModule, EmulatedModule, Library, Module
 from ..runtime import build as build_prim_funcs
 from ..runtime.arguments import ArgumentTypeError
 from ..runtime.emulate import EmulateArg, emulate_mode
 from ..runtime.executor import Executable, build_executable
+from ..runtime.executor.extern import ROUTINE_ARITY
 from ..target import Target, as_target
-from .ir import CallFunc, CallTIR, Constant, Function, OpCall, TensorType, graph_functions
+from .ir import (
+    CallExtern,
+    CallFunc,
+    CallTIR,
+    Constant,
+    Function,
+    OpCall,
+    TensorType,
+    graph_functions,
+)
 from .op import GraphError
 
 
@@ -42,7 +56,7 @@ def lower_graph_function(func: Function) -> GraphProgram:
     types = [_spec(p.type) for p in func.params]
     constants: list[Any] = []
     const_of_slot: dict[int, int] = {}
-    calls: list[CallTIR] = []
+    calls: list[CallTIR | CallExtern] = []
     outs: list[int] = []
     for b in func.bindings:
         slots[id(b.var)] = slot = len(slots)
@@ -50,7 +64,7 @@ def lower_graph_function(func: Function) -> GraphProgram:
         if isinstance(b.value, Constant):
             const_of_slot[slot] = len(constants)
             constants.append(b.value.data)
-        elif isinstance(b.value, CallTIR):
+        elif isinstance(b.value, (CallTIR, CallExtern)):
             calls.append(b.value)
             outs.append(slot)
         else:
@@ -59,7 +73,10 @@ def lower_graph_function(func: Function) -> GraphProgram:
     ret = slots[id(func.ret)]
     keep = {slots[id(p)] for p in func.params} | {ret} | set(const_of_slot)
     dead = liveness(args, outs, keep)
-    steps = (GraphStep(c.func, a, o, d) for c, a, o, d in zip(calls, args, outs, dead, strict=True))
+    steps = (
+        GraphStep(c.func, a, o, d, _extern_attrs(c))
+        for c, a, o, d in zip(calls, args, outs, dead, strict=True)
+    )
     return GraphProgram(
         func.name,
         tuple(p.name for p in func.params),
@@ -70,6 +87,13 @@ def lower_graph_function(func: Function) -> GraphProgram:
         ret,
         tuple(func.shape_vars()),
     )
+
+
+def _extern_attrs(call: CallTIR | CallExtern) -> tuple[tuple[str, Any], ...] | None:
+    """A library call's attributes as a step's (None for a kernel call)."""
+    if not isinstance(call, CallExtern):
+        return None
+    return tuple(sorted(call.attrs.items_tuple()))
 
 
 def _spec(t: TensorType) -> TensorSpec:
@@ -114,6 +138,8 @@ def check_calls(mod: IRModule) -> None:
     for _, f in graph_functions(mod):
         for b in f.bindings:
             v = b.value
+            if isinstance(v, CallExtern):
+                _check_extern(f, b.var.name, v)
             if not isinstance(v, CallTIR):
                 continue
             callee = mod.functions.get(v.func)
@@ -137,6 +163,34 @@ def check_calls(mod: IRModule) -> None:
                         f"{where}: parameter {p.name} is {shown}, but the call "
                         f"passes {t.describe()}"
                     )
+
+
+def _check_extern(f: Function, at: str, v: CallExtern) -> None:
+    """A library call names a routine the executor knows, with its number of inputs."""
+    where = f"build: {f.name} calls the external routine {v.func!r} at {at}"
+    arity = ROUTINE_ARITY.get(v.func)
+    if arity is None:
+        raise GraphError(f"{where}, which is unknown; known routines: {sorted(ROUTINE_ARITY)}")
+    if arity != len(v.args):
+        raise GraphError(f"{where} with {len(v.args)} tensors; it takes {arity}")
+
+
+def kernel_module(mod: IRModule) -> IRModule:
+    """``mod`` without the PrimFuncs dispatched to a library that no graph function calls."""
+    called = {
+        b.value.func
+        for _, f in graph_functions(mod)
+        for b in f.bindings
+        if isinstance(b.value, CallTIR)
+    }
+    drop = [
+        n
+        for n, f in mod.prim_funcs()
+        if n not in called and (scheduled_by(f) or "").startswith(DISPATCH_PREFIX)
+    ]
+    if not drop:
+        return mod
+    return IRModule({n: f for n, f in mod.items() if n not in drop}, mod.attrs)
 
 
 def _fits(p: Buffer, t: TensorType) -> bool:
@@ -202,7 +256,8 @@ def build_graph_module(
     programs = {
         n: lower_graph_function(f) for n, f in graph_functions(mod) if not f.attrs.get("primitive")
     }
-    return build_executable(mod, programs, tgt, emulate=emulate, bounds_check=bounds_check)
+    kernels = kernel_module(mod)
+    return build_executable(kernels, programs, tgt, emulate=emulate, bounds_check=bounds_check)
 
 
 @overload

@@ -5,6 +5,7 @@ calls. Its body is one dataflow block of bindings in A-normal form::
 
     lv = op(args, attrs)                       # OpCall: a registered operator
     lv = call_tir("prim_func_name", args, T)   # CallTIR: a PrimFunc of the same module
+    lv = call_extern("blas.gemm", args, T, attrs)  # CallExtern: a routine of an external library
     lv = const(T, data)                        # Constant: a tensor known at compile time
 
 Every value is a :class:`TensorVar` carrying a :class:`TensorType` (shape and dtype); shapes
@@ -161,6 +162,36 @@ class CallTIR(Node):
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
+class CallExtern(Node):
+    """Call the external library routine ``func`` (``"<library>.<routine>"``) on ``args``.
+
+    The routine writes a fresh output of type ``out_type``; ``attrs`` configure it (for
+    ``"blas.gemm"``: ``trans_a``, ``trans_b``). The runtime's executor knows the routines
+    (:mod:`tilecraft.runtime.executor.extern`) and reads every extent from the arrays it is
+    given, so symbolic extents need nothing more. Library dispatch
+    (:mod:`tilecraft.dispatch`) makes these calls.
+    """
+
+    func: str
+    args: tuple[TensorVar, ...]
+    out_type: TensorType
+    attrs: Attrs = field(default_factory=Attrs)
+
+    def __post_init__(self) -> None:
+        lib, _, routine = self.func.partition(".")
+        if not (lib.isidentifier() and routine.isidentifier()):
+            raise IRError(
+                f"CallExtern: the routine must be named '<library>.<routine>', got {self.func!r}"
+            )
+        object.__setattr__(self, "args", _tensor_args(f"CallExtern {self.func}", self.args))
+        object.__setattr__(self, "attrs", as_attrs(self.attrs))
+        if not isinstance(self.out_type, TensorType):
+            raise IRError(f"CallExtern {self.func}: out_type must be a TensorType")
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class CallFunc(Node):
     """Call the graph function ``func`` of the same module (a fused group before FuseTIR)."""
 
@@ -249,12 +280,13 @@ class Binding(Node):
     """``var = value`` inside a dataflow block; ``var.type`` is the value's type."""
 
     var: TensorVar
-    value: OpCall | CallTIR | CallFunc | Constant
+    value: OpCall | CallTIR | CallExtern | CallFunc | Constant
 
     def __post_init__(self) -> None:
-        if not isinstance(self.value, (OpCall, CallTIR, CallFunc, Constant)):
+        if not isinstance(self.value, (OpCall, CallTIR, CallExtern, CallFunc, Constant)):
             raise IRError(
-                f"Binding {self.var.name}: value must be OpCall, CallTIR, CallFunc or Constant"
+                f"Binding {self.var.name}: value must be OpCall, CallTIR, CallExtern, CallFunc "
+                "or Constant"
             )
         if isinstance(self.value, Constant) and not _same_type(self.var.type, self.value.type):
             raise IRError(
@@ -409,6 +441,7 @@ def _register_structural() -> None:
     register(TensorVar, binds=True, ignore=("name",), defines=("type",))
     register(OpCall)
     register(CallTIR)
+    register(CallExtern)
     register(CallFunc)
     register(Constant, fields=("type", "payload"), build=Constant.from_payload)
     register(Binding, defines=("var",))

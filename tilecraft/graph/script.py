@@ -35,7 +35,17 @@ from ..errors import IRError, ScriptParseError, TilecraftError
 from ..ir import Add, Attrs, Expr, FloorDiv, IntImm, IRModule, Mul, PrimFunc, Sub, Var, as_expr
 from ..ir import dtype as to_dtype
 from ..script._python import parse_python
-from .ir import Binding, CallFunc, CallTIR, Constant, Function, OpCall, TensorType, TensorVar
+from .ir import (
+    Binding,
+    CallExtern,
+    CallFunc,
+    CallTIR,
+    Constant,
+    Function,
+    OpCall,
+    TensorType,
+    TensorVar,
+)
 from .op import infer_type
 
 _IND = "    "
@@ -132,7 +142,13 @@ def function_lines(func: Function, name: str, in_module: bool) -> list[str]:
     return lines
 
 
-def _value_text(v: OpCall | CallTIR | CallFunc | Constant, args: list[str], in_module: bool) -> str:
+def _value_text(
+    v: OpCall | CallTIR | CallExtern | CallFunc | Constant, args: list[str], in_module: bool
+) -> str:
+    tup = "(" + ", ".join(args) + ("," if len(args) == 1 else "") + ")"
+    if isinstance(v, CallExtern):  # the routine is a library's, named by a string
+        extra = "".join(f", {k}={_lit(x)}" for k, x in v.attrs.items_tuple())
+        return f"R.call_extern({v.func!r}, {tup}, out_sinfo={type_text(v.out_type)}{extra})"
     if isinstance(v, Constant):  # exact values: base64 of the little-endian bytes
         return f'R.const({type_text(v.type)}, "{v.payload}")'
     if isinstance(v, OpCall):
@@ -140,7 +156,6 @@ def _value_text(v: OpCall | CallTIR | CallFunc | Constant, args: list[str], in_m
         return f"R.{v.op}({', '.join(args + kw)})"
     callee = f"cls.{v.func}" if in_module else repr(v.func)
     if isinstance(v, CallTIR):
-        tup = "(" + ", ".join(args) + ("," if len(args) == 1 else "") + ")"
         return f"R.call_tir({callee}, {tup}, out_sinfo={type_text(v.out_type)})"
     return (
         f"{callee}({', '.join(args)})"
@@ -365,7 +380,7 @@ class _GraphParser:
         else:
             raise self.fail(s, "expected `name = R.<op>(...)` in a dataflow block")
         op = self.r_name(call.func)
-        value: OpCall | CallTIR | CallFunc | Constant
+        value: OpCall | CallTIR | CallExtern | CallFunc | Constant
         if op == "const" and ann is None:
             value = self.constant(call, svars)
             t = value.type
@@ -387,6 +402,9 @@ class _GraphParser:
             raise self.fail(s, "only calls of graph functions carry a type annotation")
         elif op == "call_tir":
             value = self.call_tir(call, env, svars)
+            t = value.out_type
+        elif op == "call_extern":
+            value = self.call_extern(call, env, svars)
             t = value.out_type
         else:
             value, t = self.op_call(op, call, env)
@@ -435,6 +453,30 @@ class _GraphParser:
         args = tuple(self.lookup(a, env) for a in call.args[1].elts)
         name = self.callee(call.args[0])
         return self.checked(call, lambda: CallTIR(name, args, t))
+
+    def call_extern(
+        self, call: ast.Call, env: dict[str, TensorVar], svars: dict[str, Var]
+    ) -> CallExtern:
+        kw = {k.arg: k.value for k in call.keywords}
+        if (
+            len(call.args) != 2
+            or not isinstance(call.args[1], ast.Tuple)
+            or "out_sinfo" not in kw
+            or None in kw
+        ):
+            raise self.fail(
+                call,
+                'expected R.call_extern("lib.routine", (args,), out_sinfo=R.Tensor(...), '
+                "attr=literal, ...)",
+            )
+        name = self.literal(call.args[0])
+        if not isinstance(name, str):
+            raise self.fail(call.args[0], "the external routine is named by a string")
+        t = self.tensor_type(kw.pop("out_sinfo"), svars)
+        raw = {k: self.literal(v) for k, v in kw.items() if k is not None}
+        attrs = self.checked(call, lambda: Attrs(raw))
+        args = tuple(self.lookup(a, env) for a in call.args[1].elts)
+        return self.checked(call, lambda: CallExtern(name, args, t, attrs))
 
 
 def parse(text: str) -> Function | IRModule:

@@ -8,8 +8,10 @@ graph can work on graph functions.
 
 Values live in *slots*: the parameters first (slot ``i`` is parameter ``i``), then one slot
 per binding in order. A constant's slot holds one of :attr:`GraphProgram.constants`; a
-step's slot holds its output. Each :class:`GraphStep` also says which slots die after it
-(their last use, from :func:`liveness`), the input of the runtime's memory planner.
+step's slot holds its output. A step calls a compiled kernel or, for a ``call_extern``
+binding, an external library routine (BLAS) the runtime's executor knows by name. Each
+:class:`GraphStep` also says which slots die after it (their last use, from
+:func:`liveness`), the input of the runtime's memory planner.
 """
 
 from __future__ import annotations
@@ -65,14 +67,28 @@ def _dim_text(e: Expr) -> str:
     return " * ".join(v.name for v in collect_vars(e)) or type(e).__name__
 
 
+ExternAttrs = tuple[tuple[str, bool | int | float | str], ...]
+
+
 @dataclass(frozen=True)
 class GraphStep:
-    """One kernel call: ``out = func(*args)`` over slots, and the slots dead after it."""
+    """One call: ``out = func(*args)`` over slots, and the slots dead after it.
+
+    A kernel step (``extern`` None) calls the compiled PrimFunc ``func``; an external step
+    calls the library routine ``func`` (``"blas.gemm"``) configured by the ``extern``
+    attributes (sorted ``(key, value)`` pairs), which reads every extent from its arrays.
+    """
 
     func: str
     args: tuple[int, ...]
     out: int
     free_after: tuple[int, ...]  # slots whose last use is this step (their storage is freed)
+    extern: ExternAttrs | None = None
+
+    @property
+    def is_extern(self) -> bool:
+        """True for a call of an external library routine."""
+        return self.extern is not None
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,6 +130,11 @@ class GraphProgram:
         slots += [s for step in self.steps for s in (*step.args, step.out)]
         if len(self.param_names) > n or any(not 0 <= s < n for s in slots):
             raise LowerError(f"graph program {self.name}: a slot is out of range")
+
+    @property
+    def has_extern_steps(self) -> bool:
+        """True when some step calls an external library routine."""
+        return any(s.is_extern for s in self.steps)
 
     @property
     def num_params(self) -> int:

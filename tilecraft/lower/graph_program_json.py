@@ -11,6 +11,9 @@ program"``, version 1)::
      "constants": [[slot, index, [shape...], "float32"], ...],
      "steps": [["fused_matmul", [0, 3], 4, [0]], ...], "ret_slot": 6}
 
+A step calling an external library routine has a fifth entry, its attributes:
+``["blas.gemm", [0, 3], 4, [0], {"trans_a": false, "trans_b": true}]``.
+
 The slot shapes and the symbolic extents are one ``tc.ir`` document, so a symbolic extent
 comes back as one :class:`~tilecraft.ir.Var` shared by every shape that names it (the
 executor binds extents by identity). Reading never evaluates anything; every malformed
@@ -50,7 +53,7 @@ def program_to_json(program: GraphProgram) -> str:
         "dtypes": [str(t.dtype) for t in program.slot_types],
         "ir": to_json((shapes, tuple(program.shape_vars))),
         "constants": constants,
-        "steps": [[s.func, list(s.args), s.out, list(s.free_after)] for s in program.steps],
+        "steps": [_step_json(s) for s in program.steps],
         "ret_slot": program.ret_slot,
     }
     return json.dumps(doc)
@@ -147,13 +150,30 @@ def _spec(shape: object, dt: DataType) -> TensorSpec:
     return TensorSpec(shape, dt)
 
 
+def _step_json(s: GraphStep) -> list[Any]:
+    out: list[Any] = [s.func, list(s.args), s.out, list(s.free_after)]
+    if s.extern is not None:
+        out.append(dict(s.extern))
+    return out
+
+
 def _step(raw: object) -> GraphStep:
-    if not isinstance(raw, list) or len(raw) != 4 or not isinstance(raw[0], str):
-        raise TypeError("a step is [func, args, out, free_after]")
-    func, args, out, free = raw
+    if not isinstance(raw, list) or len(raw) not in (4, 5) or not isinstance(raw[0], str):
+        raise TypeError("a step is [func, args, out, free_after] or [..., extern attributes]")
+    func, args, out, free = raw[:4]
     if not isinstance(out, int):
         raise TypeError("a step's output slot is an integer")
-    return GraphStep(func, tuple(_ints(args, "step args")), out, tuple(_ints(free, "free_after")))
+    extern = None
+    if len(raw) == 5:
+        attrs = raw[4]
+        if not isinstance(attrs, dict) or not all(
+            isinstance(v, (bool, int, float, str)) for v in attrs.values()
+        ):
+            raise TypeError("a step's extern attributes are an object of scalars")
+        extern = tuple(sorted(attrs.items()))
+    return GraphStep(
+        func, tuple(_ints(args, "step args")), out, tuple(_ints(free, "free_after")), extern
+    )
 
 
 def _ints(values: object, what: str) -> list[int]:

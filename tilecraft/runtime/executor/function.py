@@ -7,7 +7,10 @@ calls the kernels with intermediates in the planned storages. When the entry's c
 the arguments are validated here (count, dtype, rank, static and symbolic extents; DLPack
 tensors and strided arrays are converted), raising :class:`~tilecraft.errors.GraphError`, and
 the entry runs on the converted arrays. :meth:`GraphFunction.run` is the Python executor (one
-kernel call from Python per step); it runs targets without a native entry (CUDA).
+kernel call from Python per step); it runs targets without a native entry (CUDA) and
+programs with external library calls (``call_extern`` steps, such as BLAS GEMMs: their routine
+is a Python callable, :mod:`tilecraft.runtime.executor.extern`, so such a program has no
+native entry).
 
 A :class:`~tilecraft.runtime.executor.memory_plan.MemoryPlan` (cached per binding of the
 symbolic extents) places the intermediate values in a few reused storage blocks.
@@ -33,12 +36,22 @@ from ..arguments import (
     result_like,
     to_array,
 )
+from .extern import extern_kernel
 from .memory_plan import MemoryPlan, plan_memory
 from .native import NativeGraph, StepRecord, buffer_formats
 
 StepHook = Callable[[str, np.ndarray, float], None]  # (kernel name, output, seconds)
 
 _PLAN_CACHE_SIZE = 32
+
+
+def _no_kernel(name: str) -> Callable[..., Any]:
+    """A stand-in until the compiled kernels are attached."""
+
+    def missing(*args: Any) -> None:
+        raise GraphError(f"kernel {name!r} is not compiled")
+
+    return missing
 
 
 class GraphFunction:
@@ -67,12 +80,14 @@ class GraphFunction:
         self.out_types: list[TensorSpec] = list(program.step_types)
         self._plans: OrderedDict[tuple[int, ...], MemoryPlan] = OrderedDict()
         self.kernels = list(kernels)
+        if not self.kernels and program.has_extern_steps:  # no compiled kernels to attach
+            self.attach_kernels(_no_kernel)
         self.native: NativeGraph | None = None
 
     def param_formats(self) -> list[tuple[str, ...]] | None:
         """The buffer formats of each parameter for the native entry (None: runs in Python)."""
-        if self.ret_slot in self.const_of_slot:
-            return None  # run() checks the inputs and returns a copy of the constant
+        if self.ret_slot in self.const_of_slot or self.program.has_extern_steps:
+            return None  # run() copies a constant result and calls the external routines
         formats = []
         for t in self.program.param_types:
             try:
@@ -82,8 +97,17 @@ class GraphFunction:
         return formats
 
     def attach_kernels(self, lookup: Callable[[str], Callable[..., Any]]) -> None:
-        """Call the kernels ``lookup(name)`` gives, one per step."""
-        self.kernels = [lookup(s.func) for s in self.steps]
+        """Call the kernels ``lookup(name)`` gives, one per step (external routines: their own).
+
+        Raises
+        ------
+        ExternLibraryError
+            When an external routine's library is not installed (the message names the extra).
+        """
+        self.kernels = [
+            extern_kernel(s.func, dict(s.extern)) if s.extern is not None else lookup(s.func)
+            for s in self.steps
+        ]
 
     def attach_native(self, native: NativeGraph) -> None:
         """Run calls through ``native`` from now on."""
