@@ -65,13 +65,6 @@ def _arrays(
     ctx: click.Context, prog: GraphProgram, given: Mapping[str, np.ndarray], fill: bool, seed: int
 ) -> list[np.ndarray]:
     """The arguments of ``prog`` in order: given ones, else (``fill``) random ones."""
-    unknown = sorted(set(given) - set(prog.param_names))
-    if unknown:
-        raise click.BadParameter(
-            f"{prog.name} has no input {unknown[0]!r}; its inputs: {list(prog.param_names)}",
-            ctx,
-            param_hint="--input",
-        )
     missing = [n for n in prog.param_names if n not in given]
     if missing and not fill:
         raise click.BadParameter(
@@ -153,8 +146,17 @@ DIMS = click.option(
 )
 
 
-def _given(ctx: click.Context, inputs: tuple[str, ...]) -> dict[str, np.ndarray]:
-    return {n: load_npy(Path(f)) for n, f in _pairs(ctx, inputs, "--input").items()}
+def _given(ctx: click.Context, prog: GraphProgram, inputs: tuple[str, ...]) -> dict[str, Any]:
+    """The ``--input NAME=FILE.npy`` arrays of ``prog`` (names checked before any file is read)."""
+    pairs = _pairs(ctx, inputs, "--input")
+    unknown = sorted(set(pairs) - set(prog.param_names))
+    if unknown:
+        raise click.BadParameter(
+            f"{prog.name} has no input {unknown[0]!r}; its inputs: {list(prog.param_names)}",
+            ctx,
+            param_hint="--input",
+        )
+    return {n: load_npy(Path(f)) for n, f in pairs.items()}
 
 
 @cli.command("run")
@@ -182,7 +184,7 @@ def run_command(
     """Run a graph function of the exported LIBRARY on .npy inputs."""
     lib, exe = open_library(library)
     prog = _function(ctx, lib, function)
-    args = _arrays(ctx, prog, _given(ctx, inputs), fill=False, seed=0)
+    args = _arrays(ctx, prog, _given(ctx, prog, inputs), fill=False, seed=0)
     result = np.asarray(exe[prog.name](*args))
     if output is not None:
         save_npy(output, result)
@@ -280,7 +282,7 @@ def bench_command(
     """
     lib, exe = open_library(library)
     prog = _function(ctx, lib, function)
-    args = _arrays(ctx, prog, _given(ctx, inputs), fill=True, seed=seed)
+    args = _arrays(ctx, prog, _given(ctx, prog, inputs), fill=True, seed=seed)
     rows = _race(exe, prog, args, (number, repeat), reference, (rtol, atol))
     if as_json:
         emit_json({"function": prog.name, "number": number, "repeat": repeat, "results": rows})

@@ -187,7 +187,10 @@ def _workers(ray_address: str | None, march: str | None) -> Iterator[dict[str, A
         ray = importlib.import_module("ray")
     except ImportError:
         raise TuneError("--ray needs Ray: pip install 'tilecraft[distributed]'") from None
-    ray.init(address=ray_address)
+    try:
+        ray.init(address=ray_address)
+    except Exception as e:  # Ray's connection errors: one line, not a traceback
+        raise TuneError(f"--ray {ray_address}: cannot connect: {type(e).__name__}: {e}") from e
     builder, runner = RayBuilder(march or host_march()), RayRunner()
     try:
         yield {"builder": builder, "runner": runner}

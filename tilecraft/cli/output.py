@@ -78,10 +78,13 @@ class Progress:
         start = time.perf_counter()
         try:
             yield
-        finally:
+        except BaseException:
             if not self.quiet:
-                secs = f"{time.perf_counter() - start:.1f} s"
-                click.echo(f"{head} done in {secs}" if live else f" {secs}", err=True)
+                click.echo(f"{head} failed" if live else " failed", err=True)
+            raise
+        if not self.quiet:
+            secs = f"{time.perf_counter() - start:.1f} s"
+            click.echo(f"{head} done in {secs}" if live else f" {secs}", err=True)
 
 
 def seconds_text(secs: float | None) -> str:
