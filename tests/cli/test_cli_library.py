@@ -267,3 +267,39 @@ def test_traceback_flag_shows_the_python_error(model_file: Path, tmp_path: Path)
     result = CliRunner().invoke(cli, ["--traceback", "explain", str(bad), "-i", "x:1"])
     assert result.exit_code == 1
     assert type(result.exception).__name__ == "ModelError"
+
+
+def test_bench_exits_1_when_the_reference_disagrees(invoke, library: Path, tmp_path: Path) -> None:
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("import numpy as np\n\ndef reference(x):\n    return np.full((2, 8), 5.0)\n")
+    result = invoke("bench", library, "--reference", wrong, "--number", 1, "--repeat", 1)
+    assert result.exit_code == EXIT_ERROR
+    assert (
+        _error_line(result)
+        == "error: the results differ from the reference (rtol 0.001, atol 0.001)"
+    )
+    assert "numpy" in result.stdout  # the table is printed first
+
+
+def test_compile_an_onnx_file_and_bench_it_against_onnxruntime(invoke_json, tmp_path: Path) -> None:
+    pytest.importorskip("tilecraft.frontend.onnx")
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(0).standard_normal((16, 8)).astype("float32")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
+        initializer=[numpy_helper.from_array(w, "w")],
+    )
+    path = tmp_path / "tiny.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    report = invoke_json("compile", path, "-o", tmp_path / "tiny.tc", "-q")
+    assert report["kernels"]
+    bench = invoke_json("bench", tmp_path / "tiny.tc", "--reference", path, "--number", 1,
+                        "--repeat", 1)  # fmt: skip
+    assert bench["results"][1]["name"] == "onnxruntime"
+    assert bench["results"][1]["match"] is True

@@ -14,7 +14,7 @@ from ..lower.graph_program import GraphProgram
 from ..runtime.arguments import eval_shape_expr
 from ..runtime.executor import Executable
 from ..runtime.module import time_calls
-from .app import cli
+from .app import CommandError, cli
 from .models import load_npy, load_reference, save_npy
 from .output import emit_json, print_table, seconds_text
 from .pipeline import LibraryFile, function_rows, kernel_rows, open_library, read_library, runs_here
@@ -298,9 +298,7 @@ def bench_command(
         ]
         print_table(("", "median", "ratio", "max abs err"), table, title=f"{library}: {prog.name}")
     if any(r.get("match") is False for r in rows):
-        raise click.ClickException(
-            f"the results differ from the reference (rtol {rtol}, atol {atol})"
-        )
+        raise CommandError(f"the results differ from the reference (rtol {rtol}, atol {atol})")
 
 
 @cli.command("inspect")

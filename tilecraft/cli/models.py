@@ -152,7 +152,7 @@ def from_python_file(path: Path, inputs: Sequence[tuple[str, nn.spec.Tensor]]) -
     return Model(mod, params, "python", reference if callable(reference) else None)
 
 
-def _importer(module: str, attr: str, path: Path, what: str) -> Callable[..., Any]:
+def _importer(module: str, attr: str, path: Path, what: str, extra: str) -> Callable[..., Any]:
     """``module.attr`` of tilecraft's importer for ``what``; refused cleanly when missing."""
     try:
         found: ModuleType = importlib.import_module(module)
@@ -162,7 +162,9 @@ def _importer(module: str, attr: str, path: Path, what: str) -> Callable[..., An
                 f"{path}: importing {what} models is not supported yet: this tilecraft has no "
                 f"{module} importer"
             ) from None
-        raise ModelError(f"{path}: the {what} importer needs {e.name}: {e}") from None
+        raise ModelError(
+            f"{path}: reading this file needs {e.name}: pip install 'tilecraft[{extra}]'"
+        ) from None
     fn = getattr(found, attr, None)
     if not callable(fn):
         raise ModelError(f"{path}: {module} has no {attr}: importing {what} is not supported")
@@ -181,8 +183,10 @@ def _require(package: str, extra: str, path: Path) -> ModuleType:
 
 def from_torch_export(path: Path) -> Model:
     """A ``torch.export`` program file, through ``tilecraft.frontend.torch``."""
+    importer = _importer(
+        "tilecraft.frontend.torch", "from_exported_program", path, "PyTorch", "torch"
+    )
     torch = _require("torch", "torch", path)
-    importer = _importer("tilecraft.frontend.torch", "from_exported_program", path, "PyTorch")
     try:
         program = torch.export.load(str(path))
     except Exception as e:  # torch's own errors on a bad file: reported in one line
@@ -193,7 +197,7 @@ def from_torch_export(path: Path) -> Model:
 
 def from_onnx_file(path: Path) -> Model:
     """An ONNX model file, through ``tilecraft.frontend.onnx``."""
-    importer = _importer("tilecraft.frontend.onnx", "from_onnx", path, "ONNX")
+    importer = _importer("tilecraft.frontend.onnx", "from_onnx", path, "ONNX", "onnx")
     onnx = _require("onnx", "onnx", path)
     try:
         proto = onnx.load(str(path))
