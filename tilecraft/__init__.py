@@ -24,6 +24,7 @@ from .target import Target as Target
 
 if TYPE_CHECKING:  # what the lazy attributes are, for type checkers and IDEs
     from . import arith as arith
+    from . import cli as cli
     from . import codegen as codegen
     from . import config as config
     from . import dispatch as dispatch
