@@ -23,6 +23,7 @@ A model file is one of (decided by its suffix, one function per kind):
 from __future__ import annotations
 
 import importlib
+import logging
 import re
 import runpy
 from collections.abc import Callable, Mapping, Sequence
@@ -187,10 +188,15 @@ def from_torch_export(path: Path) -> Model:
         "tilecraft.frontend.torch", "from_exported_program", path, "PyTorch", "torch"
     )
     torch = _require("torch", "torch", path)
+    torch_log = logging.getLogger("torch")
+    level = torch_log.level
+    torch_log.setLevel(logging.ERROR)  # torch logs a bad file's traceback before raising
     try:
         program = torch.export.load(str(path))
     except Exception as e:  # torch's own errors on a bad file: reported in one line
         raise ModelError(f"{path}: torch.export.load failed: {type(e).__name__}: {e}") from e
+    finally:
+        torch_log.setLevel(level)
     mod, params = importer(program)
     return Model(mod, dict(params), "torch.export", extra={"program": program})
 
