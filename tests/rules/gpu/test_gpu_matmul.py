@@ -111,6 +111,16 @@ def test_producer_inlined_into_the_shared_load() -> None:
     assert len(kernels(sch)) == 1
 
 
+def test_epilogue_that_cannot_be_fused_runs_as_its_own_kernel() -> None:
+    a = te.placeholder((64, 32), "float32", name="A")
+    b = te.placeholder((32, 64), "float32", name="B")
+    c = topi.matmul(a, b)
+    flip = te.compute((64, 64), lambda i, j: c[63 - i, j] * 2.0, name="flip")
+    sch = emulate_equal(te.create_prim_func([a, b, flip]))
+    assert len(kernels(sch)) == 2
+    assert "matmul_local" in sch.func.script()  # still accumulated in registers
+
+
 # -- structure ------------------------------------------------------------------------------
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...ir import Expr, IterKind, PrimFunc
+from ...ir import For, IterKind, PrimFunc
 from ...schedule import BlockRV, LoopRV, Schedule
 from ...schedule.analysis import BlockInfo, normalize_prim_func, why_not_normalized
 from ...target import Target
 from ..base import Decline
-from ..common import attempt, block_node, const_int
+from ..common import attempt, block_node, localize_output, loop_extent
 
 SPATIAL_THREADS = 256
 """Threads per block of the plain spatial kernels (copies, epilogues left outside a nest)."""
@@ -30,6 +30,8 @@ class GPUFacts:
         Threads per block at most.
     shared_bytes
         Static shared memory per block.
+    sm_count
+        Multiprocessors (1 when the target does not say).
     tensor_cores
         ``"mma"`` (``mma.sync`` + ``ldmatrix`` + ``cp.async``, sm_80+), ``"wmma"`` (sm_70, sm_75)
         or ``""`` (none).
@@ -39,6 +41,7 @@ class GPUFacts:
     warp_size: int = 32
     max_threads: int = 1024
     shared_bytes: int = 48 * 1024
+    sm_count: int = 1
     tensor_cores: str = ""
 
 
@@ -51,7 +54,7 @@ def gpu_facts(target: Target) -> GPUFacts:
     if info is None:
         return GPUFacts(sm, tensor_cores=tc)
     return GPUFacts(sm, info.warp_size, info.max_threads_per_block,
-                    info.max_shared_memory_per_block, tc)  # fmt: skip
+                    info.max_shared_memory_per_block, max(info.sm_count, 1), tc)  # fmt: skip
 
 
 def match_single_reduction(sch: Schedule) -> tuple[BlockInfo, list[BlockInfo]] | Decline:
@@ -93,7 +96,7 @@ def bind_spatial(sch: Schedule, block: BlockRV, threads: int = SPATIAL_THREADS) 
     ``threads`` threads per block (a guard when they do not divide)."""
     loops = sch.get_loops(block)
     fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
-    ext = const_int(sch.get(fused).extent)
+    ext = loop_extent(sch, fused)
     if ext is not None and ext <= threads:
         threads = max(ext, 1)
     bx, tx = sch.split(fused, [None, threads])
@@ -108,7 +111,7 @@ def bind_unbound_roots(sch: Schedule) -> bool:
     blocks = sch.get_child_blocks(root) if root is not None else []
     for block in blocks:
         loops = sch.get_loops(block)
-        if not loops or any(sch.get(lp).thread is not None for lp in loops):
+        if not loops or any(_bound(sch, lp) for lp in loops):
             continue
         node = block_node(sch, block)
         if any(iv.kind is not IterKind.SPATIAL for iv in node.iter_vars):
@@ -118,13 +121,20 @@ def bind_unbound_roots(sch: Schedule) -> bool:
     return True
 
 
-def extent_of(doms: dict[int, int | Expr], var: object) -> int | None:
-    """The constant extent of a block iterator (by its Var); None when symbolic."""
-    return const_int(doms[id(var)])
+def _bound(sch: Schedule, loop: LoopRV) -> bool:
+    node = sch.get(loop)
+    return isinstance(node, For) and node.thread is not None
 
 
-def first_loop_below(sch: Schedule, block: BlockRV, below: LoopRV) -> LoopRV:
-    """The first loop under ``below`` above ``block``."""
-    loops = sch.get_loops(block)
-    ids = [id(lp.var) for lp in loops]
-    return loops[ids.index(id(below.var)) + 1]
+def accumulate_locally(sch: Schedule, block: BlockRV, loop: LoopRV) -> None:
+    """Accumulate ``block`` in registers written back under ``loop``: its intermediate output
+    becomes local with the epilogue moved under ``loop``, else a local copy is written back
+    there (the epilogue then runs as its own kernel)."""
+    if localize_output(sch, block, loop):
+        return
+
+    def copy_back() -> None:
+        store = sch.cache_write(block, 0, "local")
+        sch.reverse_compute_at(store, loop)
+
+    attempt(sch, copy_back)

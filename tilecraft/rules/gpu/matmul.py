@@ -50,13 +50,13 @@ from ..common import (
     attempt,
     block_node,
     const_int,
-    localize_output,
     loop_extent,
     loops_below,
     product,
     vectorize_innermost,
 )
 from ._mm_common import (
+    accumulate_locally,
     bind_unbound_roots,
     float_dtypes,
     gpu_facts,
@@ -160,7 +160,7 @@ class Matmul(GPURule):
         main = sch.get_block(main.name)
         # Step 3. Tile: bz by bx | ty tx | ko | ki ii jj; accumulate in registers.
         loops = _tile(sch, main, roles, tile)
-        localize_output(sch, main, loops["tx"])
+        accumulate_locally(sch, main, loops["tx"])
         # Step 4. Operands through shared memory (cooperative fetch) and registers.
         for operand in _operands(sch, main):
             _stage_operand(sch, main, operand, loops, tile, cfg)
