@@ -173,7 +173,7 @@ def lanes_for(itemsize: int, vector_bytes: int) -> int:
     return max(vector_bytes // itemsize, 1)
 
 
-def _k_split(k_ext: int | None, threads: int, widest: int) -> tuple[int, int]:
+def k_split(k_ext: int | None, threads: int, widest: int) -> tuple[int, int]:
     """(threads, lanes) whose product divides ``k_ext``, widest vector first, then most
     threads (down to a warp); ``(threads, 1)`` with a guard when none does."""
     if k_ext is not None:
@@ -209,7 +209,7 @@ def _rows_schedule(sch: Schedule, m: GEMVMatch, cfg: GEMVConfig) -> None:
     itemsize = max(m.gemv.matrix.buffer.dtype.bits // 8, 1)
     k = reduce_loop(sch, m)
     k_ext = loop_extent(sch, k)
-    threads, lanes = _k_split(k_ext, cfg.threads, lanes_for(itemsize, cfg.vector_bytes))
+    threads, lanes = k_split(k_ext, cfg.threads, lanes_for(itemsize, cfg.vector_bytes))
     guarded = k_ext is None or k_ext % (threads * lanes) != 0
     rows = _divisor_at_most(m.extent(m.axis), cfg.rows)
     ro, ri = sch.split(m.loops[id(m.axis)], [None, rows])
@@ -250,12 +250,14 @@ def cache_vector(sch: Schedule, block: BlockRV, name: str, at: LoopRV) -> None:
         attempt(sch, sch.vectorize, inner[-1])
 
 
-def fuse_epilogue(sch: Schedule, main: BlockRV, bx: LoopRV, threads: int) -> None:
+def fuse_epilogue(
+    sch: Schedule, main: BlockRV, bx: LoopRV, threads: int, scope: str = "local"
+) -> None:
     """Apply the epilogue after the cross-thread reduction, in the same block, each element
-    written once: ``main``'s output becomes ``local`` (every thread holds every result), the
-    epilogue's loops under ``bx`` are fused and bound to ``threadIdx.x`` (split by
-    ``threads`` when longer). Unchanged when it fails (the epilogue then gets its own
-    kernel)."""
+    written once: ``main``'s output becomes ``scope`` (``local``: every thread holds every
+    result; ``shared``: written once, read after a barrier), the epilogue's loops under
+    ``bx`` are fused and bound to ``threadIdx.x`` (split by ``threads`` when longer).
+    Unchanged when it fails (the epilogue then gets its own kernel)."""
     if writes_param(sch, main):
         return
 
@@ -269,7 +271,7 @@ def fuse_epilogue(sch: Schedule, main: BlockRV, bx: LoopRV, threads: int) -> Non
             if ext is None or ext > threads:
                 fused = sch.split(fused, [None, threads])[1]
             sch.bind(fused, "threadIdx.x")
-        sch.set_scope(main, 0, "local")
+        sch.set_scope(main, 0, scope)
 
     attempt(sch, move)
 
