@@ -38,16 +38,20 @@ def linear(m: int | Var, n: int, k: int, *, dtype: str = "float32", weight_nk: b
     return te.create_prim_func([a, b, c])
 
 
-def scheduled(func: PrimFunc, target: tc.Target = SM80) -> tc.Schedule:
-    sch = Matmul().apply(func, target)
+SIMT = Matmul(MatmulConfig(tensor_cores=""))
+
+
+def scheduled(func: PrimFunc, target: tc.Target = SM80, rule: Matmul = SIMT) -> tc.Schedule:
+    sch = rule.apply(func, target)
     assert isinstance(sch, tc.Schedule), sch
     return sch
 
 
-def emulate_equal(func: PrimFunc, sizes: dict[str, int] | None = None) -> tc.Schedule:
-    """Scheduled, and equal to ``func`` under the race-checking emulator for sm_80."""
-    sch = scheduled(func)
-    tc.testing.check_numeric(sch.func, func, emulate_gpu="racecheck", target=SM80,
+def emulate_equal(func: PrimFunc, sizes: dict[str, int] | None = None,
+                  rule: Matmul = SIMT, target: tc.Target = SM80) -> tc.Schedule:  # fmt: skip
+    """Scheduled, and equal to ``func`` under the race-checking emulator."""
+    sch = scheduled(func, target, rule)
+    tc.testing.check_numeric(sch.func, func, emulate_gpu="racecheck", target=target,
                              shape_vars=sizes)  # fmt: skip
     return sch
 
@@ -75,7 +79,7 @@ def test_fp16_accumulated_in_fp32_and_cast_in_the_write_back() -> None:
 
 
 def test_plain_fp16_matmul_equal() -> None:
-    emulate_equal(linear(32, 64, 64, dtype="float16"))
+    emulate_equal(linear(32, 64, 64, dtype="float16"), rule=Matmul())  # fp16 accumulation: SIMT
 
 
 def test_ragged_shapes_padded_inside_one_kernel() -> None:

@@ -27,12 +27,16 @@ the other ``I``/``J`` iterators), fused onto ``blockIdx.z``. The SIMT schedule (
   and the copy-back of the padded output into the write-back, guarded per element;
 * inner loops unrolled by ``pragma_auto_unroll_max_step``.
 
-The tensor-core schedule is not part of this rule yet: fp16 einsums get the SIMT schedule.
+On a target with tensor cores (``MatmulConfig.tensor_cores``), an einsum of fp16 (or, with
+``mma.sync``, bf16) operands accumulated in fp32 whose ``i``, ``j`` and ``k`` extents a tensor
+-core tile divides gets the tensor-core schedule instead (:mod:`._mm_tensor_core`: ``mma.sync``
++ ``ldmatrix`` + ``cp.async`` on sm_80+, WMMA on sm_70/75); other shapes (ragged, symbolic)
+get the SIMT schedule, padded.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...ir import Buffer, BufferLoad, BufferStore, Expr, PrimFunc
 from ...schedule import BlockRV, LoopRV, Schedule
@@ -63,6 +67,12 @@ from ._mm_common import (
     inline_producers,
     match_single_reduction,
 )
+from ._mm_tensor_core import (
+    TensorCoreTile,
+    fit_tile,
+    schedule_tensor_core,
+    why_not_tensor_core,
+)
 
 
 @dataclass(frozen=True)
@@ -84,7 +94,9 @@ class MatmulConfig:
     shared_bytes
         Static shared memory per block.
     tensor_cores
-        ``"mma"``, ``"wmma"`` or ``""``: what the target offers (not used by the SIMT schedule).
+        ``"mma"``, ``"wmma"`` or ``""``: the tensor-core schedule to use (``""``: SIMT only).
+    tensor_core_tile
+        The largest tensor-core tile (smaller ones are tried when it does not divide).
     """
 
     threads: tuple[int, int] = (8, 16)
@@ -94,6 +106,7 @@ class MatmulConfig:
     unroll: int = 256
     shared_bytes: int = 48 * 1024
     tensor_cores: str = ""
+    tensor_core_tile: TensorCoreTile = field(default_factory=TensorCoreTile)
 
     @staticmethod
     def for_target(target: Target) -> MatmulConfig:
@@ -152,6 +165,10 @@ class Matmul(GPURule):
         if isinstance(found, Decline):
             return found
         main, einsum, roles, doms = found
+        # Step 1b. Tensor cores when the target has them and the operands fit.
+        tensor = _tensor_core(func, main.name, roles, doms, cfg)
+        if tensor is not None:
+            return tensor
         tile = _choose_tile(einsum, roles, doms, cfg, _k_extent(roles, doms))
         # Step 2. Pad i, j and k to whole tiles.
         padded = _pad(sch, main, roles, doms, tile)
@@ -396,3 +413,39 @@ def _finish(
                 vectorize_innermost(sch, block, tx)
     top = loops.get("bz", loops["by"])
     sch.annotate(top, "pragma_auto_unroll_max_step", cfg.unroll)
+
+
+def _tensor_core(
+    func: PrimFunc, name: str, roles: _Roles, doms: dict[int, int | Expr], cfg: MatmulConfig
+) -> Schedule | None:
+    """The tensor-core schedule (:mod:`._mm_tensor_core`), or None when it does not fit (the
+    SIMT schedule is used)."""
+    if not cfg.tensor_cores:
+        return None
+    sch = Schedule(func)
+    main = sch.get_block(name)
+    if why_not_tensor_core(func, main, sch, cfg.tensor_cores) is not None:
+        return None
+    extents = (const_int(doms[roles.i]), const_int(doms[roles.j]), _k_extent(roles, doms))
+    tile = fit_tile(extents, cfg.tensor_cores, cfg.tensor_core_tile)
+    if tile is None:
+        return None
+    einsum = classify_einsum(block_node(sch, main))
+    assert einsum is not None
+    reads = block_node(sch, main).reads
+    index = {r.buffer.name: n for n, r in enumerate(reads)}
+    b_transposed = [r for r in einsum.rhs.roles if r is not IndexRole.CONST][-1] is IndexRole.REDUCE
+    operands = (index[einsum.lhs.buffer.name], index[einsum.rhs.buffer.name], b_transposed)
+
+    def build() -> None:
+        by_iter = _loops_by_iter(sch, main)
+        outer = [by_iter[p] for p in roles.outer]
+        k_loops = [by_iter[p] for p in roles.k]
+        sch.reorder(*outer, by_iter[roles.i], by_iter[roles.j], *k_loops)
+        k = sch.fuse(*k_loops) if len(k_loops) > 1 else k_loops[0]
+        loops = (outer, by_iter[roles.i], by_iter[roles.j], k)
+        schedule_tensor_core(sch, main, loops, tile, cfg.tensor_cores, operands)
+
+    if not sch.try_(build) or not bind_unbound_roots(sch):
+        return None
+    return sch
