@@ -10,15 +10,19 @@ then being its own kernel). A weight stored ``(n, k)`` is transposed on its way 
 memory (``transform_layout``; scalar fetch), since the ``ldmatrix`` intrinsics take row-major
 ``k x n`` tiles.
 
-Taken only when the tiles divide ``i``, ``j`` and ``k`` (constant extents): the padding flow
-is not wired into the tensor-core schedule yet, so other shapes get the SIMT schedule.
+Constant extents the tiles do not divide are padded (``pad_einsum``): the zero-filling copies
+are inlined into the shared-memory fetch (scalar guarded loads: a guarded 16-byte load is not
+yet predicated by the code generator), the accumulators stored to the padded output and the
+copy-back (with the epilogue) run as a second kernel. A symbolic ``i``, ``j`` or ``k`` is not
+taken (``blockize`` cannot prove a padded symbolic extent a multiple of 16): the caller uses
+the SIMT schedule.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ...ir import PrimFunc
+from ...ir import BufferLoad, BufferStore, PrimFunc
 from ...schedule import BlockRV, IndexMap, LoopRV, Schedule
 from ...schedule.analysis import IndexRole, classify_einsum
 from ..common import block_node
@@ -42,6 +46,11 @@ class TensorCoreTile:
     pad: int = 8
     vector: int = 8
     pipeline: bool = True
+
+    @property
+    def sizes(self) -> tuple[int, int, int]:
+        """``(block_m, block_n, block_k)``."""
+        return self.block_m, self.block_n, self.block_k
 
 
 def why_not_tensor_core(func: PrimFunc, main: BlockRV, sch: Schedule, kind: str) -> str | None:
@@ -90,6 +99,24 @@ def fit_tile(
     return None
 
 
+def padded_tile(
+    extents: tuple[int | None, int | None, int | None], kind: str, largest: TensorCoreTile
+) -> TensorCoreTile | None:
+    """The tile to pad ``(i, j, k)`` to: ``largest``, halved (down to 32) along an extent it
+    covers twice over; None for a symbolic reduction."""
+    m, n, k = extents
+    if k is None:
+        return None
+    bm, bn = largest.block_m, largest.block_n
+    while bm > 32 and m is not None and bm >= 2 * m:
+        bm //= 2
+    while bn > 32 and n is not None and bn >= 2 * n:
+        bn //= 2
+    padded_k = -(-k // largest.block_k) * largest.block_k
+    tile = fit_tile((bm, bn, padded_k), kind, replace(largest, block_m=bm, block_n=bn))
+    return tile
+
+
 def _halvings(start: int, least: int) -> list[int]:
     out = []
     while start >= least:
@@ -131,7 +158,8 @@ def schedule_tensor_core(
     for sh, cols, transposed in zip(shared, (tile.block_k, tile.block_n),
                                     (False, b_transposed), strict=True):  # fmt: skip
         sch.compute_at(sh, ko)
-        _fetch(sch, sh, threads, tile, cols, 1 if transposed else tile.vector)
+        plain = _plain_copy(sch, sh)  # a guarded (padded) copy: scalar loads
+        _fetch(sch, sh, threads, tile, cols, tile.vector if plain and not transposed else 1)
     init = sch.decompose_reduction(main, ko)
     init_loops = sch.get_loops(init)[-4:]
     # Step 4. Tensorize: fill, store, fragment loads, multiply-accumulate.
@@ -206,6 +234,12 @@ def _stage(
             loads.append(f0)
         tiles.append(t)
     return loads, tiles, shared
+
+
+def _plain_copy(sch: Schedule, block: BlockRV) -> bool:
+    """Whether ``block`` copies one buffer element for element (no guard, no arithmetic)."""
+    body = block_node(sch, block).body
+    return isinstance(body, BufferStore) and isinstance(body.value, BufferLoad)
 
 
 def _fetch(

@@ -28,10 +28,10 @@ the other ``I``/``J`` iterators), fused onto ``blockIdx.z``. The SIMT schedule (
 * inner loops unrolled by ``pragma_auto_unroll_max_step``.
 
 On a target with tensor cores (``MatmulConfig.tensor_cores``), an einsum of fp16 (or, with
-``mma.sync``, bf16) operands accumulated in fp32 whose ``i``, ``j`` and ``k`` extents a tensor
--core tile divides gets the tensor-core schedule instead (:mod:`._mm_tensor_core`: ``mma.sync``
-+ ``ldmatrix`` + ``cp.async`` on sm_80+, WMMA on sm_70/75); other shapes (ragged, symbolic)
-get the SIMT schedule, padded.
+``mma.sync``, bf16) operands accumulated in fp32 with constant extents gets the tensor-core
+schedule instead (:mod:`._mm_tensor_core`: ``mma.sync``
++ ``ldmatrix`` + ``cp.async`` on sm_80+, WMMA on sm_70/75; constant extents padded to whole
+tiles); symbolic extents get the SIMT schedule, padded.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from ..common import (
     attempt,
     block_node,
     const_int,
+    fold_epilogue,
     loop_extent,
     loops_below,
     product,
@@ -70,6 +71,7 @@ from ._mm_common import (
 from ._mm_tensor_core import (
     TensorCoreTile,
     fit_tile,
+    padded_tile,
     schedule_tensor_core,
     why_not_tensor_core,
 )
@@ -171,7 +173,7 @@ class Matmul(GPURule):
             return tensor
         tile = _choose_tile(einsum, roles, doms, cfg, _k_extent(roles, doms))
         # Step 2. Pad i, j and k to whole tiles.
-        padded = _pad(sch, main, roles, doms, tile)
+        padded = _pad(sch, main, roles, doms, (tile.bm, tile.bn, tile.bk))
         if isinstance(padded, Decline):
             return padded
         main = sch.get_block(main.name)
@@ -271,13 +273,16 @@ def _shrink(ext: int | None, threads: int, per: int) -> tuple[int, int]:
 
 
 def _pad(
-    sch: Schedule, main: BlockRV, roles: _Roles, doms: dict[int, int | Expr], tile: _Tile
-) -> set[int] | Decline:
-    """Pad i, j (and a single k) to whole tiles; the positions padded, or why it failed."""
-    want = {roles.i: tile.bm, roles.j: tile.bn}
+    sch: Schedule, main: BlockRV, roles: _Roles, doms: dict[int, int | Expr],
+    tile: tuple[int, int, int],
+) -> set[int] | Decline:  # fmt: skip
+    """Pad i, j (and a single k) to whole ``(bm, bn, bk)`` tiles; the positions padded, or why
+    it failed."""
+    bm, bn, bk = tile
+    want = {roles.i: bm, roles.j: bn}
     if len(roles.k) == 1:
-        want[roles.k[0]] = tile.bk
-    elif (k_ext := _k_extent(roles, doms)) is None or k_ext % tile.bk:
+        want[roles.k[0]] = bk
+    elif (k_ext := _k_extent(roles, doms)) is None or k_ext % bk:
         return Decline("several reduction iterators whose product the k tile does not divide")
     padding, padded = [], set()
     for n in range(len(doms)):
@@ -428,8 +433,12 @@ def _tensor_core(
         return None
     extents = (const_int(doms[roles.i]), const_int(doms[roles.j]), _k_extent(roles, doms))
     tile = fit_tile(extents, cfg.tensor_cores, cfg.tensor_core_tile)
-    if tile is None:
-        return None
+    if tile is None:  # pad to whole tiles (zero-filled loads, a guarded copy-back kernel)
+        tile = padded_tile(extents, cfg.tensor_cores, cfg.tensor_core_tile)
+        if tile is None or isinstance(_pad(sch, main, roles, doms, tile.sizes), Decline):
+            return None
+        main = sch.get_block(name)
+        fold_epilogue(sch, main)  # the copy-back inlined into the epilogue: one more kernel
     einsum = classify_einsum(block_node(sch, main))
     assert einsum is not None
     reads = block_node(sch, main).reads
