@@ -1,7 +1,7 @@
 """GPU Matmul rule on tensor cores: fp16/bf16 operands accumulated in fp32, ``mma.sync`` +
 ``ldmatrix`` + ``cp.async`` on sm_80+, WMMA on sm_75; both weight layouts, batched, a cast
-epilogue, ragged shapes padded; equal under the race-checking emulator at reduced sizes;
-ptxas at 4096^3 without spills; the SIMT schedule for a symbolic M."""
+epilogue, ragged shapes and a symbolic M padded; equal under the race-checking emulator at
+reduced sizes; ptxas at 4096^3 without spills; the SIMT schedule for a symbolic K."""
 
 from __future__ import annotations
 
@@ -57,10 +57,18 @@ def test_ragged_shapes_padded_to_whole_tiles_equal(target: tc.Target) -> None:
     assert ("mma.sync" in text) == (target is SM80)
 
 
-def test_symbolic_m_gets_the_simt_schedule() -> None:
-    # blockize cannot prove the padded extent (m + 127) // 128 * 128 a multiple of 16 yet
-    func = linear(Var("m"), 64, 64, dtype="float16", out_dtype="float32")
-    _, text = cuda_text(func, SM80)
+@pytest.mark.parametrize("target", [SM80, SM75], ids=["mma", "wmma"])
+def test_symbolic_m_on_tensor_cores_equal(target: tc.Target) -> None:
+    # a prefill projection: the sequence length symbolic, padded to whole 128-row tiles
+    func = linear(Var("m"), 64, 64, dtype="float16", weight_nk=True, out_dtype="float32")
+    sch, text = cuda_text(func, target)
+    assert ("mma.sync" in text) == (target is SM80)
+    tc.testing.check_numeric(sch.func, func, emulate_gpu="racecheck", target=target,
+                             shape_vars={"m": 37})  # fmt: skip
+
+
+def test_symbolic_reduction_and_disabled_tensor_cores_get_the_simt_schedule() -> None:
+    _, text = cuda_text(linear(64, 64, Var("k"), dtype="float16", out_dtype="float32"), SM80)
     assert "mma.sync" not in text
     simt = Matmul(MatmulConfig(tensor_cores=""))
     sch = simt.apply(linear(64, 64, 64, dtype="float16", out_dtype="float32"), SM80)
@@ -74,9 +82,10 @@ CASES = [(nk, arch) for nk in (False, True) for arch in ("sm_75", "sm_80", "sm_9
 @pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="nvcc/ptxas not on PATH")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_padded_gemm_compiles_without_spills(arch: str) -> None:
+@pytest.mark.parametrize("m", [1000, Var("m")], ids=["ragged", "symbolic_m"])
+def test_padded_gemm_compiles_without_spills(arch: str, m: int | Var) -> None:
     target = tc.Target(f"cuda -arch={arch}")
-    func = linear(1000, 1000, 1000, dtype="float16", weight_nk=True, out_dtype="float32")
+    func = linear(m, 1000, 4096, dtype="float16", weight_nk=True, out_dtype="float32")
     _, text = cuda_text(func, target)
     info = ptxas_info(text, arch)
     assert len(info) == 2  # the GEMM; the copy-back fused with the cast

@@ -10,12 +10,12 @@ then being its own kernel). A weight stored ``(n, k)`` is transposed on its way 
 memory (``transform_layout``; scalar fetch), since the ``ldmatrix`` intrinsics take row-major
 ``k x n`` tiles.
 
-Constant extents the tiles do not divide are padded (``pad_einsum``): the zero-filling copies
-are inlined into the shared-memory fetch (scalar guarded loads: a guarded 16-byte load is not
-yet predicated by the code generator), the accumulators stored to the padded output and the
-copy-back (with the epilogue) run as a second kernel. A symbolic ``i``, ``j`` or ``k`` is not
-taken (``blockize`` cannot prove a padded symbolic extent a multiple of 16): the caller uses
-the SIMT schedule.
+Extents the tiles do not divide, symbolic ``i`` and ``j`` (a prefill's sequence length)
+included, are padded (``pad_einsum``): the zero-filling copies are inlined into the
+shared-memory fetch (scalar guarded loads: a guarded 16-byte load is not yet predicated by the
+code generator), the accumulators stored to the padded output and the copy-back (with the
+epilogue) run as a second kernel. A symbolic reduction is not taken: the caller uses the SIMT
+schedule.
 """
 
 from __future__ import annotations

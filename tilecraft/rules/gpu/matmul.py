@@ -28,10 +28,10 @@ the other ``I``/``J`` iterators), fused onto ``blockIdx.z``. The SIMT schedule (
 * inner loops unrolled by ``pragma_auto_unroll_max_step``.
 
 On a target with tensor cores (``MatmulConfig.tensor_cores``), an einsum of fp16 (or, with
-``mma.sync``, bf16) operands accumulated in fp32 with constant extents gets the tensor-core
-schedule instead (:mod:`._mm_tensor_core`: ``mma.sync``
-+ ``ldmatrix`` + ``cp.async`` on sm_80+, WMMA on sm_70/75; constant extents padded to whole
-tiles); symbolic extents get the SIMT schedule, padded.
+``mma.sync``, bf16) operands accumulated in fp32 with a constant reduction extent gets the
+tensor-core schedule instead (:mod:`._mm_tensor_core`: ``mma.sync``
++ ``ldmatrix`` + ``cp.async`` on sm_80+, WMMA on sm_70/75; extents padded to whole tiles);
+a symbolic reduction gets the SIMT schedule, padded.
 """
 
 from __future__ import annotations
