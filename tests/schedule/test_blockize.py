@@ -214,3 +214,17 @@ def test_blockize_requires_an_outer_part_multiple_of_the_inner_extent() -> None:
     sch = Schedule(_parse(BAD_OFFSET))
     _, i1 = sch.get_loops(sch.get_block("B"))
     assert_fails_unchanged(sch, "blockize", i1, match="outer part")
+
+
+def test_blockize_a_symbolic_domain_provably_a_multiple_of_the_inner_extent() -> None:
+    # a domain padded to whole tiles, as pad_einsum makes it for a symbolic extent
+    n = tc.ir.Var("n")
+    x = te.placeholder(((n + 3) // 4 * 4,), "float32", name="A")
+    func = te.create_prim_func([x, te.compute(x.shape, lambda i: x[i] * 2.0, name="B")])
+    sch = Schedule(func)
+    (i,) = sch.get_loops(sch.get_block("B"))
+    _, i1 = sch.split(i, [None, 4])
+    sch.blockize(i1)
+    assert "vi_o = T.axis.spatial((n + 3) // 4, i_0)" in sch.func.script()
+    check_numeric(sch.func, func, shape_vars={"n": 5})
+    verify_trace_roundtrip(sch, func)

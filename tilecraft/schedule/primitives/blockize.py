@@ -134,6 +134,12 @@ def _inner_extent(inner: Expr, loops: Mapping[int, For], used: set[int]) -> int 
     return extent
 
 
+def _multiple_of(extent: Expr, ext: int) -> bool:
+    """Whether ``extent`` (constant, or symbolic like ``(m + 127) // 128 * 128``) is provably a
+    multiple of ``ext``."""
+    return const_value(simplify_index(extent % IntImm(extent.dtype, ext))) == 0
+
+
 def _divide(realize: BlockRealize, loops: list[For], top: For) -> list[_Division]:
     """Divide every binding of ``realize`` into outer and inner parts (see module doc)."""
     inner_loops = {id(lp.loop_var): lp for lp in loops}
@@ -144,7 +150,6 @@ def _divide(realize: BlockRealize, loops: list[For], top: For) -> list[_Division
         base = simplify_index(substitute(value, zero))
         inner = simplify_index(value - base)
         ext = _inner_extent(inner, inner_loops, used)
-        dom_ext = const_value(iv.dom.extent)
         if ext is None or any(id(v) in inner_loops for v in collect_vars(base)):
             raise _fail(
                 f'the binding of "{iv.var.name}" does not divide into loops above and below '
@@ -154,7 +159,7 @@ def _divide(realize: BlockRealize, loops: list[For], top: For) -> list[_Division
                 top,
                 where=[realize.block.name],
             )
-        if ext > 1 and (const_value(iv.dom.min) != 0 or dom_ext is None or dom_ext % ext):
+        if ext > 1 and (const_value(iv.dom.min) != 0 or not _multiple_of(iv.dom.extent, ext)):
             raise _fail(
                 f'the domain of "{iv.var.name}" is not a multiple of {ext} from 0',
                 "each iterator's domain starts at 0 and its extent is a multiple of its inner "
@@ -237,11 +242,9 @@ def _iter_vars(
     for k, (iv, d) in enumerate(zip(blk.iter_vars, divs, strict=True)):
         dt = iv.var.dtype
         vo, vi = Var(names[2 * k], dt), Var(names[2 * k + 1], dt)
-        if d.extent > 1:  # _divide checked: a constant domain from 0, a multiple of E
-            dom_ext = const_value(iv.dom.extent) or 0
-            outer_ivs.append(
-                IterVar(vo, Range(IntImm(dt, 0), IntImm(dt, dom_ext // d.extent)), iv.kind)
-            )
+        if d.extent > 1:  # _divide checked: a domain from 0, a multiple of E
+            outer_ext = simplify_index(iv.dom.extent // IntImm(dt, d.extent))
+            outer_ivs.append(IterVar(vo, Range(IntImm(dt, 0), outer_ext), iv.kind))
         else:  # no inner part: the outer iterator keeps the domain, symbolic or offset
             outer_ivs.append(IterVar(vo, iv.dom, iv.kind))
         if d.extent > 1:

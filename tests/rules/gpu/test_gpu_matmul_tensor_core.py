@@ -1,0 +1,114 @@
+"""GPU Matmul rule on tensor cores: fp16/bf16 operands accumulated in fp32, ``mma.sync`` +
+``ldmatrix`` + ``cp.async`` on sm_80+, WMMA on sm_75; both weight layouts, batched, a cast
+epilogue, ragged shapes and a symbolic M padded; equal under the race-checking emulator at
+reduced sizes; ptxas at 4096^3 without spills; the SIMT schedule for a symbolic K."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from test_gpu_matmul import linear
+
+import tilecraft as tc
+from tilecraft.ir import PrimFunc, Var
+from tilecraft.rules.gpu import Matmul, MatmulConfig
+from tilecraft.runtime import build_cuda_source
+from tilecraft.runtime.cuda_compile import ptxas_info
+
+SM80, SM75 = tc.Target("cuda -arch=sm_80"), tc.Target("cuda -arch=sm_75")
+
+
+def cuda_text(func: PrimFunc, target: tc.Target) -> tuple[tc.Schedule, str]:
+    sch = Matmul().apply(func, target)
+    assert isinstance(sch, tc.Schedule), sch
+    return sch, build_cuda_source(sch.mod, target).text
+
+
+def emulate_equal(func: PrimFunc, target: tc.Target) -> str:
+    sch, text = cuda_text(func, target)
+    tc.testing.check_numeric(sch.func, func, emulate_gpu="racecheck", target=target)
+    return text
+
+
+@pytest.mark.parametrize("weight_nk", [False, True], ids=["weight_kn", "weight_nk"])
+@pytest.mark.parametrize("target", [SM80, SM75], ids=["mma", "wmma"])
+def test_both_weight_layouts_on_tensor_cores_equal(weight_nk: bool, target: tc.Target) -> None:
+    func = linear(64, 64, 64, dtype="float16", weight_nk=weight_nk, out_dtype="float32")
+    text = emulate_equal(func, target)
+    if target is SM80:
+        assert "mma.sync.aligned.m16n8k16" in text
+        assert "ldmatrix.sync.aligned" in text
+        assert "cp.async" in text
+    else:
+        assert "nvcuda::wmma::mma_sync(" in text
+
+
+def test_batched_and_bf16_on_mma_equal() -> None:
+    text = emulate_equal(linear(32, 32, 32, dtype="bfloat16", batch=2, out_dtype="float32"), SM80)
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in text
+
+
+@pytest.mark.parametrize("target", [SM80, SM75], ids=["mma", "wmma"])
+def test_ragged_shapes_padded_to_whole_tiles_equal(target: tc.Target) -> None:
+    # zero-filled (scalar) loads into shared memory; the copy-back and the cast: a 2nd kernel
+    func = linear(50, 70, 40, dtype="float16", weight_nk=True, out_dtype="float32")
+    text = emulate_equal(func, target)
+    assert ("mma.sync" in text) == (target is SM80)
+
+
+@pytest.mark.parametrize("target", [SM80, SM75], ids=["mma", "wmma"])
+def test_symbolic_m_on_tensor_cores_equal(target: tc.Target) -> None:
+    # a prefill projection: the sequence length symbolic, padded to whole 128-row tiles
+    func = linear(Var("m"), 64, 64, dtype="float16", weight_nk=True, out_dtype="float32")
+    sch, text = cuda_text(func, target)
+    assert ("mma.sync" in text) == (target is SM80)
+    tc.testing.check_numeric(sch.func, func, emulate_gpu="racecheck", target=target,
+                             shape_vars={"m": 37})  # fmt: skip
+
+
+def test_symbolic_reduction_and_disabled_tensor_cores_get_the_simt_schedule() -> None:
+    _, text = cuda_text(linear(64, 64, Var("k"), dtype="float16", out_dtype="float32"), SM80)
+    assert "mma.sync" not in text
+    simt = Matmul(MatmulConfig(tensor_cores=""))
+    sch = simt.apply(linear(64, 64, 64, dtype="float16", out_dtype="float32"), SM80)
+    assert isinstance(sch, tc.Schedule)
+    assert "mma" not in build_cuda_source(sch.mod, SM80).text
+
+
+CASES = [(nk, arch) for nk in (False, True) for arch in ("sm_75", "sm_80", "sm_90")]
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="nvcc/ptxas not on PATH")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("m", [1000, Var("m")], ids=["ragged", "symbolic_m"])
+def test_padded_gemm_compiles_without_spills(arch: str, m: int | Var) -> None:
+    target = tc.Target(f"cuda -arch={arch}")
+    func = linear(m, 1000, 4096, dtype="float16", weight_nk=True, out_dtype="float32")
+    _, text = cuda_text(func, target)
+    info = ptxas_info(text, arch)
+    assert len(info) == 2  # the GEMM; the copy-back fused with the cast
+    for stats in info.values():
+        assert not stats.spills, stats
+        assert stats.stack_bytes == 0, stats
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="nvcc/ptxas not on PATH")
+@pytest.mark.parametrize(("weight_nk", "arch"), CASES)
+def test_4096_cubed_compiles_without_spills(weight_nk: bool, arch: str) -> None:
+    target = tc.Target(f"cuda -arch={arch}")
+    func = linear(4096, 4096, 4096, dtype="float16", weight_nk=weight_nk, out_dtype="float32")
+    _, text = cuda_text(func, target)
+    info = ptxas_info(text, arch)
+    limits = target.gpu
+    assert limits is not None
+    for stats in info.values():
+        assert not stats.spills, stats
+        assert stats.stack_bytes == 0, stats
+        assert stats.registers * 128 <= limits.registers_per_block
+    # the GEMM (the fp16 cast is a second kernel): two stages of a padded 128 x 32 A tile and
+    # a padded 32 x 128 B tile
+    assert max(s.shared_bytes for s in info.values()) == 2 * (128 * 40 + 32 * 136) * 2
+    assert ("mma.sync" in text) == (arch != "sm_75")

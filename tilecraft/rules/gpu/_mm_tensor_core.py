@@ -1,0 +1,260 @@
+"""The tensor-core schedule of the GPU ``Matmul`` rule: fp16/bf16 operands, fp32 accumulation.
+
+``mma.sync`` m16n8k16 + ``ldmatrix`` + a two-stage ``cp.async`` pipeline on sm_80+, WMMA
+16x16x16 on sm_70/75, with the intrinsics of :mod:`tilecraft.schedule.tensor_intrin_cuda`.
+A block of ``warps_m x warps_n`` warps computes a ``block_m x block_n`` tile of ``C`` in warp
+fragments; per ``block_k`` step the A and B tiles are fetched by all threads cooperatively
+(16-byte loads) into padded shared memory and loaded into fragments per 16-wide ``k``; the
+accumulators are stored to the output (or to the intermediate the epilogue reads, the epilogue
+then being its own kernel). A weight stored ``(n, k)`` is transposed on its way into shared
+memory (``transform_layout``; scalar fetch), since the ``ldmatrix`` intrinsics take row-major
+``k x n`` tiles.
+
+Extents the tiles do not divide, symbolic ``i`` and ``j`` (a prefill's sequence length)
+included, are padded (``pad_einsum``): the zero-filling copies are inlined into the
+shared-memory fetch (scalar guarded loads: a guarded 16-byte load is not yet predicated by the
+code generator), the accumulators stored to the padded output and the copy-back (with the
+epilogue) run as a second kernel. A symbolic reduction is not taken: the caller uses the SIMT
+schedule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ...ir import BufferLoad, BufferStore, PrimFunc
+from ...schedule import BlockRV, IndexMap, LoopRV, Schedule
+from ...schedule.analysis import IndexRole, classify_einsum
+from ..common import block_node
+from ._mm_common import inline_producers
+
+_SCOPES = {
+    "mma": ("m16n8k16.matrixA", "m16n8k16.matrixB", "m16n8k16.accumulator"),
+    "wmma": ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator"),
+}
+
+
+@dataclass(frozen=True)
+class TensorCoreTile:
+    """Block tile, warps per block and the shared-memory row padding (elements)."""
+
+    block_m: int = 128
+    block_n: int = 128
+    block_k: int = 32
+    warps_m: int = 2
+    warps_n: int = 2
+    pad: int = 8
+    vector: int = 8
+    pipeline: bool = True
+
+    @property
+    def sizes(self) -> tuple[int, int, int]:
+        """``(block_m, block_n, block_k)``."""
+        return self.block_m, self.block_n, self.block_k
+
+
+def why_not_tensor_core(func: PrimFunc, main: BlockRV, sch: Schedule, kind: str) -> str | None:
+    """Why the tensor-core schedule does not fit ``main``; None when it does."""
+    if kind not in _SCOPES:
+        return "the target has no tensor cores"
+    block = block_node(sch, main)
+    einsum = classify_einsum(block)
+    if einsum is None:
+        return "not an einsum"
+    dts = {str(einsum.lhs.buffer.dtype), str(einsum.rhs.buffer.dtype)}
+    allowed = {"float16", "bfloat16"} if kind == "mma" else {"float16"}
+    if len(dts) != 1 or not dts <= allowed:
+        return f"operands {sorted(dts)}: tensor cores take {sorted(allowed)}"
+    if str(einsum.output.buffer.dtype) != "float32":
+        return "the accumulator is not float32"
+    if _last_role(einsum.lhs.roles) is not IndexRole.REDUCE:
+        return "the left operand is not contiguous along the reduction"
+    return None
+
+
+def _last_role(roles: tuple[IndexRole, ...]) -> IndexRole | None:
+    kept = [r for r in roles if r is not IndexRole.CONST]
+    return kept[-1] if kept else None
+
+
+def fit_tile(
+    extents: tuple[int | None, int | None, int | None], kind: str, largest: TensorCoreTile
+) -> TensorCoreTile | None:
+    """The largest tile, from ``largest`` down to 32 x 32 x 16, dividing ``(i, j, k)``."""
+    m, n, k = extents
+    if m is None or n is None or k is None:
+        return None
+    for bm in _halvings(largest.block_m, 32):
+        for bn in _halvings(largest.block_n, 32):
+            for bk in _halvings(largest.block_k, 16):
+                warps_m = min(largest.warps_m, bm // 32)
+                warps_n = min(largest.warps_n, bn // 32)
+                if m % bm or n % bn or k % bk:
+                    continue
+                if kind == "wmma" and (bn // warps_n) % 16:
+                    continue
+                pipeline = largest.pipeline and k // bk >= 2  # two stages need two steps
+                return TensorCoreTile(bm, bn, bk, warps_m, warps_n, largest.pad, largest.vector,
+                                      pipeline)  # fmt: skip
+    return None
+
+
+def padded_tile(
+    extents: tuple[int | None, int | None, int | None], kind: str, largest: TensorCoreTile
+) -> TensorCoreTile | None:
+    """The tile to pad ``(i, j, k)`` to: ``largest``, halved (down to 32) along an extent it
+    covers twice over; None for a symbolic reduction."""
+    m, n, k = extents
+    if k is None:
+        return None
+    bm, bn = largest.block_m, largest.block_n
+    while bm > 32 and m is not None and bm >= 2 * m:
+        bm //= 2
+    while bn > 32 and n is not None and bn >= 2 * n:
+        bn //= 2
+    padded_k = -(-k // largest.block_k) * largest.block_k
+    tile = fit_tile((bm, bn, padded_k), kind, replace(largest, block_m=bm, block_n=bn))
+    return tile
+
+
+def _halvings(start: int, least: int) -> list[int]:
+    out = []
+    while start >= least:
+        out.append(start)
+        start //= 2
+    return out
+
+
+def schedule_tensor_core(
+    sch: Schedule, main: BlockRV, loops: tuple[list[LoopRV], LoopRV, LoopRV, LoopRV],
+    tile: TensorCoreTile, kind: str, operands: tuple[int, int, bool],
+) -> None:  # fmt: skip
+    """Tile ``main`` (``loops``: outer, i, j, k) for tensor cores (module docstring);
+    ``operands``: the read indices of A and B, and whether B is stored ``(n, k)``. A refusing
+    primitive raises ScheduleError: the caller runs this under ``Schedule.try_``."""
+    outer, i, j, k = loops
+    tn = 8 if kind == "mma" else 16
+    wm, wn = tile.block_m // tile.warps_m, tile.block_n // tile.warps_n
+    short = "f16" if str(block_node(sch, main).reads[0].buffer.dtype) == "float16" else "bf16"
+    # Step 1. Block, warp and tensor-core tiles; warps on threadIdx.y.
+    by, wy, mi, i16 = sch.split(i, [None, tile.warps_m, wm // 16, 16])
+    bx, wx, ni, jt = sch.split(j, [None, tile.warps_n, wn // tn, tn])
+    ko, kk, k16 = sch.split(k, [None, tile.block_k // 16, 16])
+    head: list[LoopRV] = []
+    if outer:
+        head = [sch.fuse(*outer) if len(outer) > 1 else outer[0]]
+        sch.bind(head[0], "blockIdx.z")
+    sch.reorder(*head, by, bx, ko, wy, wx, kk, mi, ni, i16, jt, k16)
+    sch.bind(by, "blockIdx.y")
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(sch.fuse(wy, wx), "threadIdx.y")
+    threads = 32 * tile.warps_m * tile.warps_n
+    # Step 2. Accumulators in warp fragments, stored back per warp tile.
+    scopes = _SCOPES[kind]
+    smi, sni, s16 = _accumulators(sch, main, bx, tile, (tn, scopes[2]))
+    # Step 3. Operands: global -> shared (per ko) -> warp fragments (per 16-wide k).
+    b_transposed = operands[2]
+    frag_loads, frag_tiles, shared = _stage(sch, main, kk, scopes, tn, operands)
+    for sh, cols, transposed in zip(shared, (tile.block_k, tile.block_n),
+                                    (False, b_transposed), strict=True):  # fmt: skip
+        sch.compute_at(sh, ko)
+        plain = _plain_copy(sch, sh)  # a guarded (padded) copy: scalar loads
+        _fetch(sch, sh, threads, tile, cols, tile.vector if plain and not transposed else 1)
+    init = sch.decompose_reduction(main, ko)
+    init_loops = sch.get_loops(init)[-4:]
+    # Step 4. Tensorize: fill, store, fragment loads, multiply-accumulate.
+    names = _intrinsics(kind, short)
+    sch.tensorize(init_loops[2], names[3])
+    sch.tensorize(s16, names[4])
+    sch.tensorize(frag_loads[0], names[0])
+    sch.tensorize(frag_loads[1], names[1])
+    sch.tensorize(i16, names[2])
+    # Step 5. Unroll the per-warp loops so fragments are indexed by constants; pipeline.
+    for loop in (kk, mi, ni, smi, sni, *init_loops[:2], *frag_tiles):
+        sch.unroll(loop)
+    if tile.pipeline:
+        sch.annotate(ko, "software_pipeline_stage", [0, 0, 1])
+        sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
+
+
+def _accumulators(
+    sch: Schedule, main: BlockRV, bx: LoopRV, tile: TensorCoreTile, frag: tuple[int, str]
+) -> tuple[LoopRV, LoopRV, LoopRV]:
+    """The accumulator fragments (``frag``: tile width, scope), stored back per warp tile
+    under ``bx``; (row tiles, column tiles, the 16-row store loop)."""
+    tn, scope = frag
+    wm, wn = tile.block_m // tile.warps_m, tile.block_n // tile.warps_n
+    acc = sch.cache_write(main, 0, scope)
+    sch.reverse_compute_at(acc, bx)
+    a0, a1 = sch.get_loops(acc)[-2:]
+    swy, smi, s16 = sch.split(a0, [tile.warps_m, wm // 16, 16])
+    swx, sni, _ = sch.split(a1, [tile.warps_n, wn // tn, tn])
+    sch.reorder(swy, swx, smi, sni, s16)
+    sch.bind(sch.fuse(swy, swx), "threadIdx.y")
+    return smi, sni, s16
+
+
+def _intrinsics(kind: str, short: str) -> tuple[str, str, str, str, str]:
+    """(load A, load B, multiply-accumulate, fill, store) intrinsic names."""
+    if kind == "mma":
+        return (f"mma_load_a_16x16_{short}", f"mma_load_b_16x8_{short}",
+                f"mma_m16n8k16_{short}{short}f32", "mma_fill_16x8_f32",
+                "mma_store_16x8_f32_global")  # fmt: skip
+    return ("wmma_load_a_16x16_f16", "wmma_load_b_16x16_f16", "wmma_16x16x16_f16f16f32",
+            "wmma_fill_16x16_f32", "wmma_store_16x16_f32_global")  # fmt: skip
+
+
+def _stage(
+    sch: Schedule, main: BlockRV, kk: LoopRV, scopes: tuple[str, ...], tn: int,
+    operands: tuple[int, int, bool],
+) -> tuple[list[LoopRV], list[LoopRV], list[BlockRV]]:  # fmt: skip
+    """Shared and fragment caches of both operands; (fragment load loops, their outer tile
+    loops, the shared caches)."""
+    loads, tiles, shared = [], [], []
+    b_transposed = operands[2]
+    for which, idx in enumerate(operands[:2]):
+        sh = sch.cache_read(main, idx, "shared")
+        inline_producers(sch, sh)
+        frag = sch.cache_read(main, idx, scopes[which])
+        if which == 1 and b_transposed:
+            ndim = len(block_node(sch, sh).writes[0].buffer.shape)
+            swap = IndexMap.from_func(lambda *i: (*i[:-2], i[-1], i[-2]), ndim=ndim)
+            sch.transform_layout(sh, ("write", 0), swap)
+            sch.transform_layout(frag, ("write", 0), swap)
+            sch.transform_block_layout(frag, swap)  # iterate (k, n) as the intrinsic does
+        shared.append(sh)
+        sch.compute_at(frag, kk)
+        f0, f1 = sch.get_loops(frag)[-2:]
+        if which == 0:
+            t, r = sch.split(f0, [None, 16])
+            loads.append(r)
+        else:
+            t, _ = sch.split(f1, [None, tn])
+            sch.reorder(t, f0)
+            loads.append(f0)
+        tiles.append(t)
+    return loads, tiles, shared
+
+
+def _plain_copy(sch: Schedule, block: BlockRV) -> bool:
+    """Whether ``block`` copies one buffer element for element (no guard, no arithmetic)."""
+    body = block_node(sch, block).body
+    return isinstance(body, BufferStore) and isinstance(body.value, BufferLoad)
+
+
+def _fetch(
+    sch: Schedule, block: BlockRV, threads: int, tile: TensorCoreTile, cols: int, vector: int
+) -> None:
+    """Cooperative fetch of a shared tile by all threads, ``vector`` elements per step, rows
+    padded by ``tile.pad`` elements."""
+    fused = sch.fuse(*sch.get_loops(block)[-2:])
+    if vector > 1:
+        _, ty, tx, vec = sch.split(fused, [None, threads // 32, 32, vector])
+        sch.vectorize(vec)
+    else:
+        _, ty, tx = sch.split(fused, [None, threads // 32, 32])
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    if tile.pad:
+        ndim = len(block_node(sch, block).writes[0].buffer.shape)
+        sch.storage_align(block, 0, ndim - 2, cols, tile.pad)
