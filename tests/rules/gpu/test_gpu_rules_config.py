@@ -104,7 +104,10 @@ def test_tunable_rules_sample_the_threads_per_row() -> None:
 
 def test_default_rules_order() -> None:
     names = [r.name for r in dl.gpu.default_rules()]
-    assert names == ["RMSNorm", "Reduction", "GeneralReduction", "Transpose", "Fallback"]
+    assert names == [
+        "GEMV", "LowBatchGEMV", "Matmul", "RMSNorm", "Reduction", "GeneralReduction",
+        "Transpose", "Fallback",
+    ]  # fmt: skip
 
 
 def test_explain_on_a_gpu_target() -> None:

@@ -51,8 +51,9 @@ CASES: dict[str, tuple[Callable[[], PrimFunc], str, dict[str, int]]] = {
     "ewise_broadcast_chain": (w.ewise_chain, "Fallback", {}),
     "ewise_symbolic": (lambda: w.ewise_chain((Var("n"), 20)), "Fallback", {"n": 7}),
     "argmax": (w.argmax, "Fallback", {}),
-    "matmul_without_matmul_rule": (w.matmul, "Fallback", {}),
+    "matmul": (w.matmul, "Matmul", {}),
 }
+NO_MATMUL_FAMILY = {"GEMV", "LowBatchGEMV", "Matmul"}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -65,6 +66,15 @@ def test_rule_schedule_equals_unscheduled(name: str) -> None:
     check_numeric(
         outcome.schedule.func, func, emulate_gpu="racecheck", target=SM80, shape_vars=sizes or None
     )
+
+
+def test_fallback_alone_schedules_a_matmul() -> None:
+    func = w.matmul()
+    rules = [r for r in dl.gpu.default_rules() if r.name not in NO_MATMUL_FAMILY]
+    outcome = dl.try_rules(func, rules, SM80, strict=True)
+    assert outcome.rule == "Fallback", outcome.declines
+    assert outcome.schedule is not None
+    check_numeric(outcome.schedule.func, func, emulate_gpu="racecheck", target=SM80)
 
 
 def test_schedules_replay_from_their_traces() -> None:
