@@ -94,7 +94,8 @@ def test_cache_and_pack_choices_are_sampled_and_change_the_program() -> None:
         cached = cached.with_decision(index, 2)
     rich = _finished(func, cached)
     kinds = [i.kind for i in rich.trace]
-    assert "cache_read" in kinds and ("cache_write" in kinds or "set_scope" in kinds)
+    assert "cache_read" in kinds
+    assert "cache_write" in kinds or "set_scope" in kinds
     assert "cache_read" not in [i.kind for i in plain.trace]
     tc.testing.check_numeric(rich.func, func, rtol=1e-4, atol=1e-4)
 
@@ -106,9 +107,7 @@ def test_mutators_change_cache_parallel_and_unroll_samples() -> None:
     for mutator in (MutateTileCache(), MutateParallel(), MutateUnroll()):
         new = mutator.apply(func, sch.trace, rng)
         assert new is not None, mutator
-        changed = [
-            i for i in new.sampling_indices() if new[i].decision != sch.trace[i].decision
-        ]
+        changed = [i for i in new.sampling_indices() if new[i].decision != sch.trace[i].decision]
         assert len(changed) == 1
         out = _finished(func, new)
         tc.testing.check_numeric(out.func, func, rtol=1e-4, atol=1e-4)
@@ -163,14 +162,18 @@ def test_rules_decline_what_they_do_not_handle() -> None:
 def test_tune_evolutionary_by_name_saves_and_reloads_the_model(tmp_path: Path) -> None:
     func = matmul(16, 16, 16)
     runner = ms.LocalRunner(number=1, repeat=1)
-    kwargs = dict(strategy="evolutionary", runner=runner, num_trials_per_iter=4, progress=False)
-    db = ms.tune_tir(func, CPU, work_dir=tmp_path, max_trials_global=6, **kwargs)
+    db = ms.tune_tir(func, CPU, work_dir=tmp_path, max_trials_global=6, strategy="evolutionary",
+                     runner=runner, num_trials_per_iter=4, progress=False)  # fmt: skip
     runner.close()
     assert len(db.get_all_tuning_records()) == 6
     saved = tmp_path / "cost_model" / "model.json"
     assert saved.exists()
     model = ms.cost_model.load_model(saved.parent)
-    assert len(model.data) == 6 if hasattr(model, "data") else True
+    assert isinstance(model, ms.cost_model.CostModel)
+    again = ms.tune_tir(func, CPU, work_dir=tmp_path, max_trials_global=8, strategy="evolutionary",
+                        runner=ms.LocalRunner(number=1, repeat=1), num_trials_per_iter=4,
+                        progress=False)  # fmt: skip
+    assert len(again.get_all_tuning_records()) == 8  # resumed with the saved model
     sch = ms.compile_tir(db, func, CPU)
     assert sch is not None
     tc.testing.check_numeric(sch.func, func, rtol=1e-4, atol=1e-4)

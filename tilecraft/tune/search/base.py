@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import copy
-from collections import Counter
 import random
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Sequence
 
 from ...errors import ScheduleError

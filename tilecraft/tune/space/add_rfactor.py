@@ -43,8 +43,9 @@ class AddRFactor(SearchRule):
         kinds = [iv.kind for iv in ivs]
         if kinds != sorted(kinds, key=lambda k: k is IterKind.REDUCE):
             return False  # reduction loops not innermost
-        spatial = extent_product(sch, [lp for lp, k in zip(loops, kinds) if k is IterKind.SPATIAL])
-        reduce = extent_product(sch, [lp for lp, k in zip(loops, kinds) if k is IterKind.REDUCE])
+        pairs = list(zip(loops, kinds, strict=True))
+        spatial = extent_product(sch, [lp for lp, k in pairs if k is IterKind.SPATIAL])
+        reduce = extent_product(sch, [lp for lp, k in pairs if k is IterKind.REDUCE])
         limit = max(target.num_cores, 1) * self.jobs_per_core
         return spatial < limit and reduce > spatial and reduce > 1
 

@@ -22,9 +22,8 @@ class AutoInline(SearchRule):
         del target
         if is_root(sch, block) or not is_spatial(block_of(sch, block)):
             return [sch]
-        if not writes_output(sch, block):
-            if sch.try_(sch.compute_inline, block):
-                return [sch]
+        if not writes_output(sch, block) and sch.try_(sch.compute_inline, block):
+            return [sch]
         producers = sch.get_producers(block)
         if len(producers) == 1 and is_spatial(block_of(sch, producers[0])):
             sch.try_(sch.reverse_compute_inline, block)

@@ -29,7 +29,8 @@ def default_search_rules(target: Target) -> list[SearchRule]:
     """The search rules of ``target`` (TuneError for a GPU target: none yet)."""
     if backend_of(target).needs_gpu_schedule:
         raise TuneError(
-            f"no default search rules for {target} yet; pass space= (a schedule function or "
+            f"no default design space (search rules) for {target} yet; pass space= (a schedule "
+            "function or "
             "a rule applied with tunable=True)"
         )
     return cpu_search_rules()

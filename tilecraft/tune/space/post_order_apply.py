@@ -64,7 +64,7 @@ class PostOrderApply(SpaceGenerator):
         body = first.func.body
         assert isinstance(body, BlockRealize)
         root = body.block.name
-        order = [n for n in block_names(first.func) if n != root][::-1] + [root]
+        order = [*[n for n in block_names(first.func) if n != root][::-1], root]
         sketches = [first]
         for name in order:
             for rule in rules:
