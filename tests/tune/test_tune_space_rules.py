@@ -57,11 +57,11 @@ def _sketch_traces(func: tc.ir.PrimFunc, seeds: range) -> list[Trace]:
 def test_matmul_space_gives_distinct_valid_candidates() -> None:
     func = matmul(32, 32, 32, relu=True)
     keys_seen = set()
-    for trace in _sketch_traces(func, range(6)):
+    for trace in _sketch_traces(func, range(4)):
         sch = _finished(func, trace)
         keys_seen.add(tc.ir.structural_hash(sch.func))
         tc.testing.check_numeric(sch.func, func, rtol=1e-4, atol=1e-4)
-    assert len(keys_seen) >= 5
+    assert len(keys_seen) == 4
 
 
 def test_traces_replay_to_the_same_function() -> None:
@@ -116,7 +116,7 @@ def test_mutators_change_cache_parallel_and_unroll_samples() -> None:
 def test_softmax_space_places_reductions_and_inlines() -> None:
     func = _softmax()
     kinds: set[str] = set()
-    for trace in _sketch_traces(func, range(6)):
+    for trace in _sketch_traces(func, range(2)):
         kinds |= {i.kind for i in trace}
         sch = _finished(func, trace)
         tc.testing.check_numeric(sch.func, func, rtol=1e-4, atol=1e-4)
@@ -159,6 +159,24 @@ def test_rules_decline_what_they_do_not_handle() -> None:
         default_space(tc.Target("cuda -arch=sm_90"))
 
 
+def test_evolutionary_by_name_shares_one_model_and_it_round_trips(tmp_path: Path) -> None:
+    from tilecraft.tune.search import EvolutionarySearch
+    from tilecraft.tune.tune import _cost_model, _strategy_factory
+
+    model = ms.cost_model.RandomModel(3)
+    factory = _strategy_factory("evolutionary", model)
+    first, second = factory(), factory()
+    assert isinstance(first, EvolutionarySearch)
+    assert first.cost_model is model
+    assert second.cost_model is model
+    model.save(tmp_path / "cost_model")
+    again = _cost_model(None, "evolutionary", tmp_path, seed=0)
+    assert isinstance(again, ms.cost_model.RandomModel)
+    assert again.seed == 3
+    assert _cost_model(None, "replay-trace", tmp_path, seed=0) is None
+
+
+@pytest.mark.slow
 def test_tune_evolutionary_by_name_saves_and_reloads_the_model(tmp_path: Path) -> None:
     func = matmul(16, 16, 16)
     runner = ms.LocalRunner(number=1, repeat=1)
@@ -179,6 +197,7 @@ def test_tune_evolutionary_by_name_saves_and_reloads_the_model(tmp_path: Path) -
     tc.testing.check_numeric(sch.func, func, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_one_model_object_is_shared_by_every_task() -> None:
     seen: list[str] = []
 
