@@ -153,7 +153,13 @@ def test_default_mutators_per_target() -> None:
     cpu, gpu = default_mutators(CPU), default_mutators(GPU)
     assert sum(cpu.values()) == pytest.approx(1.0)
     assert sum(gpu.values()) == pytest.approx(1.0)
-    assert {m.name for m in cpu} == {"tile_size", "compute_location", "unroll", "parallel"}
+    assert {m.name for m in cpu} == {
+        "tile_size",
+        "tile_cache",
+        "compute_location",
+        "unroll",
+        "parallel",
+    }
     assert {m.name for m in gpu} == {"tile_size", "unroll", "thread_binding"}
 
 

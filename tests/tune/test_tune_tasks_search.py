@@ -150,9 +150,9 @@ def test_default_space_schedules_every_kernel_of_a_model() -> None:
     mod = _zero(TutorialModel(), (1, 784))
     space = default_space(CPU)
     for task in ms.extract_tasks(mod, CPU):
-        (sch,) = space.generate(task.func, CPU, seed=3)
-        assert len(sch.trace) > 3
-        tc.testing.check_numeric(sch.func, task.func, rtol=1e-4, atol=1e-4)
+        for sch in space.generate(task.func, CPU, seed=3):  # rfactor forks a GEMV's sketches
+            assert len(sch.trace) > 3
+            tc.testing.check_numeric(sch.func, task.func, rtol=1e-4, atol=1e-4)
     with pytest.raises(TuneError, match="no default design space"):
         default_space(tc.Target("cuda -arch=sm_80"))
     sch = Schedule(matmul())

@@ -55,10 +55,6 @@ from .runner import RayRunner as RayRunner
 from .runner import Runner as Runner
 from .runner import RunnerInput as RunnerInput
 from .runner import RunnerResult as RunnerResult
-from . import features as features
-from . import mutator as mutator
-from . import postproc as postproc
-from . import progress as progress
 from .search import ReplayFunc as ReplayFunc
 from .search import ReplayTrace as ReplayTrace
 from .search import SearchStrategy as SearchStrategy

@@ -31,6 +31,9 @@ from ._loop import TaskState, run_round, start_task
 from ._pass import TunePass
 from .builder.base import Builder
 from .builder.local import LocalBuilder
+from .cost_model.base import CostModel
+from .cost_model.files import load_model
+from .cost_model.random_model import RandomModel
 from .database.base import Database
 from .database.json_db import JSONDatabase
 from .database.memory import MemoryDatabase
@@ -39,6 +42,7 @@ from .runner.base import Runner
 from .runner.local import CUDARunner, LocalRunner
 from .scheduler import TaskScheduler, as_scheduler
 from .search.base import SearchStrategy
+from .search.evolutionary import EvolutionarySearch
 from .search.replay import ReplayFunc, ReplayTrace
 from .space import SpaceLike, as_space, default_space
 from .task import ExtractedTask, extract_tasks
@@ -51,16 +55,27 @@ class Strategy(enum.Enum):
 
     REPLAY_TRACE = "replay-trace"
     REPLAY_FUNC = "replay-func"
+    EVOLUTIONARY = "evolutionary"
 
 
 StrategyLike = Strategy | str | Callable[[], SearchStrategy]
 
 
-def _strategy_factory(strategy: StrategyLike) -> Callable[[], SearchStrategy]:
+def _strategy_kind(strategy: StrategyLike) -> Strategy | None:
+    names = {s.value: s for s in Strategy}
+    return strategy if isinstance(strategy, Strategy) else names.get(str(strategy))
+
+
+def _strategy_factory(
+    strategy: StrategyLike, model: CostModel | None = None
+) -> Callable[[], SearchStrategy]:
     if callable(strategy) and not isinstance(strategy, str | Strategy):
         return strategy
     names = {s.value: s for s in Strategy}
-    kind = strategy if isinstance(strategy, Strategy) else names.get(str(strategy))
+    kind = _strategy_kind(strategy)
+    if kind is Strategy.EVOLUTIONARY:
+        shared = model if model is not None else RandomModel()
+        return lambda: EvolutionarySearch(cost_model=shared)
     if kind is Strategy.REPLAY_TRACE:
         return ReplayTrace
     if kind is Strategy.REPLAY_FUNC:
@@ -98,6 +113,7 @@ def tune_tasks(
     seed_with_rules: bool = True,
     progress: bool | None = None,
     plot: str | os.PathLike[str] | None = None,
+    cost_model: CostModel | str | None = None,
 ) -> Database:
     """Tune ``tasks`` and return the database holding their records (TuneError on bad
     settings; a task that cannot be tuned, with symbolic shapes say, is skipped with a warning).
@@ -138,16 +154,54 @@ def tune_tasks(
     db = _database(work_dir, database)
     per_task = max_trials_global if max_trials_per_task is None else max_trials_per_task
     scheduler = as_scheduler(task_scheduler)
+    model = _cost_model(cost_model, strategy, work_dir, seed)
     with _Workers(builder, runner, tgt) as (build, run):
-        start = _Start(space, strategy, per_task, seed, seed_with_rules)
+        start = _Start(space, _strategy_factory(strategy, model), per_task, seed, seed_with_rules)
         states = start(tasks, db, tgt)
         show = should_show(progress)
         with TuneProgress(states, max_trials_global, show=show, work_dir=work_dir) as watch:
             loop = _Loop(scheduler, max_trials_global, num_trials_per_iter, check_correctness)
             loop(states, db, build, run, watch)
+    if model is not None and work_dir is not None:
+        model.save(os.path.join(work_dir, MODEL_DIR))
     if plot is not None:
         plot_tuning_curves(watch.curves(), plot)
     return db
+
+
+MODEL_DIR = "cost_model"
+"""Where in ``work_dir`` the evolutionary search's cost model is saved."""
+
+
+def _cost_model(
+    given: CostModel | str | None,
+    strategy: StrategyLike,
+    work_dir: str | os.PathLike[str] | None,
+    seed: int,
+) -> CostModel | None:
+    """The one model of an ``"evolutionary"`` run (None for other strategies)."""
+    if _strategy_kind(strategy) is not Strategy.EVOLUTIONARY:
+        if given is not None:
+            raise TuneError(f"cost_model= is for strategy='evolutionary', not {strategy!r}")
+        return None
+    if isinstance(given, CostModel):
+        return given
+    saved = None if work_dir is None else os.path.join(work_dir, MODEL_DIR)
+    if given is None and saved is not None and os.path.exists(saved):
+        return load_model(saved)
+    if given == "random":
+        return RandomModel(seed)
+    if given in (None, "xgb"):
+        from .cost_model.xgb import XGBModel
+
+        try:
+            return XGBModel(seed=seed)
+        except TuneError:
+            if given == "xgb":
+                raise
+            logger.info("xgboost is not installed: the evolutionary search uses RandomModel")
+            return RandomModel(seed)
+    raise TuneError(f"cost_model: expected a CostModel, 'xgb' or 'random', got {given!r}")
 
 
 def _check_tasks(tasks: Sequence[ExtractedTask]) -> None:
@@ -191,13 +245,13 @@ class _Start:
     def __init__(
         self,
         space: SpaceLike | None,
-        strategy: StrategyLike,
+        factory: Callable[[], SearchStrategy],
         per_task: int,
         seed: int,
         with_rules: bool,
     ) -> None:
         self.space = space
-        self.factory = _strategy_factory(strategy)
+        self.factory = factory
         self.per_task, self.seed, self.with_rules = per_task, seed, with_rules
 
     def __call__(

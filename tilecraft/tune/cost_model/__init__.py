@@ -8,6 +8,7 @@ of one :func:`task_kind` or all.
 
 from .base import CostModel as CostModel
 from .base import TrainingSet as TrainingSet
+from .files import load_model as load_model
 from .random_model import RandomModel as RandomModel
 from .transfer import task_kind as task_kind
 from .transfer import warm_start as warm_start

@@ -4,6 +4,10 @@
   (``pragma_auto_unroll_max_step`` or :data:`~tilecraft.tune.postproc.keys.UNROLL`);
 * :class:`MutateParallel`: a sample that sets
   :data:`~tilecraft.tune.postproc.keys.PARALLEL` (how many outer iterations run in parallel);
+* :class:`MutateTileCache`: a sample that sets
+  :data:`~tilecraft.tune.postproc.keys.WRITE_CACHE` or
+  :data:`~tilecraft.tune.postproc.keys.PACK` (where a tiled block caches its output and packs
+  its streamed operand);
 * :class:`MutateThreadBinding`: a sample used as a split factor of a loop whose part is bound
   to ``threadIdx``.
 
@@ -19,7 +23,7 @@ from ...ir import PrimFunc
 from ...lower import AUTO_UNROLL
 from ...schedule import Trace
 from ...schedule.instruction import Instruction
-from ..postproc.keys import PARALLEL, UNROLL
+from ..postproc.keys import PACK, PARALLEL, UNROLL, WRITE_CACHE
 from .base import Mutator, attr, users
 
 Feeds = Callable[[Instruction, dict[int, list[Instruction]]], bool]
@@ -89,3 +93,10 @@ class MutateThreadBinding(_MutateCategorical):
 
     name = "thread_binding"
     feeds = staticmethod(_splits_thread_loop)
+
+
+class MutateTileCache(_MutateCategorical):
+    """Another write-cache level or packing place for one tiled block."""
+
+    name = "tile_cache"
+    feeds = staticmethod(_sets_annotation((WRITE_CACHE, PACK)))

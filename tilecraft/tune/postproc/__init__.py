@@ -1,4 +1,5 @@
-"""Postprocessors: finish sampled candidates (loop kinds from sampled annotations, thread
+"""Postprocessors: finish sampled candidates (write caches and packing, loop kinds from sampled
+annotations, thread
 bindings of unbound GPU blocks) and drop those that cannot run (dynamic loops, GPU code beyond
 the device's limits)."""
 
@@ -12,15 +13,23 @@ from .checks import VerifyGPUCode as VerifyGPUCode
 from .rewrite_parallel_vectorize_unroll import (
     RewriteParallelVectorizeUnroll as RewriteParallelVectorizeUnroll,
 )
+from .rewrite_reduction_block import RewriteReductionBlock as RewriteReductionBlock
+from .rewrite_tiling_cache import RewriteTilingCache as RewriteTilingCache
 from .rewrite_unbound_block import RewriteUnboundBlock as RewriteUnboundBlock
 
 
 def default_postprocs(target: Target | str | None = None) -> list[Postproc]:
-    """The postprocessors of ``target``, in order: drop dynamic loops, rewrite the sampled
-    parallel / vectorize / unroll annotations and, for GPUs, bind unbound blocks and drop
+    """The postprocessors of ``target``, in order: drop dynamic loops, apply the sampled write
+    caches and packing of tiled blocks, rewrite the sampled parallel / vectorize / unroll
+    annotations, take reduction inits out of their loops and, for GPUs, bind unbound blocks and drop
     code the GPU lowering refuses."""
     tgt = as_target(target)
-    out: list[Postproc] = [DisallowDynamicLoop(), RewriteParallelVectorizeUnroll()]
+    out: list[Postproc] = [
+        DisallowDynamicLoop(),
+        RewriteTilingCache(),
+        RewriteParallelVectorizeUnroll(),
+        RewriteReductionBlock(),
+    ]
     if backend_of(tgt).needs_gpu_schedule:
         out += [RewriteUnboundBlock(tgt), VerifyGPUCode(tgt)]
     return out

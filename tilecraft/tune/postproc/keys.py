@@ -14,3 +14,14 @@ UNROLL = "tc.tune.unroll"
 """Annotate the outermost loop with ``pragma_auto_unroll_max_step`` of this value."""
 UNROLL_EXPLICIT = "tc.tune.unroll_explicit"
 """With :data:`UNROLL`: also set ``pragma_unroll_explicit`` (1) on that loop."""
+TILING = "tc.tune.tiling"
+"""The tiling structure a multi-level tiling rule gave a block (``"SSRSRS"``): tells
+:class:`RewriteTilingCache` where each tile level of the block's loops ends."""
+WRITE_CACHE = "tc.tune.write_cache"
+"""Tile level (1-based; 0: none) under which the tiled block accumulates into a local buffer
+written back per tile (a ``cache_write`` copy, or the intermediate itself with its consumers
+moved under that level)."""
+PACK = "tc.tune.pack"
+"""Where the tiled block's streamed operand (the read indexed by its innermost spatial
+iterator) is copied into a contiguous panel: 0 not packed, 1 under the second spatial tile
+level, 2 under the first reduction tile level."""

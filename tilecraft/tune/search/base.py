@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import random
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Sequence
 
 from ...errors import ScheduleError
@@ -12,6 +13,7 @@ from ...ir import PrimFunc, structural_hash
 from ...schedule import Schedule
 from ...target import Target
 from ..database.workload import TuningRecord
+from ..postproc import Postproc, apply_postprocs, default_postprocs
 from ..space.base import SpaceGenerator
 
 DRAWS_PER_CANDIDATE = 8
@@ -23,8 +25,14 @@ class SearchStrategy(ABC):
 
     A candidate already measured (the same scheduled function, by structural hash; records
     of earlier runs included) is never proposed again. A draw that breaks a schedule rule
-    (ScheduleError) is counted in :attr:`invalid` and drawn again.
+    (ScheduleError) is counted in :attr:`invalid` and drawn again. Every draw is finished by
+    the target's postprocessors (:func:`~tilecraft.tune.postproc.default_postprocs`, or
+    :attr:`postprocs` when set) before its hash is taken; one they drop is counted in
+    :attr:`dropped` and drawn again.
     """
+
+    postprocs: Sequence[Postproc] | None = None
+    """The postprocessors of every candidate (None: the target's defaults)."""
 
     def __init__(self) -> None:
         self.func: PrimFunc | None = None
@@ -36,6 +44,8 @@ class SearchStrategy(ABC):
         self.duplicates = 0
         self.last_error: str | None = None
         self.exhausted = False
+        self.dropped: Counter[str] = Counter()
+        self._post: list[Postproc] = []
 
     def initialize(
         self,
@@ -51,6 +61,8 @@ class SearchStrategy(ABC):
         self.measured = {r.func_hash for r in records if r.func_hash}
         self.invalid = self.duplicates = 0
         self.exhausted = False
+        self.dropped = Counter()
+        self._post = list(default_postprocs(target) if self.postprocs is None else self.postprocs)
 
     def start(
         self,
@@ -85,6 +97,11 @@ class SearchStrategy(ABC):
                 continue
             if sch is None:
                 break
+            failed = apply_postprocs(sch, self._post)
+            if failed is not None:
+                self.dropped[failed] += 1
+                self.last_error = f"dropped by postprocessor {failed}"
+                continue
             key = structural_hash(sch.func)
             if key in self.measured:
                 self.duplicates += 1

@@ -199,7 +199,7 @@ class EvolutionaryTask(SearchStrategy):
         postprocs = config.postprocs if config.postprocs is not None else None
         self.maker = CandidateMaker(
             func,
-            postprocs if postprocs is not None else default_postprocs(target),
+            list(postprocs) if postprocs is not None else default_postprocs(target),
             PerStoreFeature(target),
         )
         self._sketch_failures = 0

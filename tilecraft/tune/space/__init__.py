@@ -1,8 +1,9 @@
-"""Design spaces: schedule functions and tunable rules whose traces record sampled decisions."""
+"""Design spaces: search rules applied block by block (:class:`PostOrderApply`), schedule
+functions and tunable rules, whose traces record sampled decisions."""
 
-from ...errors import TuneError
-from ...runtime.backend import backend_of
 from ...target import Target
+from .add_rfactor import AddRFactor as AddRFactor
+from .auto_inline import AutoInline as AutoInline
 from .base import RuleSpace as RuleSpace
 from .base import ScheduleFn as ScheduleFn
 from .base import ScheduleFnSpace as ScheduleFnSpace
@@ -12,20 +13,24 @@ from .base import TunableRule as TunableRule
 from .base import as_space as as_space
 from .base import resampled as resampled
 from .cpu_default import cpu_default_space as cpu_default_space
+from .defaults import cpu_search_rules as cpu_search_rules
+from .defaults import default_search_rules as default_search_rules
+from .multi_level_tiling import MultiLevelTiling as MultiLevelTiling
+from .parallel_vectorize_unroll import ParallelVectorizeUnroll as ParallelVectorizeUnroll
+from .post_order_apply import PostOrderApply as PostOrderApply
+from .random_compute_location import RandomComputeLocation as RandomComputeLocation
+from .rule import SearchRule as SearchRule
 
 
 def default_space(target: Target) -> SpaceGenerator:
-    """The space used when none is given: :func:`cpu_default_space` on CPUs.
+    """The space used when none is given: :class:`PostOrderApply` with the target's
+    :func:`default_search_rules`.
 
     Raises
     ------
     TuneError
-        For GPU targets, which need thread bindings no default space provides yet: pass
-        ``space=`` (a schedule function or a rule with ``tunable=True``).
+        For GPU targets, which have no default search rules yet: pass ``space=`` (a schedule
+        function or a rule with ``tunable=True``).
     """
-    if backend_of(target).needs_gpu_schedule:
-        raise TuneError(
-            f"no default design space for {target} yet; pass space= (a schedule function or "
-            "a rule applied with tunable=True)"
-        )
-    return ScheduleFnSpace(cpu_default_space, name="cpu_default_space")
+    rules = default_search_rules(target)  # raises for targets without rules
+    return PostOrderApply(rules, name="post_order_apply")

@@ -1,0 +1,182 @@
+"""Tuning against numpy and the rules: what 64 (or 32) trials of the evolutionary search buy.
+
+On one thread for both sides (``BENCH_THREADS`` defaults to 1; ``OPENBLAS_CORETYPE`` and
+``OPENBLAS_L2_SIZE`` are removed from this process before numpy loads, see
+``_bench_common``), the host's ISA (printed), for each workload:
+
+* fp32 matmul 512^3 and 1024^3 tuned with 64 trials: GFLOP/s of the best record against
+  numpy's and against the rules-only schedule;
+* layer_norm 128x768 and softmax 128x1024 tuned with 32 trials: against numpy;
+* tuning wall time per trial and in total;
+* evolutionary search (XGBoost model) against ``ReplayTrace`` over the same space at 64
+  trials on matmul 1024^3, neither seeded with the rules' schedule: the best time of each,
+  median over seeds (three; one with ``--quick``).
+
+Every time is measured in this process, interleaved, median of ``--rounds``; on a shared
+machine read the ratios.
+
+    python benchmarks/tune_bench.py [--quick] [--rounds N]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("BENCH_THREADS", "1")
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import _bench_common as bench  # sets the thread environment before numpy loads
+import numpy as np
+
+import tilecraft as tc
+from tilecraft import tune as ms
+from tilecraft.tune._defaults import rules_candidate
+
+
+def matmul(n: int) -> tuple[tc.ir.PrimFunc, Callable[..., Any], list[np.ndarray], float]:
+    """C = A @ B (n^3) with its numpy reference, inputs and FLOPs."""
+    a = tc.te.placeholder((n, n), "float32", name="A")
+    b = tc.te.placeholder((n, n), "float32", name="B")
+    k = tc.te.reduce_axis((0, n), name="k")
+    c = tc.te.compute((n, n), lambda i, j: tc.te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    rng = np.random.default_rng(0)
+    args = [rng.random((n, n), dtype=np.float32) for _ in range(2)] + [np.zeros((n, n), "f4")]
+    return tc.te.create_prim_func([a, b, c]), lambda x, y: x @ y, args, 2.0 * n**3
+
+
+def layer_norm(
+    m: int, n: int
+) -> tuple[tc.ir.PrimFunc, Callable[..., Any], list[np.ndarray], float]:
+    """Layer norm over the last axis with gamma and beta."""
+    x = tc.te.placeholder((m, n), "float32", name="x")
+    g = tc.te.placeholder((n,), "float32", name="g")
+    b = tc.te.placeholder((n,), "float32", name="b")
+    y = tc.topi.layer_norm(x, g, b, axis=[-1], epsilon=1e-5)
+    rng = np.random.default_rng(0)
+    args = [rng.random((m, n), dtype=np.float32), rng.random(n, dtype=np.float32),
+            rng.random(n, dtype=np.float32), np.zeros((m, n), "f4")]  # fmt: skip
+
+    def ref(xv: np.ndarray, gv: np.ndarray, bv: np.ndarray) -> np.ndarray:
+        mu = xv.mean(-1, keepdims=True)
+        var = xv.var(-1, keepdims=True)
+        return (xv - mu) / np.sqrt(var + 1e-5) * gv + bv
+
+    return tc.te.create_prim_func([x, g, b, y]), ref, args, 8.0 * m * n
+
+
+def softmax(m: int, n: int) -> tuple[tc.ir.PrimFunc, Callable[..., Any], list[np.ndarray], float]:
+    """Softmax over the last axis."""
+    x = tc.te.placeholder((m, n), "float32", name="x")
+    rng = np.random.default_rng(0)
+    args = [rng.random((m, n), dtype=np.float32), np.zeros((m, n), "f4")]
+
+    def ref(xv: np.ndarray) -> np.ndarray:
+        e = np.exp(xv - xv.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    return tc.te.create_prim_func([x, tc.topi.softmax(x, axis=-1)]), ref, args, 5.0 * m * n
+
+
+def seconds(fn: Callable[[], object], rounds: int) -> float:
+    """Median of ``rounds`` timings of ``fn`` (after one warm-up call)."""
+    fn()
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def runner() -> ms.LocalRunner:
+    """One measurement per repeat, three repeats, slow candidates cut at 5 s."""
+    return ms.LocalRunner(timeout_s=5.0, number=1, repeat=3)
+
+
+def tune(func: tc.ir.PrimFunc, target: tc.Target, trials: int, strategy: str, seed: int,
+         with_rules: bool) -> tuple[ms.Database, float]:  # fmt: skip
+    """The database of one tuning run and its wall time."""
+    run = runner()
+    t0 = time.perf_counter()
+    db = ms.tune_tir(func, target, max_trials_global=trials, database=ms.database.MemoryDatabase(),
+                     strategy=strategy, num_trials_per_iter=16, runner=run, seed=seed,
+                     seed_with_rules=with_rules, progress=False)  # fmt: skip
+    wall = time.perf_counter() - t0
+    run.close()
+    return db, wall
+
+
+def best_secs(db: ms.Database) -> float:
+    """The best measured mean time of the records."""
+    ok = [r.mean_secs for r in db.get_all_tuning_records() if r.ok]
+    return min(ok) if ok else float("inf")
+
+
+def report(name: str, make: Any, target: tc.Target, trials: int, rounds: int) -> None:
+    """Tune one workload and print its figures."""
+    func, ref, args, flops = make
+    np_secs = seconds(lambda: ref(*args[:-1]), rounds)
+    rules = rules_candidate(func, target, name)
+    rules_lib = tc.build(rules.mod, target) if rules is not None else None
+    db, wall = tune(func, target, trials, "evolutionary", 0, True)
+    sch = ms.compile_tir(db, func, target)
+    assert sch is not None
+    lib = tc.build(sch.mod, target)
+    lib["main"](*args)
+    np.testing.assert_allclose(args[-1], ref(*args[:-1]), rtol=1e-3, atol=1e-3)
+    tuned = seconds(lambda: lib["main"](*args), rounds)
+    gf = flops / 1e9
+    line = f"{name}: tuned {gf / tuned:7.2f} GFLOP/s  numpy {gf / np_secs:7.2f}  " \
+           f"tuned/numpy {np_secs / tuned:5.2f}x"  # fmt: skip
+    if rules_lib is not None:
+        rules_secs = seconds(lambda: rules_lib["main"](*args), rounds)
+        line += f"  rules {gf / rules_secs:7.2f}  tuned/rules {rules_secs / tuned:5.2f}x"
+    n = len(db.get_all_tuning_records())
+    print(f"{line}\n    {n} trials, tuning {wall:6.1f} s total, {wall / max(n, 1):5.2f} s/trial",
+          flush=True)  # fmt: skip
+
+
+def compare(target: tc.Target, seeds: list[int]) -> None:
+    """Evolutionary vs ReplayTrace on matmul 1024^3, 64 trials, no rules' seed."""
+    func = matmul(1024)[0]
+    found: dict[str, list[float]] = {"evolutionary": [], "replay-trace": []}
+    for seed in seeds:
+        for strategy in found:
+            db, wall = tune(func, target, 64, strategy, seed, False)
+            found[strategy].append(best_secs(db))
+            rate = 2.0 * 1024**3 / found[strategy][-1] / 1e9
+            print(f"    seed {seed} {strategy}: best {rate:.2f} GFLOP/s, {wall:.0f} s", flush=True)
+    evo, rep = (statistics.median(found[k]) for k in ("evolutionary", "replay-trace"))
+    print(f"matmul 1024^3, 64 trials, median of {len(seeds)} seed(s): evolutionary "
+          f"{2.0 * 1024**3 / evo / 1e9:.2f} GFLOP/s, replay-trace {2.0 * 1024**3 / rep / 1e9:.2f}"
+          f"; evolutionary {rep / evo:.2f}x faster")  # fmt: skip
+
+
+def main() -> None:
+    """Run every figure (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one seed in the comparison")
+    parser.add_argument("--rounds", type=int, default=5, help="timings per median")
+    parser.add_argument("--only", default="", help="comma list: mm512,mm1024,ln,sm,cmp")
+    opts = parser.parse_args()
+    target = tc.Target("cpu -num-cores=1")
+    print(f"target: {target}  (threads: {bench.THREADS}, both sides)", flush=True)
+    only = set(filter(None, opts.only.split(",")))
+    todo = [("mm512", "matmul 512^3", lambda: matmul(512), 64),
+            ("mm1024", "matmul 1024^3", lambda: matmul(1024), 64),
+            ("ln", "layer_norm 128x768", lambda: layer_norm(128, 768), 32),
+            ("sm", "softmax 128x1024", lambda: softmax(128, 1024), 32)]  # fmt: skip
+    for key, name, make, trials in todo:
+        if not only or key in only:
+            report(name, make(), target, trials, opts.rounds)
+    if not only or "cmp" in only:
+        compare(target, [0] if opts.quick else [0, 1, 2])
+
+
+if __name__ == "__main__":
+    main()
