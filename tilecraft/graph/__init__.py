@@ -8,6 +8,7 @@ runs the result. ``build`` runs no pipeline by itself.
 
 from ..runtime.executor import Executable as Executable
 from . import op_types as _op_types  # noqa: F401  (registers the built-in operators)
+from . import op_types_more as _op_types_more  # noqa: F401  (operators of imported models)
 from .build import build_graph_module as build_graph_module
 from .build import is_graph_module as is_graph_module
 from .build import lower_graph_function as lower_graph_function

@@ -12,7 +12,7 @@ from ... import te
 from ...errors import TilecraftError
 from ...ir import BaseFunc, IntImm, IRModule, PrimFunc, Var
 from ...ir.transform import ModulePass
-from .. import legalize_ops  # noqa: F401  (registers the legalizations)
+from .. import legalize_more, legalize_ops  # noqa: F401  (registers the legalizations)
 from ..ir import Binding, CallTIR, Function, OpCall, TensorType, TensorVar, graph_functions, rebuild
 from ..op import GraphError, get_op
 from .names import PrimFuncIndex, detach_shape_vars, fresh_name
