@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..arith import Analyzer
 from ..ir import Attrs, Expr, IntImm, as_expr
-from .ir import TensorType, collect_vars_of_shape, dim_text
+from .ir import TensorType, collect_vars_of_shape
 from .op import (
     GraphError,
     attr_axes,

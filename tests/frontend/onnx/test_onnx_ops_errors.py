@@ -101,7 +101,7 @@ def test_malformed_and_unsupported_models_raise_tilecraft_errors() -> None:
     old = _model([helper.make_node("Relu", ["x"], ["y"])], [x_info], [y_info], {}, opset=11)
     with pytest.raises(ONNXImportError, match="opset 11 is older than 13"):
         from_onnx(old)
-    with pytest.raises(ONNXImportError, match="expected an onnx.ModelProto"):
+    with pytest.raises(ONNXImportError, match=r"expected an onnx\.ModelProto"):
         from_onnx(GraphBuilder())
     with pytest.raises(ONNXImportError, match="not an ONNX model"):
         from_onnx(b"\x00garbage\xff")

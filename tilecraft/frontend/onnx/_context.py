@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import TilecraftError
-from ...graph.ir import collect_vars_of_shape
 from ...graph import Binding, Constant, GraphBuilder, GraphError, TensorType, TensorVar
+from ...graph.ir import collect_vars_of_shape
 from ...ir import Expr, IntImm
 from ...ir import dtype as to_dtype
 
@@ -138,7 +138,7 @@ class Context:
         out = [as_dim(v) for v in arr.reshape(-1).tolist()]
         if not all(isinstance(v, int) for v in out):
             raise self.error(f"{what} ({name!r}) depends on a symbolic dimension: {out}")
-        return [int(v) for v in out]
+        return [v for v in out if isinstance(v, int)]
 
     def dims(self, name: str, what: str) -> list[Dim]:
         """A known integer vector whose entries may be symbolic extents."""
@@ -192,7 +192,9 @@ class Context:
         self.bb.bindings.append(Binding(var, Constant(t, np.array(arr, order="C"))))
         return var
 
-    def emit(self, op: str, args: Sequence[TensorVar], attrs: Mapping[str, Any] | None = None) -> TensorVar:
+    def emit(
+        self, op: str, args: Sequence[TensorVar], attrs: Mapping[str, Any] | None = None
+    ) -> TensorVar:
         """Bind ``op(args, attrs)``; a type error names the ONNX node."""
         base = self.node.outputs[0] if self.node is not None and self.node.outputs else op
         try:

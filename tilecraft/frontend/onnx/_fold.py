@@ -8,6 +8,7 @@ expressions; a comparison that the extents do not decide is an error.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -35,7 +36,9 @@ def symbolic(arr: np.ndarray) -> bool:
     return arr.dtype == object
 
 
-def obj_array(values: Sequence[object] | np.ndarray, shape: Sequence[int] | None = None) -> np.ndarray:
+def obj_array(
+    values: Sequence[object] | np.ndarray, shape: Sequence[int] | None = None
+) -> np.ndarray:
     """Extents as an int64 array, or an object array when some are symbolic."""
     flat = [simplify(v) for v in np.asarray(values, dtype=object).reshape(-1).tolist()]
     out_shape = tuple(shape) if shape is not None else np.shape(np.asarray(values, dtype=object))
@@ -59,18 +62,25 @@ def sym_equal(ctx: Context, a: object, b: object) -> bool:
     a, b = simplify(a), simplify(b)
     if isinstance(a, int) and isinstance(b, int):
         return a == b
-    diff = simplify(a - b)  # type: ignore[operator]
+    diff = simplify(a - b)
     if isinstance(diff, int):
         return diff == 0
-    if isinstance(a, int) and a <= 0 or isinstance(b, int) and b <= 0:
+    if (isinstance(a, int) and a <= 0) or (isinstance(b, int) and b <= 0):
         return False  # a symbolic extent is at least 1 in a model that runs
     raise ctx.error(f"cannot decide at import whether {a} equals {b}")
 
 
+def _present(ctx: Context, args: Arrays, n: int) -> list[np.ndarray]:
+    """The first ``n`` inputs, all given."""
+    out = [a for a in args[:n] if a is not None]
+    if len(out) != n:
+        raise ctx.error(f"expected {n} inputs")
+    return out
+
+
 def _binary(fn: Callable[[object, object], object]) -> Fold:
     def fold(ctx: Context, node: Node, args: Arrays) -> list[np.ndarray]:
-        a, b = args[0], args[1]
-        assert a is not None and b is not None
+        a, b = _present(ctx, args, 2)
         if not symbolic(a) and not symbolic(b):
             return [np.asarray(fn(a, b)).astype(a.dtype)]
         out = np.frompyfunc(lambda x, y: simplify(fn(x, y)), 2, 1)(a, b)
@@ -83,14 +93,13 @@ def _numeric_div(a: object, b: object) -> object:
     if isinstance(a, np.ndarray) and a.dtype.kind in "iu":
         return np.vectorize(_int_div, otypes=[a.dtype])(a, b)
     if isinstance(a, np.ndarray) and a.dtype.kind == "f":
-        return np.divide(a, b)
+        return np.divide(a, np.asarray(b))
     return _int_div(a, b)
 
 
 def _compare(name: str) -> Fold:
     def fold(ctx: Context, node: Node, args: Arrays) -> list[np.ndarray]:
-        a, b = args[0], args[1]
-        assert a is not None and b is not None
+        a, b = _present(ctx, args, 2)
         if not symbolic(a) and not symbolic(b):
             return [np.asarray(getattr(np, name)(a, b))]
         if name != "equal":
@@ -102,16 +111,14 @@ def _compare(name: str) -> Fold:
 
 
 def _where(ctx: Context, node: Node, args: Arrays) -> list[np.ndarray]:
-    c, a, b = args
-    assert c is not None and a is not None and b is not None
+    c, a, b = _present(ctx, args, 3)
     out = np.where(c, a, b)
     return [obj_array(out) if out.dtype == object else out]
 
 
 def _unary(fn: Callable[[np.ndarray], np.ndarray]) -> Fold:
     def fold(ctx: Context, node: Node, args: Arrays) -> list[np.ndarray]:
-        a = args[0]
-        assert a is not None
+        (a,) = _present(ctx, args, 1)
         if symbolic(a):
             raise ctx.error("cannot evaluate this on symbolic extents at import")
         return [np.asarray(fn(a)).astype(a.dtype)]
@@ -120,8 +127,7 @@ def _unary(fn: Callable[[np.ndarray], np.ndarray]) -> Fold:
 
 
 def _neg(ctx: Context, node: Node, args: Arrays) -> list[np.ndarray]:
-    a = args[0]
-    assert a is not None
+    (a,) = _present(ctx, args, 1)
     return [obj_array(np.frompyfunc(lambda v: -v, 1, 1)(a)) if symbolic(a) else -a]
 
 
@@ -130,8 +136,8 @@ FOLDS: dict[str, Fold] = {
     "Sub": _binary(lambda a, b: a - b),  # type: ignore[operator]
     "Mul": _binary(lambda a, b: a * b),  # type: ignore[operator]
     "Div": _binary(_numeric_div),
-    "Max": _binary(lambda a, b: np.maximum(a, b)),
-    "Min": _binary(lambda a, b: np.minimum(a, b)),
+    "Max": _binary(lambda a, b: np.maximum(np.asarray(a), np.asarray(b))),
+    "Min": _binary(lambda a, b: np.minimum(np.asarray(a), np.asarray(b))),
     "Equal": _compare("equal"),
     "Less": _compare("less"),
     "Greater": _compare("greater"),
@@ -144,6 +150,6 @@ FOLDS: dict[str, Fold] = {
     "Reciprocal": _unary(np.reciprocal),
     "Relu": _unary(lambda a: np.maximum(a, 0)),
     "Exp": _unary(np.exp),
-    "Erf": _unary(lambda a: np.vectorize(__import__("math").erf)(a)),
+    "Erf": _unary(lambda a: np.vectorize(math.erf)(a)),
     "Tanh": _unary(np.tanh),
 }

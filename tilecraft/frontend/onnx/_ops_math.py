@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._context import Context, Node, TensorVar, Value, dims_of
+from ...graph import TensorVar
+from ._context import Context, Node, Value, dims_of
 from ._ops_shape import axes_input, reshape_to
 
 Converter = Callable[[Context, Node], list[Value]]
@@ -199,7 +200,9 @@ def _layer_norm(ctx: Context, node: Node) -> list[Value]:
     if len(node.inputs) > 2 and node.inputs[2]:
         bias = _norm_param(ctx, node.inputs[2], x)
     else:
-        bias = ctx.const(np.zeros(scale.type.static_shape() or (), dtype=scale.type.dtype.numpy_name()))
+        bias = ctx.const(
+            np.zeros(scale.type.static_shape() or (), dtype=scale.type.dtype.numpy_name())
+        )
     eps = node.attr_float("epsilon", 1e-5)
     return [ctx.emit("layer_norm", [x, scale, bias], {"eps": eps})]
 

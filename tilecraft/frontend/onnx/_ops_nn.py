@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._context import Context, Node, TensorVar, Value, dims_of
+from ...graph import TensorVar
+from ._context import Context, Node, Value, dims_of
 from ._ops_shape import reshape_to
 
 Converter = Callable[[Context, Node], list[Value]]
@@ -35,7 +36,11 @@ def _conv(ctx: Context, node: Node) -> list[Value]:
     strides, pads, dilations = _window_attrs(ctx, node, x)
     group = node.attr_int("group", 1)
     if group == 1 and pads[:2] == pads[2:]:
-        attrs = {"strides": tuple(strides), "padding": tuple(pads[:2]), "dilation": tuple(dilations)}
+        attrs: dict[str, object] = {
+            "strides": tuple(strides),
+            "padding": tuple(pads[:2]),
+            "dilation": tuple(dilations),
+        }
         y = ctx.emit("conv2d", [x, w], attrs)
     else:
         attrs = {

@@ -10,16 +10,17 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ...graph import TensorVar
 from ...graph.op_types_more import END_OF_AXIS
-from ...ir import Expr, Var
-from ._context import Context, Dim, Node, TensorVar, Value, dims_of
+from ...ir import Var
+from ._context import Context, Dim, Node, Value, dims_of
 from ._fold import obj_array, simplify, sym_equal, symbolic
 
 Converter = Callable[[Context, Node], list[Value]]
 
 
 def _dims_equal(a: Dim, b: Dim) -> bool:
-    return isinstance(simplify(a - b), int) and simplify(a - b) == 0  # type: ignore[operator]
+    return isinstance(simplify(a - b), int) and simplify(a - b) == 0
 
 
 def reshape_to(ctx: Context, x: TensorVar, dims: Sequence[Dim]) -> TensorVar:
@@ -70,7 +71,7 @@ def _reshape(ctx: Context, node: Node) -> list[Value]:
     if -1 in [d for d in out if isinstance(d, int)]:
         total = simplify(_prod(cur))
         known = simplify(_prod([d for d in out if not (isinstance(d, int) and d == -1)]))
-        rest = simplify(total // known) if not isinstance(known, int) or known else 0  # type: ignore[operator]
+        rest = simplify(total // known) if not isinstance(known, int) or known else 0
         out = [rest if isinstance(d, int) and d == -1 else d for d in out]
     if isinstance(data, np.ndarray):
         return [data.reshape([int(d) for d in out])]  # type: ignore[arg-type]
@@ -80,7 +81,7 @@ def _reshape(ctx: Context, node: Node) -> list[Value]:
 def _prod(dims: Sequence[Dim]) -> Dim:
     p: Dim = 1
     for d in dims:
-        p = simplify(p * d)  # type: ignore[operator]
+        p = simplify(p * d)
     return p
 
 
@@ -239,8 +240,8 @@ def _broadcast(ctx: Context, x: TensorVar, target: Sequence[Dim]) -> TensorVar:
     """``x`` broadcast to ``target`` (numpy rules; a target extent of 1 keeps x's)."""
     cur = dims_of(x)
     n = max(len(cur), len(target))
-    a: list[Dim] = [1] * (n - len(cur)) + cur
-    b: list[Dim] = [1] * (n - len(target)) + [simplify(d) for d in target]
+    a: list[Dim] = [*([1] * (n - len(cur))), *cur]
+    b: list[Dim] = [*([1] * (n - len(target))), *(simplify(d) for d in target)]
     out = [da if isinstance(db, int) and db == 1 else db for da, db in zip(a, b, strict=True)]
     if len(out) == len(cur) and all(_dims_equal(p, q) for p, q in zip(out, cur, strict=True)):
         return x
@@ -267,7 +268,7 @@ def _constant_of_shape(ctx: Context, node: Node) -> list[Value]:
     value = node.attrs.get("value")
     fill = value.reshape(-1) if isinstance(value, np.ndarray) else np.zeros(1, np.float32)
     if all(isinstance(d, int) for d in shape):
-        return [np.full([int(d) for d in shape], fill[0], dtype=fill.dtype)]
+        return [np.full([d for d in shape if isinstance(d, int)], fill[0], dtype=fill.dtype)]
     return [_broadcast(ctx, ctx.const(fill[:1].reshape(())), shape)]
 
 
@@ -334,5 +335,3 @@ CONVERTERS: dict[str, Converter] = {
     "Where": _where_static_or_not,
     "Cast": _cast,
 }
-
-__all__ = ["CONVERTERS", "Expr", "reshape_to"]

@@ -118,7 +118,9 @@ def check_supported(nodes: Sequence[Any]) -> None:
     missing: dict[str, list[str]] = {}
     for i, node in enumerate(nodes):
         if not _supported(node):
-            key = node.op_type if node.domain in _DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
+            key = (
+                node.op_type if node.domain in _DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
+            )
             missing.setdefault(key, []).append(node.name or f"#{i}")
     if missing:
         raise UnsupportedOpsError(sorted(missing.items()))
@@ -133,7 +135,11 @@ def _input_shape(inp: Any, shapes: Mapping[str, Sequence[int | str]]) -> list[in
     if inp.name in shapes:
         dims = list(shapes[inp.name])
         for d in dims:
-            if isinstance(d, bool) or not isinstance(d, (int, str)) or (isinstance(d, int) and d < 0):
+            if (
+                isinstance(d, bool)
+                or not isinstance(d, (int, str))
+                or (isinstance(d, int) and d < 0)
+            ):
                 raise ONNXImportError(f"from_onnx: shapes[{inp.name!r}]: bad extent {d!r}")
         return [d if isinstance(d, int) else _ident(d) for d in dims]
     out: list[int | str] = []
@@ -172,7 +178,7 @@ def _run_node(ctx: Context, node: Node) -> list[Value]:
     present = [n for n in node.inputs if n]
     if node.op in FOLDS and present and all(ctx.is_static(n) for n in present):
         args = [ctx.static(n, "input") if n else None for n in node.inputs]
-        return FOLDS[node.op](ctx, node, args)
+        return [*FOLDS[node.op](ctx, node, args)]
     return CONVERTERS[node.op](ctx, node)
 
 
