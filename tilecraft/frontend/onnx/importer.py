@@ -182,6 +182,16 @@ def _run_node(ctx: Context, node: Node) -> list[Value]:
     return CONVERTERS[node.op](ctx, node)
 
 
+def _add_inputs(
+    onnx: Any, ctx: Context, inputs: Sequence[Any], shapes: Mapping[str, Sequence[int | str]]
+) -> None:
+    """The graph inputs as the function's leading parameters."""
+    for inp in inputs:
+        elem = inp.type.tensor_type.elem_type
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)).name
+        ctx.values[inp.name] = ctx.bb.param(inp.name, _input_shape(inp, shapes), dtype)
+
+
 def from_onnx(
     model: Any, shapes: Mapping[str, Sequence[int | str]] | None = None
 ) -> tuple[IRModule, dict[str, np.ndarray]]:
@@ -225,10 +235,7 @@ def from_onnx(
             f"from_onnx: the model has {len(graph.output)} outputs; only one is supported"
         )
     ctx = Context(GraphBuilder(), inits)
-    for inp in inputs:
-        elem = inp.type.tensor_type.elem_type
-        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)).name
-        ctx.values[inp.name] = ctx.bb.param(inp.name, _input_shape(inp, shapes), dtype)
+    _add_inputs(onnx, ctx, inputs, shapes)
     for i, proto in enumerate(graph.node):
         ctx.node = _node(onnx, proto, i)
         try:
