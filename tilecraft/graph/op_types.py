@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from ..ir import Attrs, Expr, IntImm, as_expr
 from ..ir import dtype as to_dtype
+from ._grouped_reshape import reshape_groups
 from ._shape_text import parse_extent
 from .ir import TensorType, collect_vars_of_shape, dim_text
 from .op import (
@@ -148,7 +149,9 @@ def reshape_target(op: str, t: TensorType, attrs: Attrs) -> tuple[Expr, ...]:
             raise GraphError(f"{op}: -1 in {spec!r} would be symbolic; name the extent instead")
         out[out.index(None)] = as_expr(total[0] // known[0])
     shape = tuple(e for e in out if e is not None)
-    if product(shape) != total or total is None:
+    # element counts as monomials, or axes that pair up one by one (``n - 1`` with ``n - 1``,
+    # unit axes inserted or dropped)
+    if (product(shape) != total or total is None) and reshape_groups(t.shape, shape) is None:
         raise GraphError(
             f"{op}: cannot reshape {t.describe()} to {shape_text(shape)}: element counts differ"
         )
@@ -223,7 +226,7 @@ def _window(op: str, n: Expr, k: int, s: int, p: tuple[int, int], d: int) -> Exp
         return as_expr(out)
     if s != 1:
         raise GraphError(f"{op}: a symbolic spatial extent needs stride 1")
-    return n + (pad - eff + 1)
+    return n if pad + 1 == eff else n + (pad - eff + 1)
 
 
 def _conv2d(op: str, ts: Types, attrs: Attrs) -> TensorType:

@@ -8,8 +8,9 @@ from collections.abc import Callable
 import numpy as np
 
 from ...graph import TensorVar
-from ._context import Context, Node, Value, dims_of
-from ._ops_shape import axes_input, reshape_to
+from ._context import Context, Dim, Node, Value, dims_of
+from ._fold import simplify
+from ._ops_shape import axes_input, broadcast_to, reshape_to
 
 Converter = Callable[[Context, Node], list[Value]]
 
@@ -29,7 +30,27 @@ _UNARY = {
     "Sqrt": "sqrt",
     "Neg": "negative",
     "Erf": "erf",
+    "Log": "log",
+    "Abs": "abs",
+    "Floor": "floor",
+    "Ceil": "ceil",
+    "Round": "round",
+    "Sign": "sign",
+    "Sin": "sin",
+    "Cos": "cos",
+    "Tan": "tan",
+    "Asin": "asin",
+    "Acos": "acos",
+    "Atan": "atan",
+    "Sinh": "sinh",
+    "Cosh": "cosh",
+    "Asinh": "asinh",
+    "Acosh": "acosh",
+    "Atanh": "atanh",
+    "Not": "logical_not",
+    "IsNaN": "isnan",
 }
+_LOGIC = {"And": "logical_and", "Or": "logical_or", "Xor": "logical_xor"}
 
 
 def _binary(op: str) -> Converter:
@@ -99,6 +120,8 @@ def _clip(ctx: Context, node: Node) -> list[Value]:
     hi = node.attrs.get("max") if not hi_name else _scalar(ctx, hi_name)
     if lo == 0.0 and hi is None and not hi_name:
         return [ctx.emit("relu", [x])]
+    if (lo is not None or not lo_name) and (hi is not None or not hi_name):
+        return [ctx.emit("clip", [x], {"min": lo, "max": hi})]
     out = x
     for name, bound, op in ((lo_name, lo, "maximum"), (hi_name, hi, "minimum")):
         if bound is not None:
@@ -167,52 +190,136 @@ def _softmax(ctx: Context, node: Node) -> list[Value]:
     return [ctx.emit("softmax", [x], {"axis": node.attr_int("axis", -1)})]
 
 
-def _reduce(op: str) -> Converter:
+def _reduce(op: str, pre: str | None = None, post: str | None = None) -> Converter:
+    """A Reduce* node: ``post(op(pre(x)))`` over the node's axes (``pre`` "square": x * x)."""
+
     def convert(ctx: Context, node: Node) -> list[Value]:
         x = ctx.tensor(node.inputs[0])
+        # opset 18 moved every reduction's axes to an input; ReduceSum did at opset 13
         axes = axes_input(ctx, node, 1, x.type.ndim)
         if not axes:
             if node.attr_int("noop_with_empty_axes", 0):
                 return [x]
             axes = list(range(x.type.ndim))
         keep = bool(node.attr_int("keepdims", 1))
-        return [ctx.emit(op, [x], {"axis": tuple(axes), "keepdims": keep})]
+        if pre == "square":
+            x = ctx.emit("multiply", [x, x])
+        elif pre is not None:
+            x = ctx.emit(pre, [x])
+        y = ctx.emit(op, [x], {"axis": tuple(axes), "keepdims": keep})
+        return [ctx.emit(post, [y]) if post else y]
 
     return convert
 
 
-def _last_axis(ctx: Context, node: Node, x: TensorVar) -> None:
-    axis = node.attr_int("axis", -1)
-    if axis % x.type.ndim != x.type.ndim - 1:
-        raise ctx.error(f"normalization over axis {axis} (not the last) is unsupported")
+def _arg_reduce(op: str) -> Converter:
+    def convert(ctx: Context, node: Node) -> list[Value]:
+        if node.attr_int("select_last_index", 0):
+            raise ctx.error("select_last_index=1 is unsupported")
+        x = ctx.tensor(node.inputs[0])
+        attrs = {"axis": node.attr_int("axis", 0), "keepdims": bool(node.attr_int("keepdims", 1))}
+        return [ctx.emit(op, [x], attrs)]
+
+    return convert
 
 
-def _norm_param(ctx: Context, name: str, x: TensorVar) -> TensorVar:
-    """A scale or bias as a 1-D tensor over the last axis."""
-    p = ctx.tensor(name)
-    return reshape_to(ctx, p, dims_of(p)[-1:]) if p.type.ndim != 1 else p
+def _log_softmax(ctx: Context, node: Node) -> list[Value]:
+    x = ctx.tensor(node.inputs[0])
+    return [ctx.emit("log_softmax", [x], {"axis": node.attr_int("axis", -1)})]
+
+
+def _hard_sigmoid_of(ctx: Context, x: TensorVar, alpha: float, beta: float) -> TensorVar:
+    """``clip(alpha * x + beta, 0, 1)``."""
+    y = ctx.emit("add", [ctx.emit("multiply", [x, ctx.const(alpha, x)]), ctx.const(beta, x)])
+    return ctx.emit("clip", [y], {"min": 0.0, "max": 1.0})
+
+
+def _hard_sigmoid(ctx: Context, node: Node) -> list[Value]:
+    x = ctx.tensor(node.inputs[0])
+    alpha, beta = node.attr_float("alpha", 0.2), node.attr_float("beta", 0.5)
+    return [_hard_sigmoid_of(ctx, x, alpha, beta)]
+
+
+def _hard_swish(ctx: Context, node: Node) -> list[Value]:
+    x = ctx.tensor(node.inputs[0])
+    return [ctx.emit("multiply", [x, _hard_sigmoid_of(ctx, x, 1.0 / 6.0, 0.5)])]
+
+
+def _leaky_relu(ctx: Context, node: Node) -> list[Value]:
+    x = ctx.tensor(node.inputs[0])
+    alpha = ctx.const(node.attr_float("alpha", 0.01), x)
+    pos = ctx.emit("greater", [x, ctx.const(0.0, x)])
+    return [ctx.emit("where", [pos, x, ctx.emit("multiply", [x, alpha])])]
+
+
+def _prelu(ctx: Context, node: Node) -> list[Value]:
+    x, slope = ctx.tensor(node.inputs[0]), ctx.tensor(node.inputs[1])
+    pos = ctx.emit("greater", [x, ctx.const(0.0, x)])
+    return [ctx.emit("where", [pos, x, ctx.emit("multiply", [x, slope])])]
+
+
+def _softplus(ctx: Context, node: Node) -> list[Value]:
+    x = ctx.tensor(node.inputs[0])
+    return [ctx.emit("log1p", [ctx.emit("exp", [x])])]
+
+
+def _mod(ctx: Context, node: Node) -> list[Value]:
+    a, b = ctx.tensor(node.inputs[0]), ctx.tensor(node.inputs[1])
+    if node.attr_int("fmod", 0):
+        return [ctx.emit("fmod", [a, b])]
+    if a.type.dtype.is_float:
+        raise ctx.error("Mod of floats needs fmod=1")
+    return [ctx.emit("floor_mod", [a, b])]
+
+
+def _norm_operands(ctx: Context, node: Node, n_params: int) -> tuple[TensorVar, list[TensorVar]]:
+    """x flattened over the normalized axes (``axis`` to the last) and the scale (and bias)
+    as vectors over them: the graph's norms work on the last axis."""
+    x = ctx.tensor(node.inputs[0])
+    dims = dims_of(x)
+    axis = node.attr_int("axis", -1) % len(dims)
+    inner = dims[axis:]
+    if len(inner) > 1:
+        x = reshape_to(ctx, x, [*dims[:axis], simplify(_product(inner))])
+    params = []
+    for name in node.inputs[1 : 1 + n_params]:
+        if not name:
+            continue
+        p = ctx.tensor(name)
+        if len(dims_of(p)) != len(inner) or not all(
+            isinstance(a, int) and a == b for a, b in zip(dims_of(p), inner, strict=True)
+        ):
+            p = broadcast_to(ctx, p, inner)
+        params.append(reshape_to(ctx, p, [simplify(_product(inner))]))
+    return x, params
+
+
+def _product(dims: list[Dim]) -> Dim:
+    out: Dim = 1
+    for d in dims:
+        out = simplify(out * d)
+    return out
 
 
 def _layer_norm(ctx: Context, node: Node) -> list[Value]:
-    x = ctx.tensor(node.inputs[0])
-    _last_axis(ctx, node, x)
-    scale = _norm_param(ctx, node.inputs[1], x)
-    if len(node.inputs) > 2 and node.inputs[2]:
-        bias = _norm_param(ctx, node.inputs[2], x)
-    else:
-        bias = ctx.const(
-            np.zeros(scale.type.static_shape() or (), dtype=scale.type.dtype.numpy_name())
-        )
+    x0 = ctx.tensor(node.inputs[0])
+    x, params = _norm_operands(ctx, node, 2)
+    if len(params) == 1:
+        zeros = np.zeros(params[0].type.static_shape() or (), params[0].type.dtype.numpy_name())
+        params.append(ctx.const(zeros))
     eps = node.attr_float("epsilon", 1e-5)
-    return [ctx.emit("layer_norm", [x, scale, bias], {"eps": eps})]
+    y = ctx.emit("layer_norm", [x, *params], {"eps": eps})
+    if len(node.outputs) > 1 and any(node.outputs[1:]):
+        raise ctx.error("the Mean and InvStdDev outputs are unsupported")
+    return [reshape_to(ctx, y, dims_of(x0))]
 
 
 def _rms_norm(ctx: Context, node: Node) -> list[Value]:
-    x = ctx.tensor(node.inputs[0])
-    _last_axis(ctx, node, x)
-    scale = _norm_param(ctx, node.inputs[1], x)
+    x0 = ctx.tensor(node.inputs[0])
+    x, params = _norm_operands(ctx, node, 1)
     eps = node.attr_float("epsilon", 1e-5)
-    return [ctx.emit("rms_norm", [x, scale], {"eps": eps})]
+    y = ctx.emit("rms_norm", [x, *params], {"eps": eps})
+    return [reshape_to(ctx, y, dims_of(x0))]
 
 
 CONVERTERS: dict[str, Converter] = {
@@ -229,10 +336,25 @@ CONVERTERS: dict[str, Converter] = {
     "MatMul": _matmul,
     "Gemm": _gemm,
     "Softmax": _softmax,
+    **{k: _binary(v) for k, v in _LOGIC.items()},
     "ReduceMean": _reduce("mean"),
     "ReduceSum": _reduce("sum"),
     "ReduceMax": _reduce("max"),
     "ReduceMin": _reduce("min"),
+    "ReduceProd": _reduce("prod"),
+    "ReduceSumSquare": _reduce("sum", pre="square"),
+    "ReduceL1": _reduce("sum", pre="abs"),
+    "ReduceL2": _reduce("sum", pre="square", post="sqrt"),
+    "ReduceLogSum": _reduce("sum", post="log"),
+    "ArgMax": _arg_reduce("argmax"),
+    "ArgMin": _arg_reduce("argmin"),
+    "LogSoftmax": _log_softmax,
+    "HardSigmoid": _hard_sigmoid,
+    "HardSwish": _hard_swish,
+    "LeakyRelu": _leaky_relu,
+    "PRelu": _prelu,
+    "Softplus": _softplus,
+    "Mod": _mod,
     "LayerNormalization": _layer_norm,
     "SimplifiedLayerNormalization": _rms_norm,
     "RMSNormalization": _rms_norm,

@@ -266,7 +266,7 @@ def _split(ctx: Context, node: Node) -> list[Value]:
     return outs
 
 
-def _broadcast(ctx: Context, x: TensorVar, target: Sequence[Dim]) -> TensorVar:
+def broadcast_to(ctx: Context, x: TensorVar, target: Sequence[Dim]) -> TensorVar:
     """``x`` broadcast to ``target`` (numpy rules; a target extent of 1 keeps x's)."""
     cur = dims_of(x)
     n = max(len(cur), len(target))
@@ -284,7 +284,7 @@ def _expand(ctx: Context, node: Node) -> list[Value]:
     if isinstance(data, np.ndarray) and all(isinstance(d, int) for d in target):
         shape = np.broadcast_shapes(data.shape, tuple(int(d) for d in target))  # type: ignore[arg-type]
         return [np.broadcast_to(data, shape).copy()]
-    return [_broadcast(ctx, ctx.tensor(node.inputs[0]), target)]
+    return [broadcast_to(ctx, ctx.tensor(node.inputs[0]), target)]
 
 
 def _constant_of_shape(ctx: Context, node: Node) -> list[Value]:
@@ -293,7 +293,7 @@ def _constant_of_shape(ctx: Context, node: Node) -> list[Value]:
     fill = value.reshape(-1) if isinstance(value, np.ndarray) else np.zeros(1, np.float32)
     if all(isinstance(d, int) for d in shape):
         return [np.full([d for d in shape if isinstance(d, int)], fill[0], dtype=fill.dtype)]
-    return [_broadcast(ctx, ctx.const(fill[:1].reshape(())), shape)]
+    return [broadcast_to(ctx, ctx.const(fill[:1].reshape(())), shape)]
 
 
 def _range(ctx: Context, node: Node) -> list[Value]:
@@ -309,6 +309,36 @@ def _range(ctx: Context, node: Node) -> list[Value]:
     count = simplify(hi - lo) if step == 1 else simplify((hi - lo + (step - 1)) // step)
     attrs = {"start": lo, "step": step, "dtype": start.dtype.name}
     return [ctx.emit_shaped("arange", [], attrs, [count])]
+
+
+def _pad(ctx: Context, node: Node) -> list[Value]:
+    mode = node.attrs.get("mode", "constant")
+    if mode != "constant":
+        raise ctx.error(f"mode={mode!r} is unsupported (constant padding only)")
+    x = ctx.tensor(node.inputs[0])
+    nd = x.type.ndim
+    pads = ctx.ints(node.inputs[1], "pads")
+    axes = axes_input(ctx, node, 3, nd) or list(range(nd))
+    if len(pads) != 2 * len(axes):
+        raise ctx.error(f"pads {pads} do not match {len(axes)} axes")
+    before, after = [0] * nd, [0] * nd
+    for i, a in enumerate(axes):
+        before[a], after[a] = pads[i], pads[len(axes) + i]
+    value = 0.0
+    if len(node.inputs) > 2 and node.inputs[2]:
+        value = float(ctx.static(node.inputs[2], "constant_value").reshape(-1)[0])
+    for a in range(nd):  # negative pads crop
+        if before[a] < 0 or after[a] < 0:
+            end = after[a] if after[a] < 0 else END_OF_AXIS
+            x = slice_axis(ctx, x, a, max(0, -before[a]), end, 1)
+    if not any(p > 0 for p in (*before, *after)):
+        return [x]
+    attrs = {
+        "pad_before": tuple(max(0, p) for p in before),
+        "pad_after": tuple(max(0, p) for p in after),
+        "value": value,
+    }
+    return [ctx.emit("pad", [x], attrs)]
 
 
 def _constant(ctx: Context, node: Node) -> list[Value]:
@@ -362,6 +392,7 @@ CONVERTERS: dict[str, Converter] = {
     "ConstantOfShape": _constant_of_shape,
     "Range": _range,
     "Constant": _constant,
+    "Pad": _pad,
     "Identity": _identity,
     "Dropout": _identity,
     "Where": _where_static_or_not,

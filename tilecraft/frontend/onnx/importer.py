@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from ...graph import GraphBuilder
-from ...ir import IRModule
+from ...graph import GraphBuilder, TensorVar
+from ...graph._shape_text import extent_text
+from ...ir import BaseFunc, IRModule
 from ._context import Context, Node, ONNXImportError, Value
 from ._fold import FOLDS
 from ._ops_math import CONVERTERS as MATH
@@ -200,8 +201,7 @@ def from_onnx(
     Parameters
     ----------
     model
-        An ``onnx.ModelProto``, a path to a ``.onnx`` file, or its bytes. Opset 13 or later,
-        one output.
+        An ``onnx.ModelProto``, a path to a ``.onnx`` file, or its bytes. Opset 13 or later.
     shapes
         Input name -> shape overriding the model's (ints; strings name symbolic extents).
 
@@ -209,7 +209,9 @@ def from_onnx(
     -------
     (IRModule, dict)
         The module holding the graph function ``forward`` (inputs, then weights) and the
-        weights as numpy arrays (see the module docstring for how names map).
+        weights as numpy arrays (see the module docstring for how names map). A model with
+        several outputs gives one function per output, all with the same parameters:
+        ``forward`` for the first, ``forward_out1``, ``forward_out2``... for the others.
 
     Raises
     ------
@@ -230,10 +232,28 @@ def from_onnx(
     unknown = set(shapes) - {i.name for i in inputs}
     if unknown:
         raise ONNXImportError(f"from_onnx: shapes= names no model input: {sorted(unknown)}")
-    if len(graph.output) != 1:
-        raise ONNXImportError(
-            f"from_onnx: the model has {len(graph.output)} outputs; only one is supported"
-        )
+    funcs: dict[str, BaseFunc] = {}
+    params: dict[str, np.ndarray] = {}
+    for i, out in enumerate(graph.output):
+        fname = "forward" if i == 0 else f"forward_out{i}"
+        ctx = _convert(onnx, graph, inits, inputs, shapes)
+        ret = ctx.tensor(out.name)
+        if not any(b.var is ret for b in ctx.bb.bindings):  # an input returned as is
+            ret = reshape_copy(ctx, ret)
+        attrs = {"num_input": len(inputs)}
+        funcs[fname] = ctx.bb.finish(ret, name=fname, attrs=attrs)
+        params = ctx.params
+    return IRModule(funcs), params
+
+
+def _convert(
+    onnx: Any,
+    graph: Any,
+    inits: Mapping[str, np.ndarray],
+    inputs: Sequence[Any],
+    shapes: Mapping[str, Sequence[int | str]],
+) -> Context:
+    """Every node of ``graph`` converted into a fresh builder."""
     ctx = Context(GraphBuilder(), inits)
     _add_inputs(onnx, ctx, inputs, shapes)
     for i, proto in enumerate(graph.node):
@@ -246,6 +266,9 @@ def from_onnx(
             if name:
                 ctx.values[name] = v
     ctx.node = None
-    ret = ctx.tensor(graph.output[0].name)
-    func = ctx.bb.finish(ret, name="forward", attrs={"num_input": len(inputs)})
-    return IRModule({"forward": func}), ctx.params
+    return ctx
+
+
+def reshape_copy(ctx: Context, x: TensorVar) -> TensorVar:
+    """A binding holding ``x`` (a function returns a binding, not a parameter)."""
+    return ctx.emit("reshape", [x], {"shape": tuple(extent_text(e) for e in x.type.shape)})
