@@ -175,3 +175,15 @@ def test_layer_normalization_over_several_axes() -> None:
     outs = [_info("y", ["b", 3, 4, 5]), _info("z", ["b", 3, 4, 5])]
     model = _model(nodes, [_info("x", ["b", 3, 4, 5])], outs, inits)
     _check_all(model, (1, 3), lambda b: {"x": _normal(b, b, 3, 4, 5)}, rtol=1e-4, atol=1e-4)
+
+
+def test_trilu_over_symbolic_extents() -> None:
+    nodes = [
+        helper.make_node("Trilu", ["x", "k1"], ["u"]),
+        helper.make_node("Trilu", ["x", "km1"], ["lo"], upper=0),
+        helper.make_node("Trilu", ["x"], ["u0"]),
+    ]
+    inits = {"k1": np.array(1, np.int64), "km1": np.array(-1, np.int64)}
+    outs = [_info(n, ["b", "m", "n"]) for n in ("u", "lo", "u0")]
+    model = _model(nodes, [_info("x", ["b", "m", "n"])], outs, inits)
+    _check_all(model, ((1, 4, 6), (2, 5, 3)), lambda s: {"x": _normal(s[2], *s)})

@@ -263,6 +263,28 @@ def _softplus(ctx: Context, node: Node) -> list[Value]:
     return [ctx.emit("log1p", [ctx.emit("exp", [x])])]
 
 
+def _trilu(ctx: Context, node: Node) -> list[Value]:
+    """``x`` where ``j - i >= k`` (upper) or ``j - i <= k`` (lower) over the last two axes,
+    else 0: the mask is built from two ``arange``s, so the extents may be symbolic."""
+    k = 0
+    if len(node.inputs) > 1 and node.inputs[1]:
+        k = int(ctx.ints(node.inputs[1], "k")[0])
+    upper = bool(node.attr_int("upper", 1))
+    data = ctx.value(node.inputs[0])
+    if isinstance(data, np.ndarray) and data.dtype != object:
+        return [np.triu(data, k) if upper else np.tril(data, k)]
+    x = ctx.tensor(node.inputs[0])
+    dims = dims_of(x)
+    if len(dims) < 2:
+        raise ctx.error(f"Trilu needs a tensor of rank >= 2, got {x.type.describe()}")
+    attrs = {"start": 0, "step": 1, "dtype": "int64"}
+    rows = reshape_to(ctx, ctx.emit_shaped("arange", [x], attrs, [dims[-2]]), [dims[-2], 1])
+    cols = ctx.emit_shaped("arange", [x], attrs, [dims[-1]])
+    diff = ctx.emit("subtract", [cols, rows])
+    keep = ctx.emit("greater_equal" if upper else "less_equal", [diff, ctx.const(k, diff)])
+    return [ctx.emit("where", [keep, x, ctx.const(0, x)])]
+
+
 def _mod(ctx: Context, node: Node) -> list[Value]:
     a, b = ctx.tensor(node.inputs[0]), ctx.tensor(node.inputs[1])
     if node.attr_int("fmod", 0):
@@ -355,6 +377,7 @@ CONVERTERS: dict[str, Converter] = {
     "PRelu": _prelu,
     "Softplus": _softplus,
     "Mod": _mod,
+    "Trilu": _trilu,
     "LayerNormalization": _layer_norm,
     "SimplifiedLayerNormalization": _rms_norm,
     "RMSNormalization": _rms_norm,
