@@ -187,3 +187,20 @@ def test_trilu_over_symbolic_extents() -> None:
     outs = [_info(n, ["b", "m", "n"]) for n in ("u", "lo", "u0")]
     model = _model(nodes, [_info("x", ["b", "m", "n"])], outs, inits)
     _check_all(model, ((1, 4, 6), (2, 5, 3)), lambda s: {"x": _normal(s[2], *s)})
+
+
+def test_slices_with_negative_steps_and_symbolic_bounds() -> None:
+    big, small = 2**63 - 1, -(2**63)
+    nodes = [
+        helper.make_node("Slice", ["x", "s0", "e0", "a2", "m2"], ["rev2"]),  # x[..., ::-2]
+        helper.make_node("Slice", ["x", "m1", "lo", "a1", "m1"], ["rev"]),  # x[:, ::-1]
+        helper.make_node("Slice", ["x", "one", "m1", "a1", "two"], ["odd"]),  # x[:, 1:-1:2]
+        helper.make_node("Slice", ["x", "one", "hi", "a1"], ["tail"]),  # x[:, 1:]
+    ]
+    inits = {
+        "s0": _ints(-2), "e0": _ints(small), "a2": _ints(2), "m2": _ints(-2), "m1": _ints(-1),
+        "lo": _ints(small), "a1": _ints(1), "one": _ints(1), "two": _ints(2), "hi": _ints(big),
+    }  # fmt: skip
+    outs = [_info(n, ["b", None, None]) for n in ("rev2", "rev", "odd", "tail")]
+    model = _model(nodes, [_info("x", ["b", "n", 7])], outs, inits)
+    _check_all(model, ((1, 6), (2, 9)), lambda s: {"x": _normal(s[1], s[0], s[1], 7)})

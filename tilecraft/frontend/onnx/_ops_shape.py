@@ -203,12 +203,14 @@ def slice_axis(ctx: Context, x: TensorVar, axis: int, b: Dim, e: Dim, s: int) ->
     n = dims[axis]
     if s == 0:
         raise ctx.error("a slice step of 0")
+    start: Dim
+    count: Dim
     if isinstance(n, int) and isinstance(b, int) and isinstance(e, int):
         start, count = _static_range(n, b, e, s)
         if s < 0:
             x, start, s = ctx.emit("flip", [x], {"axis": (axis,)}), n - 1 - start, -s
     elif s < 0:
-        full = b in (-1,) or (isinstance(b, int) and b >= END_OF_AXIS)
+        full = isinstance(b, int) and (b == -1 or b >= END_OF_AXIS)
         if s != -1 or not full or not (isinstance(e, int) and e <= -END_OF_AXIS):
             raise ctx.error("a negative step over a symbolic extent must reverse the whole axis")
         return ctx.emit("flip", [x], {"axis": (axis,)})
