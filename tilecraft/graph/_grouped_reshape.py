@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .. import te
+from ..arith import Analyzer
 from ..ir import Expr, IntImm, const, structural_equal
 
 Group = tuple[list[int], list[int]]
@@ -27,6 +28,14 @@ Group = tuple[list[int], list[int]]
 
 def _const(e: Expr) -> int | None:
     return e.value if isinstance(e, IntImm) else None
+
+
+def _same_extent(a: Expr, b: Expr) -> bool:
+    """The same symbolic extent, up to how it is written (``n + -1`` and ``n - 1``)."""
+    if structural_equal(a, b):
+        return True
+    diff = Analyzer().simplify(a - b)
+    return isinstance(diff, IntImm) and diff.value == 0
 
 
 def _extent(e: Expr) -> int:
@@ -71,7 +80,7 @@ def reshape_groups(src: Sequence[Expr], dst: Sequence[Expr]) -> list[Group] | No
             groups.append(([i], []) if a == 1 else ([], [j]))
             i, j = (i + 1, j) if a == 1 else (i, j + 1)
         elif a is None or b is None:
-            if a is not None or b is not None or not structural_equal(src[i], dst[j]):
+            if a is not None or b is not None or not _same_extent(src[i], dst[j]):
                 return None
             groups.append(([i], [j]))
             i, j = i + 1, j + 1

@@ -26,6 +26,7 @@ from .op_types import (
     UNARY,
     attention_layout,
     causal_offset,
+    padding4,
     permutation,
     reduce_axes,
     rotary_offset,
@@ -137,7 +138,7 @@ def _conv2d(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
         args[0],
         args[1],
         stride=pair("strides", 1),
-        padding=pair("padding", 0),
+        padding=padding4("conv2d", attrs),
         dilation=pair("dilation", 1),
         groups=attr_int("conv2d", attrs, "groups", 1),
     )
@@ -147,7 +148,7 @@ def _pool(op: str) -> LegalizeFn:
     def lower(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
         kernel = int_tuple(op, attrs, "pool_size", 2, 2)
         stride = int_tuple(op, attrs, "strides", 2, kernel[0])
-        padding = int_tuple(op, attrs, "padding", 2, 0)
+        padding = padding4(op, attrs)
         if op == "max_pool2d":
             return topi.max_pool2d(args[0], kernel, stride, padding)
         # by default the graph operator divides by the full window, padding included

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from ..ir import Attrs, Expr, IntImm, as_expr
 from ..ir import dtype as to_dtype
+from ._grouped_reshape import reshape_groups
 from ._shape_text import parse_extent
 from .ir import TensorType, collect_vars_of_shape, dim_text
 from .op import (
@@ -148,7 +149,9 @@ def reshape_target(op: str, t: TensorType, attrs: Attrs) -> tuple[Expr, ...]:
             raise GraphError(f"{op}: -1 in {spec!r} would be symbolic; name the extent instead")
         out[out.index(None)] = as_expr(total[0] // known[0])
     shape = tuple(e for e in out if e is not None)
-    if product(shape) != total or total is None:
+    # element counts as monomials, or axes that pair up one by one (``n - 1`` with ``n - 1``,
+    # unit axes inserted or dropped)
+    if (product(shape) != total or total is None) and reshape_groups(t.shape, shape) is None:
         raise GraphError(
             f"{op}: cannot reshape {t.describe()} to {shape_text(shape)}: element counts differ"
         )
@@ -202,10 +205,20 @@ def static_extent(op: str, e: Expr, what: str) -> int:
     return e.value
 
 
-def _window(op: str, n: Expr, k: int, s: int, p: int, d: int) -> Expr:
-    eff = d * (k - 1) + 1
+def padding4(op: str, attrs: Attrs) -> tuple[int, int, int, int]:
+    """The ``padding`` attribute as (top, left, bottom, right): an int, 2 or 4 ints."""
+    v = attrs.get("padding", 0)
+    n = 4 if isinstance(v, tuple) and len(v) == 4 else 2
+    p = int_tuple(op, attrs, "padding", n, 0)
+    if min(p) < 0:
+        raise GraphError(f"{op}: padding must be non-negative, got {v!r}")
+    return (p[0], p[1], p[0], p[1]) if n == 2 else (p[0], p[1], p[2], p[3])
+
+
+def _window(op: str, n: Expr, k: int, s: int, p: tuple[int, int], d: int) -> Expr:
+    eff, pad = d * (k - 1) + 1, p[0] + p[1]
     if isinstance(n, IntImm):
-        out = (n.value + 2 * p - eff) // s + 1
+        out = (n.value + pad - eff) // s + 1
         if out <= 0:
             raise GraphError(
                 f"{op}: window {k} (dilation {d}) does not fit extent {n.value} with padding {p}"
@@ -213,7 +226,7 @@ def _window(op: str, n: Expr, k: int, s: int, p: int, d: int) -> Expr:
         return as_expr(out)
     if s != 1:
         raise GraphError(f"{op}: a symbolic spatial extent needs stride 1")
-    return n + (2 * p - eff + 1)
+    return n if pad + 1 == eff else n + (pad - eff + 1)
 
 
 def _conv2d(op: str, ts: Types, attrs: Attrs) -> TensorType:
@@ -229,12 +242,11 @@ def _conv2d(op: str, ts: Types, attrs: Attrs) -> TensorType:
             f"{op}: data has {dim_text(x.shape[1])} channels, weight expects "
             f"{dim_text(w.shape[1])} x {groups} groups"
         )
-    s, p, d = (
-        int_tuple(op, attrs, k, 2, v) for k, v in (("strides", 1), ("padding", 0), ("dilation", 1))
-    )
+    s, d = (int_tuple(op, attrs, k, 2, 1) for k in ("strides", "dilation"))
+    p = padding4(op, attrs)
     kh, kw = (static_extent(op, e, "kernel size") for e in w.shape[2:])
-    oh = _window(op, x.shape[2], kh, s[0], p[0], d[0])
-    ow = _window(op, x.shape[3], kw, s[1], p[1], d[1])
+    oh = _window(op, x.shape[2], kh, s[0], (p[0], p[2]), d[0])
+    ow = _window(op, x.shape[3], kw, s[1], (p[1], p[3]), d[1])
     return TensorType((x.shape[0], w.shape[0], oh, ow), dt)
 
 
@@ -244,9 +256,9 @@ def _pool2d(op: str, ts: Types, attrs: Attrs) -> TensorType:
         raise GraphError(f"{op}: expected NCHW data, got {x.describe()}")
     k = int_tuple(op, attrs, "pool_size", 2, 2)
     s = int_tuple(op, attrs, "strides", 2, k[0])
-    p = int_tuple(op, attrs, "padding", 2, 0)
-    oh = _window(op, x.shape[2], k[0], s[0], p[0], 1)
-    ow = _window(op, x.shape[3], k[1], s[1], p[1], 1)
+    p = padding4(op, attrs)
+    oh = _window(op, x.shape[2], k[0], s[0], (p[0], p[2]), 1)
+    ow = _window(op, x.shape[3], k[1], s[1], (p[1], p[3]), 1)
     return TensorType((x.shape[0], x.shape[1], oh, ow), x.dtype)
 
 
