@@ -27,6 +27,7 @@ from ..runtime.backend import backend_of
 from ..schedule import Schedule
 from ..target import Target, as_target
 from ._defaults import rules_candidate
+from ._library import LibrariesLike, library_candidates, measure_libraries
 from ._loop import TaskState, run_round, start_task
 from ._pass import TunePass
 from .builder.base import Builder
@@ -98,6 +99,7 @@ def tune_tasks(
     seed_with_rules: bool = True,
     progress: bool | None = None,
     plot: str | os.PathLike[str] | None = None,
+    libraries: LibrariesLike = None,
 ) -> Database:
     """Tune ``tasks`` and return the database holding their records (TuneError on bad
     settings; a task that cannot be tuned, with symbolic shapes say, is skipped with a warning).
@@ -131,6 +133,11 @@ def tune_tasks(
         outside CI (see :mod:`tilecraft.tune.progress`).
     plot
         A PNG file to draw the tuning curves into (needs ``tilecraft[plot]``).
+    libraries
+        Libraries measured as one more candidate of each task they compute (``"blas"`` or
+        :class:`~tilecraft.dispatch.measure.LibraryCandidate` objects; ``[]``: none). Default:
+        BLAS when installed, on a CPU target, with a runner measuring on this machine (see
+        :mod:`tilecraft.tune._library`).
     """
     _check_budget(max_trials_global, num_trials_per_iter)
     _check_tasks(tasks)
@@ -143,6 +150,10 @@ def tune_tasks(
         states = start(tasks, db, tgt)
         show = should_show(progress)
         with TuneProgress(states, max_trials_global, show=show, work_dir=work_dir) as watch:
+            spent = sum(s.trials for s in states)
+            libs = library_candidates(libraries, runner, tgt)
+            for state, rec in measure_libraries(states, libs, db, run, max_trials_global - spent):
+                watch.update(state, [rec])
             loop = _Loop(scheduler, max_trials_global, num_trials_per_iter, check_correctness)
             loop(states, db, build, run, watch)
     if plot is not None:

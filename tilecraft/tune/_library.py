@@ -1,0 +1,118 @@
+"""The library as one more candidate of each GEMM task (K2 meets K1).
+
+Before the search of a tuning run, every task whose function a vendor library computes
+(:class:`tilecraft.dispatch.measure.LibraryCandidate`: a GEMM with or without an epilogue)
+gets the library path measured once, on this machine, with the runner's timing settings and
+threads. The result is a *library record* of the task's workload
+(:attr:`~tilecraft.tune.database.workload.TuningRecord.library`, written as a format-version-2
+line that older readers skip): it counts as one trial of the task, enters the task's best
+time and the live table, and is never replayed. ``DispatchLibrary(database=db)`` then sends a
+function to the library only when its library record beats its best tuned record, so the
+path ``tc.compile(..., database=db)`` takes is the fastest measured per function.
+
+By default (``libraries=None``) BLAS is measured when it is installed, the target is a CPU
+and the candidates are measured on this machine (the default :class:`LocalRunner`, or one
+given): a time taken here is comparable only with times taken here. A task that already has
+a library record (a resumed run) is not measured again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections.abc import Sequence
+
+from ..dispatch.measure import LibraryCandidate, candidate
+from ..errors import TilecraftError
+from ..schedule import Trace
+from ..target import Target
+from ._loop import TaskState, _account
+from .database.base import Database
+from .database.workload import LIBRARY_EXTRA, TuningRecord
+from .runner.base import Runner
+from .runner.local import LocalRunner
+
+logger = logging.getLogger("tilecraft.tune")
+
+LibrariesLike = Sequence[str | LibraryCandidate] | None
+
+
+def library_candidates(
+    libraries: LibrariesLike, runner: Runner | None, target: Target
+) -> list[LibraryCandidate]:
+    """The candidates to measure: ``libraries`` resolved, or the default (module docstring)."""
+    auto = libraries is None
+    if auto:
+        local = runner is None or isinstance(runner, LocalRunner)
+        libraries = ["blas"] if local and target.kind == "cpu" else []
+    assert libraries is not None  # for mypy: set just above when it was None
+    found = []
+    for lib in libraries:
+        cand = candidate(lib) if isinstance(lib, str) else lib
+        why = cand.unavailable(target)
+        if why is None:
+            found.append(cand)
+        elif auto:
+            logger.info("library %s is not measured: %s", cand.name, why)
+        else:
+            warnings.warn(f"library {cand.name} is not measured: {why}", stacklevel=4)
+    return found
+
+
+def measure_libraries(
+    states: Sequence[TaskState],
+    candidates: Sequence[LibraryCandidate],
+    db: Database,
+    runner: Runner | None,
+    budget_left: int,
+) -> list[tuple[TaskState, TuningRecord]]:
+    """Measure each candidate on each task it computes (one trial each, within
+    ``budget_left``); returns the records, committed and counted."""
+    done: list[tuple[TaskState, TuningRecord]] = []
+    for state in states:
+        for cand in candidates:
+            if len(done) >= budget_left or state.done or state.remaining == 0:
+                return done
+            if cand.declines(state.func) is not None or _measured(state, cand, db):
+                continue
+            rec = _measure(state, cand, runner)
+            db.commit_tuning_record(rec)
+            _account(state, rec, quiet=False)
+            done.append((state, rec))
+    return done
+
+
+def _measured(state: TaskState, cand: LibraryCandidate, db: Database) -> bool:
+    return any(r.library == cand.name for r in db.records_of(state.workload))
+
+
+def _measure(state: TaskState, cand: LibraryCandidate, runner: Runner | None) -> TuningRecord:
+    target = state.task.target
+    number, repeat, warmup, threads = 3, 3, 1, target.num_cores
+    if isinstance(runner, LocalRunner):
+        ev = runner.evaluator
+        number, repeat, warmup, threads = ev.number, ev.repeat, ev.warmup, runner.num_threads
+    secs: tuple[float, ...] | None = None
+    error = None
+    try:
+        secs = cand.measure(
+            state.func, target, number=number, repeat=repeat, warmup=warmup, num_threads=threads
+        )
+    except TilecraftError as e:  # a failed candidate is a record, never fatal
+        error = f"{cand.name}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+    logger.info(
+        "task %s: library %s %s",
+        state.task.task_name,
+        cand.name,
+        error or f"{sum(secs or ()) / max(1, len(secs or ())) * 1e3:.4g} ms",
+    )
+    return TuningRecord(
+        workload=state.workload,
+        trace=Trace(),
+        run_secs=secs,
+        target=str(target),
+        args_info=state.args,
+        error=error,
+        extra={LIBRARY_EXTRA: cand.name, "num_threads": threads, "time": round(time.time(), 3)},
+    )
