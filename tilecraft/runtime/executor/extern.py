@@ -8,10 +8,10 @@ from them (so symbolic extents need nothing more). The routines:
     ``out[..., M, N] = A[..., M, K] @ B[..., K, N]`` in float32 (``cblas_sgemm``) or float64
     (``cblas_dgemm``). ``A`` is stored ``(..., K, M)`` when ``trans_a``, ``B`` ``(..., N, K)``
     when ``trans_b``; ``num_threads`` (> 0) is the number of BLAS threads the call runs on
-    (``DispatchLibrary`` sets the target's ``-num-cores``). An operand of rank 2 is shared by every batch; an operand of the output's
-    rank has the output's batch extents. One GEMM call when only ``A`` is batched (and not
-    transposed: the batch folds into M), the strided-batched call when both are, a loop of
-    calls when only ``B`` is.
+    (``DispatchLibrary`` sets the target's ``-num-cores``). An operand of rank 2 is shared by
+    every batch; an operand of the output's rank has the output's batch extents. One GEMM call
+    when only ``A`` is batched (and not transposed: the batch folds into M), the
+    strided-batched call when both are, a loop of calls when only ``B`` is.
 
 BLAS is OpenBLAS from the ``scipy-openblas32`` wheel (``pip install 'tilecraft[blas]'``),
 loaded once through ctypes; its symbols carry the wheel's ``scipy_`` prefix. Without the wheel

@@ -152,8 +152,8 @@ class Database(ABC):
 
     def _ranked(self, key: WorkloadKey) -> list[TuningRecord]:
         """Successful records of ``key`` measured for its target, fastest first (stable in
-        commit order), library records left out. Storage refuses other targets' records on load and on commit; checking
-        again here keeps any storage from handing one out."""
+        commit order), library records left out. Storage refuses other targets' records on
+        load and on commit; checking again here keeps any storage from handing one out."""
         ok = (r for r in self._records(key) if r.ok and r.library is None)
         usable = (r for r in ok if target_conflict(r.target, key.target) is None)
         return sorted(usable, key=lambda r: r.mean_secs)
