@@ -86,12 +86,22 @@ def _handled(traceback: bool) -> Iterator[None]:
 
 
 COMMANDS = {
-    "bench": ("commands_lib", "Time a graph function of the exported LIBRARY."),
+    "bench": (
+        "commands_lib",
+        "Time a graph function of the exported LIBRARY (inputs not given are random).",
+    ),
     "compile": ("commands_model", "Compile MODEL (.py, .pt2 or .onnx) to one exported library."),
     "db": ("commands_db", "List, show, merge, prune and export tuning databases."),
-    "explain": ("commands_model", "Per kernel of MODEL: the rule that takes it."),
-    "inspect": ("commands_lib", "What the exported LIBRARY holds."),
-    "run": ("commands_lib", "Run a graph function of the exported LIBRARY."),
+    "explain": (
+        "commands_model",
+        "Per kernel of MODEL: the rule that takes it and why each earlier rule declined.",
+    ),
+    "inspect": (
+        "commands_lib",
+        "What the exported LIBRARY holds: manifest, target, functions, kernels and who "
+        "scheduled each (no code is loaded).",
+    ),
+    "run": ("commands_lib", "Run a graph function of the exported LIBRARY on .npy inputs."),
     "tune": ("commands_model", "Tune the kernels of MODEL, recording into WORK_DIR's database."),
 }
 """Command -> (module of :mod:`tilecraft.cli` defining it, its line in ``tilecraft --help``).
