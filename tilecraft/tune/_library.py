@@ -11,8 +11,9 @@ function to the library only when its library record beats its best tuned record
 path ``tc.compile(..., database=db)`` takes is the fastest measured per function.
 
 By default (``libraries=None``) BLAS is measured when it is installed, the target is a CPU
-and the candidates are measured on this machine (the default :class:`LocalRunner`, or one
-given): a time taken here is comparable only with times taken here. A task that already has
+and the tuner makes its own runner (a :class:`LocalRunner` measuring on this machine, whose
+timing settings and threads the library gets too). A runner passed in may measure elsewhere
+(Ray) or its own way: then the library is measured only when asked, ``libraries=["blas"]``. A task that already has
 a library record (a resumed run) is not measured again.
 """
 
@@ -44,8 +45,7 @@ def library_candidates(
     """The candidates to measure: ``libraries`` resolved, or the default (module docstring)."""
     auto = libraries is None
     if auto:
-        local = runner is None or isinstance(runner, LocalRunner)
-        libraries = ["blas"] if local and target.kind == "cpu" else []
+        libraries = ["blas"] if runner is None and target.kind == "cpu" else []
     assert libraries is not None  # for mypy: set just above when it was None
     found = []
     for lib in libraries:

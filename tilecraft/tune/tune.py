@@ -136,7 +136,7 @@ def tune_tasks(
     libraries
         Libraries measured as one more candidate of each task they compute (``"blas"`` or
         :class:`~tilecraft.dispatch.measure.LibraryCandidate` objects; ``[]``: none). Default:
-        BLAS when installed, on a CPU target, with a runner measuring on this machine (see
+        BLAS when installed, on a CPU target, when the tuner makes its own runner (see
         :mod:`tilecraft.tune._library`).
     """
     _check_budget(max_trials_global, num_trials_per_iter)
