@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import TilecraftError
-from ..ir import IntImm, IRModule, PrimFunc
+from ..ir import Buffer, IntImm, IRModule, PrimFunc
 from ..rules import ApplyDefaultSchedule, default_rules
 from ..runtime import build
 from ..runtime.executor.extern import ExternLibraryError, extern_kernel, load_blas
@@ -56,7 +56,7 @@ class LibraryCandidate:
         m = match_gemm(func)
         if isinstance(m, str):
             return m
-        if not all(isinstance(d, IntImm) for p in func.params for d in p.shape):
+        if not all(isinstance(d, IntImm) for p in _buffers(func) for d in p.shape):
             return "symbolic extents: the library is measured on static shapes only"
         return None
 
@@ -94,7 +94,7 @@ class LibraryCandidate:
         if isinstance(m, str) or self.declines(func) is not None:
             raise TilecraftError(f"{self.name}: {func.name} is not dispatchable: {m}")
         rng = np.random.default_rng(0)
-        args = [_random(p.dtype.numpy_name(), _static(p.shape), rng) for p in func.params]
+        args = [_random(p.dtype.numpy_name(), _static(p.shape), rng) for p in _buffers(func)]
         gemm = extern_kernel(
             "blas.gemm", {"trans_a": m.trans_a, "trans_b": m.trans_b, "num_threads": num_threads}
         )
@@ -102,7 +102,7 @@ class LibraryCandidate:
         if m.epilogue is None:
             return lambda: gemm(a, b, out)
         epilogue = _epilogue(m, target)
-        tmp = np.empty(_static(m.epilogue.params[0].shape), out.dtype)
+        tmp = np.empty(_static(_buffers(m.epilogue)[0].shape), out.dtype)
         rest = [args[n] for n in m.epilogue_inputs]
 
         def call() -> None:
@@ -110,6 +110,11 @@ class LibraryCandidate:
             epilogue(tmp, *rest, out)
 
         return call
+
+
+def _buffers(func: PrimFunc) -> list[Buffer]:
+    """The parameters of ``func``, all buffers (``match_gemm`` accepts no other)."""
+    return [p for p in func.params if isinstance(p, Buffer)]
 
 
 def _static(shape: tuple[object, ...]) -> tuple[int, ...]:
@@ -125,7 +130,7 @@ def _epilogue(m: GemmMatch, target: Target) -> Callable[..., object]:
     assert m.epilogue is not None  # callers check
     with target:
         mod = ApplyDefaultSchedule(*default_rules(target))(IRModule({"main": m.epilogue}))
-    return build(mod, target)["main"]  # type: ignore[no-any-return]
+    return build(mod, target)["main"]
 
 
 def candidate(library: str) -> LibraryCandidate:

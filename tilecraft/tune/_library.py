@@ -1,9 +1,10 @@
 """The library as one more candidate of each GEMM task (K2 meets K1).
 
-Before the search of a tuning run, every task whose function a vendor library computes
+In a tuning run, every task whose function a vendor library computes
 (:class:`tilecraft.dispatch.measure.LibraryCandidate`: a GEMM with or without an epilogue)
 gets the library path measured once, on this machine, with the runner's timing settings and
-threads. The result is a *library record* of the task's workload
+threads, after the search (one trial of the task is kept for it), when the tuner's workers
+are idle. The result is a *library record* of the task's workload
 (:attr:`~tilecraft.tune.database.workload.TuningRecord.library`, written as a format-version-2
 line that older readers skip): it counts as one trial of the task, enters the task's best
 time and the live table, and is never replayed. ``DispatchLibrary(database=db)`` then sends a
@@ -13,8 +14,8 @@ path ``tc.compile(..., database=db)`` takes is the fastest measured per function
 By default (``libraries=None``) BLAS is measured when it is installed, the target is a CPU
 and the tuner makes its own runner (a :class:`LocalRunner` measuring on this machine, whose
 timing settings and threads the library gets too). A runner passed in may measure elsewhere
-(Ray) or its own way: then the library is measured only when asked, ``libraries=["blas"]``. A task that already has
-a library record (a resumed run) is not measured again.
+(Ray) or its own way: then the library is measured only when asked, ``libraries=["blas"]``.
+A task that already has a library record (a resumed run) is not measured again.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from ..dispatch.measure import LibraryCandidate, candidate
 from ..errors import TilecraftError
@@ -60,26 +62,51 @@ def library_candidates(
     return found
 
 
-def measure_libraries(
+def library_plan(
     states: Sequence[TaskState],
     candidates: Sequence[LibraryCandidate],
     db: Database,
-    runner: Runner | None,
     budget_left: int,
-) -> list[tuple[TaskState, TuningRecord]]:
-    """Measure each candidate on each task it computes (one trial each, within
-    ``budget_left``); returns the records, committed and counted."""
-    done: list[tuple[TaskState, TuningRecord]] = []
+) -> list[tuple[TaskState, LibraryCandidate]]:
+    """The (task, library) pairs to measure: each library on each task it computes that has
+    no library record yet and trials left, within ``budget_left`` trials."""
+    plan: list[tuple[TaskState, LibraryCandidate]] = []
     for state in states:
+        left = state.remaining
         for cand in candidates:
-            if len(done) >= budget_left or state.done or state.remaining == 0:
-                return done
-            if cand.declines(state.func) is not None or _measured(state, cand, db):
-                continue
-            rec = _measure(state, cand, runner)
-            db.commit_tuning_record(rec)
-            _account(state, rec, quiet=False)
-            done.append((state, rec))
+            if len(plan) >= budget_left or left <= 0 or state.done:
+                break
+            if cand.declines(state.func) is None and not _measured(state, cand, db):
+                plan.append((state, cand))
+                left -= 1
+    return plan
+
+
+@contextmanager
+def reserved(plan: Sequence[tuple[TaskState, LibraryCandidate]]) -> Iterator[None]:
+    """Keep one trial of each planned task for its library while the search runs."""
+    for state, _ in plan:
+        state.budget -= 1
+    try:
+        yield
+    finally:
+        for state, _ in plan:
+            state.budget += 1
+
+
+def measure_libraries(
+    plan: Sequence[tuple[TaskState, LibraryCandidate]], db: Database, runner: Runner | None
+) -> list[tuple[TaskState, TuningRecord]]:
+    """Measure each planned (task, library) pair once; the records are committed and counted.
+
+    Run after the search, when the tuner's own build and measurement workers are idle: the
+    library is timed in this process and must not share the cores with them."""
+    done: list[tuple[TaskState, TuningRecord]] = []
+    for state, cand in plan:
+        rec = _measure(state, cand, runner)
+        db.commit_tuning_record(rec)
+        _account(state, rec, quiet=False)
+        done.append((state, rec))
     return done
 
 

@@ -27,7 +27,7 @@ from ..runtime.backend import backend_of
 from ..schedule import Schedule
 from ..target import Target, as_target
 from ._defaults import rules_candidate
-from ._library import LibrariesLike, library_candidates, measure_libraries
+from ._library import LibrariesLike, library_candidates, library_plan, measure_libraries, reserved
 from ._loop import TaskState, run_round, start_task
 from ._pass import TunePass
 from .builder.base import Builder
@@ -152,10 +152,13 @@ def tune_tasks(
         with TuneProgress(states, max_trials_global, show=show, work_dir=work_dir) as watch:
             spent = sum(s.trials for s in states)
             libs = library_candidates(libraries, runner, tgt)
-            for state, rec in measure_libraries(states, libs, db, run, max_trials_global - spent):
+            plan = library_plan(states, libs, db, max_trials_global - spent)
+            budget = max_trials_global - len(plan)
+            loop = _Loop(scheduler, budget, num_trials_per_iter, check_correctness)
+            with reserved(plan):
+                loop(states, db, build, run, watch)
+            for state, rec in measure_libraries(plan, db, run):
                 watch.update(state, [rec])
-            loop = _Loop(scheduler, max_trials_global, num_trials_per_iter, check_correctness)
-            loop(states, db, build, run, watch)
     if plot is not None:
         plot_tuning_curves(watch.curves(), plot)
     return db
