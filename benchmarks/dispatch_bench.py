@@ -1,11 +1,14 @@
-"""Library dispatch against the rules: matmul 512^3, 1024^3 and the ViT batched matmul.
+"""Library dispatch against the rules and the tuner: matmul 512^3, 1024^3, the ViT batched matmul.
 
-Each workload is an nn graph (``a @ b``) compiled two ways on one thread: the rules only
-(graph pipeline, ``ApplyDefaultSchedule``) and library first (``DispatchLibrary`` then the
-rules: the GEMM is a ``call_extern`` to OpenBLAS's cblas). numpy runs the same product as the
-reference. Times are medians of interleaved rounds; on a shared machine read the ratios.
+Each workload is an nn graph (``a @ b``) compiled four ways on one thread: the rules only
+(graph pipeline, ``ApplyDefaultSchedule``); library first (``DispatchLibrary`` then the
+rules: the GEMM is a ``call_extern`` to OpenBLAS's cblas); tuned (``--trials`` trials of the
+default space, the rules' schedule first, BLAS not measured, then ``tc.compile(database=)``);
+and the tuner's choice (the same tuning with BLAS measured as one more candidate, then
+``tc.compile(database=)``, which keeps the faster per function). numpy runs the same product
+as the reference. Times are medians of interleaved rounds; on a shared machine read the ratios.
 
-    python benchmarks/dispatch_bench.py [--rounds N]
+    python benchmarks/dispatch_bench.py [--rounds N] [--trials N]
 
 One thread for everybody: ``BENCH_THREADS`` defaults to 1 here (OpenMP kernels, numpy's
 OpenBLAS, the dispatched OpenBLAS); ``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` are
@@ -20,6 +23,7 @@ import os
 os.environ.setdefault("BENCH_THREADS", "1")
 
 import argparse
+import tempfile
 from typing import Any
 
 import _bench_common as bench  # sets the thread environment before numpy loads
@@ -27,6 +31,7 @@ import numpy as np
 
 import tilecraft as tc
 from tilecraft import rules as dl
+from tilecraft import tune as ms
 from tilecraft.dispatch import DispatchLibrary
 from tilecraft.frontend import nn
 from tilecraft.graph import get_pipeline
@@ -47,22 +52,52 @@ class Product(nn.Module):
         return a @ b
 
 
-def build(shapes: tuple[tuple[int, ...], ...], target: tc.Target, dispatch: bool) -> Any:
-    """The product compiled with the rules only, or with the library first."""
+def _module(shapes: tuple[tuple[int, ...], ...], target: tc.Target) -> tc.IRModule:
     spec = {n: nn.spec.Tensor(s, "float32") for n, s in zip("ab", shapes, strict=True)}
     mod, _ = Product().export({"forward": spec})
     with target:
-        mod = get_pipeline("default")(mod)
+        return get_pipeline("default")(mod)
+
+
+def build(shapes: tuple[tuple[int, ...], ...], target: tc.Target, dispatch: bool) -> Any:
+    """The product compiled with the rules only, or with the library first."""
+    mod = _module(shapes, target)
+    with target:
         if dispatch:
             mod = DispatchLibrary()(mod)
         mod = dl.ApplyDefaultSchedule(*dl.cpu.default_rules())(mod)
     return tc.build(mod, target)
 
 
+def tuned(
+    shapes: tuple[tuple[int, ...], ...], target: tc.Target, trials: int, library: bool
+) -> tuple[Any, str]:
+    """The product compiled from ``trials`` tuning trials (``library``: BLAS measured as one
+    of them), and who scheduled its GEMM."""
+    mod = _module(shapes, target)
+    with tempfile.TemporaryDirectory() as work_dir:
+        runner = ms.LocalRunner(num_threads=bench.THREADS, timeout_s=120.0)
+        try:
+            db = ms.tune_tir(
+                mod, target, work_dir=work_dir, max_trials_global=trials,
+                num_trials_per_iter=min(trials, 8), runner=runner, progress=False,
+                libraries=["blas"] if library else [],
+            )  # fmt: skip
+        finally:
+            runner.close()
+        exe = tc.compile(mod, target, database=db)
+    with target:
+        chosen = DispatchLibrary(database=db)(mod) if library else mod
+        chosen = ms.ApplyDatabase(database=db)(chosen)
+    who = {tc.ir.scheduled_by(f) for _, f in chosen.prim_funcs()} - {None}
+    return exe, ",".join(sorted(str(w) for w in who)) or "rules"
+
+
 def main() -> None:
     """Print a table of median times and ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--trials", type=int, default=8, help="tuning trials per workload")
     args = parser.parse_args()
     target = tc.Target(f"cpu -num-cores={bench.THREADS}")
     blas = load_blas()
@@ -70,18 +105,23 @@ def main() -> None:
     print(bench.environment_line())
     print(f"target: {target}")
     print(f"dispatched BLAS: {blas.config()}")
-    print(f"{'workload':<24}{'rules ms':>10}{'library ms':>12}{'numpy ms':>10}"
-          f"{'rules/lib':>11}{'lib/numpy':>11}")  # fmt: skip
+    print(f"tuning: {args.trials} trials per workload (the rules' schedule first)")
+    print(f"{'workload':<24}{'rules':>9}{'library':>9}{'tuned':>9}{'choice':>9}{'numpy':>9}"
+          f"  (ms)  choice/best  choice took")  # fmt: skip
     for name, shapes in WORKLOADS.items():
         rng = np.random.default_rng(0)
         a, b = (rng.standard_normal(s).astype("float32") for s in shapes)
         rules, library = build(shapes, target, False), build(shapes, target, True)
-        np.testing.assert_allclose(library(a, b), a @ b, rtol=1e-3, atol=1e-3)
-        np.testing.assert_allclose(rules(a, b), a @ b, rtol=1e-3, atol=1e-3)
-        calls = [lambda f=f, a=a, b=b: f(a, b) for f in (rules, library, np.matmul)]
-        t_rules, t_lib, t_np = bench.per_call(calls, args.rounds)
-        print(f"{name:<24}{t_rules * 1e3:>10.2f}{t_lib * 1e3:>12.2f}{t_np * 1e3:>10.2f}"
-              f"{t_rules / t_lib:>11.2f}{t_lib / t_np:>11.2f}")  # fmt: skip
+        tuned_exe, _ = tuned(shapes, target, args.trials, library=False)
+        choice, who = tuned(shapes, target, args.trials, library=True)
+        for exe in (rules, library, tuned_exe, choice):
+            np.testing.assert_allclose(exe(a, b), a @ b, rtol=1e-3, atol=1e-3)
+        fns = (rules, library, tuned_exe, choice, np.matmul)
+        calls = [lambda f=f, a=a, b=b: f(a, b) for f in fns]
+        times = bench.per_call(calls, args.rounds)
+        best = min(times[:4])
+        cells = "".join(f"{t * 1e3:>9.2f}" for t in times)
+        print(f"{name:<24}{cells}        {times[3] / best:>5.2f}  {who}")
 
 
 if __name__ == "__main__":

@@ -41,8 +41,8 @@ LAYERS: list[set[str]] = [
     {"graph"},
     {"frontend"},
     {"rules"},
-    {"tune"},
     {"dispatch"},
+    {"tune"},
     {"driver"},
     {"cli"},
 ]

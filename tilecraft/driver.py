@@ -11,9 +11,12 @@ PrimFuncs alone go to the target's backend (:func:`tilecraft.runtime.build`).
    as constants when given, matmuls reading transposed weights in place, every operator
    legalized to a PrimFunc, parameter-only work (weight transposes, re-layouts) computed
    once here, fusion;
-2. the records of a tuning database (``database=``, else the one of an enclosing ``with db:``)
-   through :class:`~tilecraft.tune.ApplyDatabase`: each function with an applicable record
-   gets its best schedule, marked ``tc.scheduled = "database"``;
+2. the records of a tuning database (``database=``, else the one of an enclosing ``with db:``):
+   first :class:`~tilecraft.dispatch.DispatchLibrary` with the database, which sends a GEMM to
+   BLAS where the tuner measured the library faster than its best tuned record (CPU targets,
+   when ``tilecraft[blas]`` is installed), then :class:`~tilecraft.tune.ApplyDatabase`: each
+   function with an applicable record gets its best schedule, marked
+   ``tc.scheduled = "database"``;
 3. the default schedule rules of the target (:func:`default_rules`) through
    :class:`~tilecraft.rules.ApplyDefaultSchedule`, under the target, for every function still
    unscheduled;
@@ -30,6 +33,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import rules
+from .dispatch import DispatchLibrary
+from .dispatch.measure import LibraryCandidate
 from .errors import BuildError
 from .graph import Executable, get_pipeline, is_graph_module
 from .graph.build import build as build
@@ -105,6 +110,8 @@ def compile(
             raise BuildError("compile: params given, but the module has no graph function")
         db = database if database is not None else Database.current()
         if db is not None:
+            if is_graph_module(mod) and LibraryCandidate().unavailable(tgt) is None:
+                mod = DispatchLibrary(database=db)(mod)  # the tuner's choice per function
             mod = ApplyDatabase(database=db)(mod)
         mod = ApplyDefaultSchedule(*rules)(mod)
     return build(mod, tgt, emulate=emulate)

@@ -14,6 +14,7 @@ Exit codes (scripts may rely on them):
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 import warnings
@@ -84,8 +85,59 @@ def _handled(traceback: bool) -> Iterator[None]:
             raise CommandError(_one_line(str(e)), EXIT_ERROR) from None
 
 
+COMMANDS = {
+    "bench": (
+        "commands_lib",
+        "Time a graph function of the exported LIBRARY (inputs not given are random).",
+    ),
+    "compile": ("commands_model", "Compile MODEL (.py, .pt2 or .onnx) to one exported library."),
+    "db": ("commands_db", "List, show, merge, prune and export tuning databases."),
+    "explain": (
+        "commands_model",
+        "Per kernel of MODEL: the rule that takes it and why each earlier rule declined.",
+    ),
+    "inspect": (
+        "commands_lib",
+        "What the exported LIBRARY holds: manifest, target, functions, kernels and who "
+        "scheduled each (no code is loaded).",
+    ),
+    "run": ("commands_lib", "Run a graph function of the exported LIBRARY on .npy inputs."),
+    "tune": ("commands_model", "Tune the kernels of MODEL, recording into WORK_DIR's database."),
+}
+"""Command -> (module of :mod:`tilecraft.cli` defining it, its line in ``tilecraft --help``).
+
+A command's module (and the compiler layers it uses) is imported only when the command runs
+or shows its own help, so ``tilecraft --help`` imports none of them."""
+
+
 class TilecraftGroup(click.Group):
-    """A group whose commands report tilecraft errors as one line and an exit code."""
+    """A group whose commands report tilecraft errors as one line and an exit code, and whose
+    commands are imported on first use (:data:`COMMANDS`)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command, loaded or not."""
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command ``cmd_name``, importing its module first when needed."""
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            importlib.import_module(f"{__package__}.{COMMANDS[cmd_name][0]}")
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``--help``, from :data:`COMMANDS` (nothing imported)."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            if name in COMMANDS:
+                text = click.utils.make_default_short_help(COMMANDS[name][1], limit)
+            else:
+                cmd = self.commands[name]
+                text = cmd.get_short_help_str(limit)
+            rows.append((name, text))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the chosen command under the error handling of the command line."""

@@ -16,6 +16,7 @@ from ..errors import TilecraftError, TuneError
 from ..frontend import nn
 from ..target import Target
 from ..tune import Database, RayBuilder, RayRunner, host_march, tune_tasks
+from ..tune.progress import should_show
 from ..tune.task import ExtractedTask
 from .app import cli
 from .models import load_model, parse_input_spec
@@ -201,10 +202,13 @@ def _workers(ray_address: str | None, march: str | None) -> Iterator[dict[str, A
 
 
 def _task_rows(tasks: list[ExtractedTask], db: Database, target: Target) -> list[dict[str, Any]]:
+    """Per task: trials, failures, the best time of all candidates and the library's time."""
     rows = []
     for t in tasks:
         records = db.records_of(db.key_of(t.mod, target))
         ok = [r.mean_secs for r in records if r.ok]
+        library = [r for r in records if r.ok and r.library is not None]
+        fastest = min(library, key=lambda r: r.mean_secs) if library else None
         rows.append(
             {
                 "task": t.task_name,
@@ -212,9 +216,18 @@ def _task_rows(tasks: list[ExtractedTask], db: Database, target: Target) -> list
                 "trials": len(records),
                 "failed": len(records) - len(ok),
                 "best_s": min(ok) if ok else None,
+                "library": None if fastest is None else fastest.library,
+                "library_s": None if fastest is None else fastest.mean_secs,
             }
         )
     return rows
+
+
+def show_tuning_table(as_json: bool, quiet: bool) -> bool:
+    """Whether ``tune`` draws the tuner's live table: not with ``--json`` or ``--quiet``,
+    else when standard output is a terminal outside CI (:func:`tilecraft.tune.progress.
+    should_show`); without it the tuner's progress is one line per round on stderr."""
+    return False if as_json or quiet else should_show(None)
 
 
 @cli.command("tune")
@@ -266,6 +279,12 @@ def _task_rows(tasks: list[ExtractedTask], db: Database, target: Target) -> list
     default=None,
     help="With --ray: -march of the measuring hosts (default: this machine's).",
 )
+@click.option(
+    "--library/--no-library",
+    default=True,
+    show_default=True,
+    help="Measure BLAS as one more candidate of each GEMM task (tilecraft[blas]).",
+)
 @JSON
 @QUIET
 def tune_command(
@@ -280,14 +299,17 @@ def tune_command(
     seed: int,
     ray_address: str | None,
     march: str | None,
+    library: bool,
     as_json: bool,
     quiet: bool,
 ) -> None:
     """Tune the kernels of MODEL, recording into WORK_DIR's database.
 
     Rerunning with the same --work-dir resumes: trials already recorded count
-    towards --trials, and tasks at their budget are skipped.
+    towards --trials, and tasks at their budget are skipped. On a terminal the
+    tuner's live table shows the tasks as they go.
     """
+    table = show_tuning_table(as_json, quiet)
     progress = Progress(3, quiet)
     with progress.step(f"read {model}"):
         loaded = load_model(model, inputs)
@@ -295,7 +317,7 @@ def tune_command(
     with progress.step("extract tasks"):
         tasks = model_tasks(loaded, target, task_names)
     step = progress.step(f"tune {len(tasks)} tasks, {trials} trials", live=True)
-    with step, _tune_progress(quiet), _workers(ray_address, march) as workers:
+    with step, _tune_progress(quiet or table), _workers(ray_address, march) as workers:
         tune_tasks(
             tasks,
             target,
@@ -304,13 +326,20 @@ def tune_command(
             num_trials_per_iter=per_iter or max(1, min(trials, 64)),
             database=db,
             seed=seed,
+            progress=table,
+            libraries=None if library else [],
             **workers,
         )
     rows = _task_rows(tasks, db, target)
     if as_json:
         emit_json({"work_dir": str(work_dir), "target": str(target), "tasks": rows})
         return
-    table = [
-        (r["task"], r["weight"], r["trials"], r["failed"], seconds_text(r["best_s"])) for r in rows
-    ]
-    print_table(("task", "weight", "trials", "failed", "best"), table, title=str(work_dir))
+    cells = [
+        (
+            r["task"], r["weight"], r["trials"], r["failed"], seconds_text(r["best_s"]),
+            seconds_text(r["library_s"]),
+        )
+        for r in rows
+    ]  # fmt: skip
+    headers = ("task", "weight", "trials", "failed", "best", "library")
+    print_table(headers, cells, title=str(work_dir))

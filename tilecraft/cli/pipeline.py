@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from ..driver import build, default_rules
 from ..driver import compile as tc_compile
+from ..driver import default_rules
 from ..errors import DatabaseError, LowerError
 from ..graph import get_pipeline
 from ..ir import IRModule
 from ..lower.graph_program import GraphProgram
 from ..lower.graph_program_json import constant_specs, program_from_json
-from ..rules import ApplyDefaultSchedule, explain
+from ..rules import explain
 from ..rules.explain import ExplainReport
 from ..runtime.executor import Executable
 from ..runtime.export import ExportError, load_module
@@ -60,19 +60,10 @@ def prepare(model: Model, target: Target) -> IRModule:
 
 
 def compile_model(model: Model, target: Target, database: Database | None) -> Executable:
-    """Compile the model the default way; with a database, its records before the rules.
-
-    Without a database this is ``tc.compile``; with one it is the same path with
-    :class:`~tilecraft.tune.ApplyDatabase` before the default rules.
-    """
-    if database is None:
-        exe = tc_compile(model.mod, target, params=model.params)
-    else:
-        mod = prepare(model, target)
-        with target:
-            mod = ApplyDatabase(database=database)(mod)
-            mod = ApplyDefaultSchedule(*default_rules(target))(mod)
-        exe = build(mod, target)
+    """Compile the model with ``tc.compile`` (weights bound; with a database, the tuner's
+    choice per function: the library where it measured faster, else the best record, then
+    the default rules for the rest)."""
+    exe = tc_compile(model.mod, target, params=model.params, database=database)
     if not isinstance(exe, Executable):
         raise ExportError("compile: the model has no graph function to export")
     return exe

@@ -14,10 +14,17 @@ calling fused PrimFuncs). For each PrimFunc called by a graph function:
    an activation after the GEMM, ``g = call_extern(...)`` then ``y = call_tir(f_epilogue, (g,
    ..))``, the epilogue a new, unscheduled PrimFunc of our own (the rules or a database
    schedule it).
+   The call runs on the target's ``-num-cores`` BLAS threads (attribute ``num_threads``).
 4. **Mark the replaced function** ``tc.scheduled = "dispatch:<library>"``: it stays in the
    module (what the library computes, for inspection and for comparing against a tuned
    kernel), every scheduling pass leaves it alone, and the build does not compile it while no
    graph function calls it.
+
+With ``database=``, step 2 also asks the tuning database which is faster: a GEMM is sent
+to the library only when the tuner measured the library (a library record of its workload,
+see :mod:`tilecraft.dispatch.measure`) faster than the best tuned record; otherwise it is left
+for ``ApplyDatabase`` and the rules (the report says why). ``DispatchLibrary(database=db)``,
+then ``ApplyDatabase``, then the rules is the tuner's choice per function.
 
 The extern call reads its extents from the arrays at run time, so symbolic extents (batch,
 sequence length) work unchanged. Without the library the pass raises
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ..errors import TilecraftError
 from ..graph.ir import (
@@ -45,12 +53,32 @@ from ..ir.scheduled import by_dispatch, mark_scheduled
 from ..ir.transform import ModulePass
 from ..rules.apply import scheduled_reason
 from ..runtime.executor.extern import load_blas
-from ..target import Target
+from ..target import Target, as_target
 from ._gemm import GemmMatch, match_gemm
 
 LIBRARIES = ("blas",)
 """The libraries this pass dispatches to."""
 GEMM_ROUTINE = {"blas": "blas.gemm"}
+
+
+class _Timed(Protocol):
+    @property
+    def mean_secs(self) -> float: ...
+
+
+class Measurements(Protocol):
+    """What ``DispatchLibrary(database=...)`` asks: a tuning database
+    (:class:`tilecraft.tune.Database`) answers both."""
+
+    def query_tuning_record(
+        self, mod: IRModule | PrimFunc, target: Target | str | None = None
+    ) -> _Timed | None:
+        """The fastest tuned record of ``mod``'s function, if any."""
+
+    def query_library_record(
+        self, mod: IRModule | PrimFunc, library: str, target: Target | str | None = None
+    ) -> _Timed | None:
+        """The fastest measurement of ``library`` on ``mod``'s function, if any."""
 
 
 class DispatchError(TilecraftError):
@@ -72,6 +100,9 @@ class DispatchLibrary(ModulePass):
     ----------
     library
         ``"blas"``: OpenBLAS's cblas GEMM on the CPU (``pip install 'tilecraft[blas]'``).
+    database
+        A tuning database: dispatch only the GEMMs whose library measurement is faster than
+        their best tuned record (None: every GEMM).
 
     Attributes
     ----------
@@ -86,13 +117,15 @@ class DispatchLibrary(ModulePass):
         When the library is not installed (the message names the extra).
     """
 
-    def __init__(self, library: str = "blas") -> None:
+    def __init__(self, library: str = "blas", *, database: Measurements | None = None) -> None:
         if library not in LIBRARIES:
             raise DispatchError(
                 f"DispatchLibrary: unknown library {library!r}; available: {list(LIBRARIES)}"
             )
         self.library = library
+        self.database = database
         self.report = DispatchReport()
+        self._threads = 0
 
     def transform_module(self, mod: IRModule) -> IRModule:
         """The module with the GEMMs of its graph functions sent to the library."""
@@ -104,7 +137,9 @@ class DispatchLibrary(ModulePass):
             )
         load_blas()  # a missing library is an error naming the extra, before anything changes
         self.report = DispatchReport()
-        matches = self._matches(mod)
+        tgt = as_target(target)
+        self._threads = tgt.num_cores
+        matches = self._matches(mod, tgt)
         if not matches:
             return mod
         taken = set(mod.functions)
@@ -122,7 +157,7 @@ class DispatchLibrary(ModulePass):
             funcs[gname] = self._rewrite(g, matches, epilogues)
         return IRModule(funcs, mod.attrs)
 
-    def _matches(self, mod: IRModule) -> dict[str, GemmMatch]:
+    def _matches(self, mod: IRModule, target: Target) -> dict[str, GemmMatch]:
         called = {
             b.value.func
             for _, g in graph_functions(mod)
@@ -135,12 +170,29 @@ class DispatchLibrary(ModulePass):
                 continue
             why = scheduled_reason(func)
             m = match_gemm(func) if why is None else f"already scheduled ({why})"
+            if not isinstance(m, str):
+                m = self._slower(func, target) or m
             if isinstance(m, str):
                 self.report.declined[name] = m
             else:
                 out[name] = m
                 self.report.dispatched.append(name)
         return out
+
+    def _slower(self, func: PrimFunc, target: Target) -> str | None:
+        """Why the library loses to the tuned kernel per the database (None: it wins)."""
+        if self.database is None:
+            return None
+        lib = self.database.query_library_record(func, self.library, target)
+        if lib is None:
+            return f"no {self.library} measurement in the database"
+        tuned = self.database.query_tuning_record(func, target)
+        if tuned is not None and tuned.mean_secs <= lib.mean_secs:
+            return (
+                f"the tuned kernel is faster ({tuned.mean_secs * 1e3:.4g} ms, "
+                f"{self.library} {lib.mean_secs * 1e3:.4g} ms)"
+            )
+        return None
 
     def _rewrite(
         self, g: Function, matches: dict[str, GemmMatch], epilogues: dict[str, str]
@@ -154,7 +206,9 @@ class DispatchLibrary(ModulePass):
                 bindings.append(b)
                 continue
             a, bb = v.args[m.a], v.args[m.b]
-            attrs = Attrs({"trans_a": m.trans_a, "trans_b": m.trans_b})
+            attrs = Attrs(
+                {"trans_a": m.trans_a, "trans_b": m.trans_b, "num_threads": self._threads}
+            )
             if m.epilogue is None:
                 bindings.append(Binding(b.var, CallExtern(routine, (a, bb), b.var.type, attrs)))
                 continue

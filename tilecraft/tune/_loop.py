@@ -103,9 +103,10 @@ def start_task(
         state.done = True
         logger.info("task %s: %d trials already recorded; skipped", task.task_name, len(records))
         return state
-    strategy.initialize(task.func, target, space, seed, records)
+    schedules = [r for r in records if r.library is None]  # library records replay nothing
+    strategy.initialize(task.func, target, space, seed, schedules)
     key = structural_hash(first.func) if first is not None else None
-    state.from_space = sum(1 for r in records if r.func_hash != key)
+    state.from_space = sum(1 for r in schedules if r.func_hash != key)
     if first is not None and key is not None and key not in strategy.measured:
         strategy.measured.add(key)  # the strategy must not propose it again
         state.first.append(first)

@@ -27,6 +27,7 @@ from ..runtime.backend import backend_of
 from ..schedule import Schedule
 from ..target import Target, as_target
 from ._defaults import rules_candidate
+from ._library import LibrariesLike, library_candidates, library_plan, measure_libraries, reserved
 from ._loop import TaskState, run_round, start_task
 from ._pass import TunePass
 from .builder.base import Builder
@@ -114,6 +115,7 @@ def tune_tasks(
     progress: bool | None = None,
     plot: str | os.PathLike[str] | None = None,
     cost_model: CostModel | str | None = None,
+    libraries: LibrariesLike = None,
 ) -> Database:
     """Tune ``tasks`` and return the database holding their records (TuneError on bad
     settings; a task that cannot be tuned, with symbolic shapes say, is skipped with a warning).
@@ -147,6 +149,11 @@ def tune_tasks(
         outside CI (see :mod:`tilecraft.tune.progress`).
     plot
         A PNG file to draw the tuning curves into (needs ``tilecraft[plot]``).
+    libraries
+        Libraries measured as one more candidate of each task they compute (``"blas"`` or
+        :class:`~tilecraft.dispatch.measure.LibraryCandidate` objects; ``[]``: none). Default:
+        BLAS when installed, on a CPU target, when the tuner makes its own runner (see
+        :mod:`tilecraft.tune._library`).
     """
     _check_budget(max_trials_global, num_trials_per_iter)
     _check_tasks(tasks)
@@ -160,8 +167,15 @@ def tune_tasks(
         states = start(tasks, db, tgt)
         show = should_show(progress)
         with TuneProgress(states, max_trials_global, show=show, work_dir=work_dir) as watch:
-            loop = _Loop(scheduler, max_trials_global, num_trials_per_iter, check_correctness)
-            loop(states, db, build, run, watch)
+            spent = sum(s.trials for s in states)
+            libs = library_candidates(libraries, runner, tgt)
+            plan = library_plan(states, libs, db, max_trials_global - spent)
+            budget = max_trials_global - len(plan)
+            loop = _Loop(scheduler, budget, num_trials_per_iter, check_correctness)
+            with reserved(plan):
+                loop(states, db, build, run, watch)
+            for state, rec in measure_libraries(plan, db, run):
+                watch.update(state, [rec])
     if model is not None and work_dir is not None:
         model.save(os.path.join(work_dir, MODEL_DIR))
     if plot is not None:

@@ -4,13 +4,14 @@ A routine is named ``"<library>.<routine>"`` and configured by its step's attrib
 called like a kernel, ``routine(*inputs, out)``, on C-contiguous arrays, and reads every extent
 from them (so symbolic extents need nothing more). The routines:
 
-``"blas.gemm"`` (attributes ``trans_a``, ``trans_b``)
+``"blas.gemm"`` (attributes ``trans_a``, ``trans_b``, optional ``num_threads``)
     ``out[..., M, N] = A[..., M, K] @ B[..., K, N]`` in float32 (``cblas_sgemm``) or float64
     (``cblas_dgemm``). ``A`` is stored ``(..., K, M)`` when ``trans_a``, ``B`` ``(..., N, K)``
-    when ``trans_b``. An operand of rank 2 is shared by every batch; an operand of the output's
-    rank has the output's batch extents. One GEMM call when only ``A`` is batched (and not
-    transposed: the batch folds into M), the strided-batched call when both are, a loop of
-    calls when only ``B`` is.
+    when ``trans_b``; ``num_threads`` (> 0) is the number of BLAS threads the call runs on
+    (``DispatchLibrary`` sets the target's ``-num-cores``). An operand of rank 2 is shared by
+    every batch; an operand of the output's rank has the output's batch extents. One GEMM call
+    when only ``A`` is batched (and not transposed: the batch folds into M), the
+    strided-batched call when both are, a loop of calls when only ``B`` is.
 
 BLAS is OpenBLAS from the ``scipy-openblas32`` wheel (``pip install 'tilecraft[blas]'``),
 loaded once through ctypes; its symbols carry the wheel's ``scipy_`` prefix. Without the wheel
@@ -56,6 +57,15 @@ class Blas:
     def set_num_threads(self, n: int) -> None:
         """Run later BLAS calls on ``n`` threads."""
         getattr(self.dll, f"{_PREFIX}openblas_set_num_threads")(ctypes.c_int(n))
+
+    def get_num_threads(self) -> int:
+        """The number of threads BLAS calls run on now."""
+        return int(getattr(self.dll, f"{_PREFIX}openblas_get_num_threads")())
+
+    def use_threads(self, n: int) -> None:
+        """Run later BLAS calls on ``n`` threads (no library call when it already does)."""
+        if self.get_num_threads() != n:
+            self.set_num_threads(n)
 
     def config(self) -> str:
         """The library's build and core description (``openblas_get_config``)."""
@@ -156,9 +166,14 @@ def blas_gemm(
 
 def _gemm_kernel(attrs: Mapping[str, Any]) -> ExternKernel:
     trans_a, trans_b = bool(attrs.get("trans_a", False)), bool(attrs.get("trans_b", False))
-    load_blas()  # a missing library is reported now, not at the first call
+    threads = attrs.get("num_threads", 0)
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
+        raise GraphError(f"blas.gemm: num_threads must be an int >= 0, got {threads!r}")
+    blas = load_blas()  # a missing library is reported now, not at the first call
 
     def run(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        if threads:
+            blas.use_threads(threads)
         blas_gemm(a, b, out, trans_a, trans_b)
 
     return run

@@ -21,6 +21,8 @@ from ...schedule import Trace
 from ..arg_info import ArgInfo
 from .workload import (
     FORMAT_VERSION,
+    LIBRARY_EXTRA,
+    LIBRARY_RECORD_VERSION,
     ModuleEquality,
     TuningRecord,
     Workload,
@@ -41,8 +43,13 @@ class ForeignVersionError(DatabaseError):
     """A line written in another format version (by another tilecraft); it never matches."""
 
 
-def _check_version(data: Mapping[str, Any], where: str) -> None:
+def _check_version(data: Mapping[str, Any], where: str, library_ok: bool = False) -> None:
     version = data.get("version")
+    if library_ok and version == LIBRARY_RECORD_VERSION and not isinstance(version, bool):
+        extra = data.get("extra")
+        if not isinstance(extra, dict) or not isinstance(extra.get(LIBRARY_EXTRA), str):
+            raise DatabaseError(f"{where}: a version {version} record must name its library")
+        return
     if version != FORMAT_VERSION or isinstance(version, bool):
         raise ForeignVersionError(
             f"{where}: format version {version!r}; this tilecraft reads {FORMAT_VERSION}"
@@ -171,7 +178,7 @@ def encode_record(rec: TuningRecord) -> str:
     """One JSON line (without the newline) holding ``rec``."""
     data = {
         "format": RECORD_FORMAT,
-        "version": FORMAT_VERSION,
+        "version": FORMAT_VERSION if rec.library is None else LIBRARY_RECORD_VERSION,
         "workload": rec.workload.key.id,
         "trace": json.loads(rec.trace.as_json()),
         "run_secs": None if rec.run_secs is None else [float(s) for s in rec.run_secs],
@@ -197,7 +204,7 @@ def decode_record(
     DatabaseError
         When the line is malformed (bad trace, run times, argument info...).
     """
-    _check_version(data, where)
+    _check_version(data, where, library_ok=True)
     _expect(data, RECORD_FORMAT, _RECORD_KEYS, where)
     workload = workload_of(_str(data, "workload", where))
     if workload is None:

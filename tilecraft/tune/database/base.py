@@ -152,9 +152,9 @@ class Database(ABC):
 
     def _ranked(self, key: WorkloadKey) -> list[TuningRecord]:
         """Successful records of ``key`` measured for its target, fastest first (stable in
-        commit order). Storage refuses other targets' records on load and on commit; checking
-        again here keeps any storage from handing one out."""
-        ok = (r for r in self._records(key) if r.ok)
+        commit order), library records left out. Storage refuses other targets' records on
+        load and on commit; checking again here keeps any storage from handing one out."""
+        ok = (r for r in self._records(key) if r.ok and r.library is None)
         usable = (r for r in ok if target_conflict(r.target, key.target) is None)
         return sorted(usable, key=lambda r: r.mean_secs)
 
@@ -167,6 +167,23 @@ class Database(ABC):
         """The fastest successful record of ``mod``'s function for ``target``, if any."""
         ranked = self._ranked(self.key_of(mod, target, workload_name))
         return ranked[0] if ranked else None
+
+    def query_library_record(
+        self,
+        mod: IRModule | PrimFunc,
+        library: str,
+        target: Target | str | None = None,
+        workload_name: str = "main",
+    ) -> TuningRecord | None:
+        """The fastest successful library record of ``library`` (``"blas"``) for ``mod``'s
+        function and ``target``, if any (see :attr:`TuningRecord.library`)."""
+        key = self.key_of(mod, target, workload_name)
+        found = [
+            r
+            for r in self._records(key)
+            if r.ok and r.library == library and target_conflict(r.target, key.target) is None
+        ]
+        return min(found, key=lambda r: r.mean_secs) if found else None
 
     def query_schedule(
         self,

@@ -52,6 +52,13 @@ from ..arg_info import ArgInfo
 FORMAT_VERSION = 1
 """Version of the workload/record format; part of every workload key."""
 
+LIBRARY_RECORD_VERSION = 2
+"""Format version of a library record's line (a record of format version 1 is a schedule):
+a reader of version 1 alone skips these lines instead of replaying their empty trace."""
+
+LIBRARY_EXTRA = "dispatch"
+"""The ``extra`` key that makes a record a library record: its value names the library."""
+
 IGNORED_ATTRS = frozenset(
     {"op_pattern", "tc.scheduled", "tc.tuned", "tc.schedule_rule", "tc.record"}
 )
@@ -281,6 +288,16 @@ class TuningRecord:
     def __repr__(self) -> str:
         outcome = f"{self.mean_secs * 1e3:.4g} ms" if self.ok else f"failed: {self.error}"
         return f"TuningRecord({self.workload!r}, {len(self.trace)} instructions, {outcome})"
+
+    @property
+    def library(self) -> str | None:
+        """The library a *library record* measured (``"blas"``), None for a schedule's record.
+
+        A library record times what ``DispatchLibrary`` would run for the workload (the
+        library call and our epilogue); its trace is empty and is never replayed.
+        """
+        value = self.extra.get(LIBRARY_EXTRA)
+        return value if isinstance(value, str) else None
 
     @property
     def ok(self) -> bool:
