@@ -24,11 +24,14 @@ tilecraft's GB/s over the read's.
 Threads: ``--threads N`` (default: all usable cores) sets both ``OMP_NUM_THREADS`` (tilecraft,
 the C read) and ``OPENBLAS_NUM_THREADS`` (numpy) before anything is imported, so both sides
 use the same count. ``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` are removed from the
-environment first. ``--clock thread`` (with ``--threads 1`` only) times with the calling
-thread's CPU time instead of the wall clock: on an oversubscribed machine it leaves out the
-time the thread waits for a core, which the wall clock charges to whoever runs.
+environment first; with ``TILECRAFT_HOST_TARGET=avx2`` numpy gets
+``OPENBLAS_CORETYPE=Haswell``, OpenBLAS's AVX2 kernel, so both sides run the same ISA.
+``--clock thread`` (with ``--threads 1`` only) times with the calling thread's CPU time
+instead of the wall clock: on an oversubscribed machine it leaves out the time the thread
+waits for a core, which the wall clock charges to whoever runs.
 
-Run: ``python benchmarks/cpu_rules_bench.py [--threads N] [--clock wall|thread] [--rounds R]``.
+Run: ``python benchmarks/cpu_rules_bench.py [--threads N] [--clock wall|thread] [--rounds R]
+[--only TEXT]``.
 """
 
 from __future__ import annotations
@@ -50,6 +53,12 @@ def _early_option(name: str, default: str) -> str:
 _REMOVED = {
     k: os.environ.pop(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ
 }
+_SAME_ISA = {"avx2": "Haswell", "x86-64-v3": "Haswell"}
+"""OpenBLAS kernel matching a ``TILECRAFT_HOST_TARGET`` preset: numpy then runs the ISA
+tilecraft compiles for (an AVX2 build against AVX-512 OpenBLAS compares two ISAs)."""
+_CORETYPE = _SAME_ISA.get(os.environ.get("TILECRAFT_HOST_TARGET", ""))
+if _CORETYPE is not None:
+    os.environ["OPENBLAS_CORETYPE"] = _CORETYPE
 _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 _THREADS = int(_early_option("--threads", str(_CORES)))
 os.environ["OMP_NUM_THREADS"] = str(_THREADS)
@@ -151,14 +160,20 @@ def _schedule(func: tc.PrimFunc) -> tuple[Callable[..., object], str]:
     return tc.build(mod, target="cpu")["main"], str(rule)
 
 
-def matmul_workloads() -> list[Workload]:
-    """float32 matmul 512^3, 1024^3 and two batched matmuls."""
+def matmul_workloads(only: str = "") -> list[Workload]:
+    """float32 matmuls and batched matmuls (issue 19's shapes, ``M x K x N``) whose name
+    contains ``only``: each at least 0.9x numpy's GFLOP/s."""
     rng = np.random.default_rng(0)
     out = []
-    cases = [("matmul 512^3", (), 512, 512, 512, 0.8), ("matmul 1024^3", (), 1024, 1024, 1024, 0.8),
-             ("bmm 12x128x64x128", (12,), 128, 128, 64, None),
-             ("bmm 8x256^3", (8,), 256, 256, 256, None)]  # fmt: skip
-    for name, batch, m, n, k, target in cases:
+    cases = [("matmul 512^3", (), 512, 512, 512), ("matmul 1024^3", (), 1024, 1024, 1024),
+             ("matmul 1000^3", (), 1000, 1000, 1000), ("matmul 127x255x511", (), 127, 511, 255),
+             ("matmul 4096x4096x64", (), 4096, 64, 4096),
+             ("matmul 4096x64x4096", (), 4096, 4096, 64),
+             ("bmm 16x197x64x197", (16,), 197, 197, 64),
+             ("bmm 12x128x64x128", (12,), 128, 128, 64),
+             ("bmm 8x256^3", (8,), 256, 256, 256)]  # fmt: skip
+    for name, batch, m, n, k in (c for c in cases if only in c[0]):
+        target = 0.9
         a = tc.te.placeholder((*batch, m, k), "float32", name="A")
         b = tc.te.placeholder((*batch, k, n), "float32", name="B")
         kernel, rule = _schedule(tc.te.create_prim_func([a, b, tc.topi.matmul(a, b)]))
@@ -227,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=11, help="interleaved timing rounds")
     parser.add_argument("--threads", type=int, default=_CORES, help="threads on both sides")
     parser.add_argument("--clock", choices=["wall", "thread"], default="wall")
+    parser.add_argument("--only", default="", help="run the workloads whose name has this text")
     args = parser.parse_args(argv)
     if args.clock == "thread" and _THREADS != 1:
         parser.error("--clock thread needs --threads 1 (it counts the calling thread only)")
@@ -235,12 +251,15 @@ def main(argv: list[str] | None = None) -> int:
     fits = "fits" if nbytes <= target.l3_bytes else "does not fit"
     print(blas_info())
     removed = ", ".join(_REMOVED) or "none set"
+    if _CORETYPE is not None:
+        removed += f"; OPENBLAS_CORETYPE={_CORETYPE} (the ISA of TILECRAFT_HOST_TARGET)"
     print(f"cores: {_CORES}; threads: {_THREADS} (OMP_NUM_THREADS = OPENBLAS_NUM_THREADS); "
           f"clock: {args.clock}; removed from env: {removed}")  # fmt: skip
     print(f"caches: L1d {target.l1d_bytes >> 10} KiB, L2 {target.l2_bytes >> 10} KiB, "
           f"L3 {target.l3_bytes >> 20} MiB; the 64 MiB GEMV weight {fits} in the L3")  # fmt: skip
     read, _keep = read_kernel(nbytes)
-    workloads = [*matmul_workloads(), *gemv_workloads(read, nbytes)]
+    gemvs = gemv_workloads(read, nbytes) if "gemv".startswith(args.only) else []
+    workloads = [*matmul_workloads(args.only), *gemvs]
     clock = _clock(args.clock)
     head = f"{'workload':<34}{'tilecraft':>18}{'reference':>26}{'ratio':>7}{'target':>8}  met"
     print(head)

@@ -107,9 +107,11 @@ class MatmulConfig:
 
     @staticmethod
     def for_target(target: Target) -> MatmulConfig:
-        """The configuration for a CPU target: register tile from its SIMD width."""
+        """The configuration for a CPU target: the register tile from its SIMD width and
+        vector register count (:func:`register_tile`), caches and cores from the target."""
         bits = max(target.simd_bits, 128)
-        mr, nr_vectors = (8, 2) if bits >= 512 else (6, 2)
+        nr_vectors = 2
+        mr = register_tile(vector_registers(target), nr_vectors)
         return MatmulConfig(bits, mr, nr_vectors, max(target.num_cores, 1),
                             target.l1d_bytes or 32 * 1024, target.l2_bytes or 1024 * 1024,
                             target.l3_bytes or 8 * 1024 * 1024)  # fmt: skip
@@ -117,6 +119,28 @@ class MatmulConfig:
     def lanes(self, dtype: DataType) -> int:
         """SIMD lanes of ``dtype`` (at least 1)."""
         return max(1, self.vector_bits // max(dtype.bits, 8))
+
+
+FMA_CHAINS = 8
+"""Independent accumulators that keep the FMA units busy: 4 cycles of latency times 2 ports
+(x86 since Haswell and Zen 2). A register tile with fewer leaves FMA slots idle."""
+ROW_POINTERS = 8
+"""Most rows of the broadcast operand one micro-kernel step reads: each row is an address
+register in the inner loop (x86-64 has 16 general registers, the loop needs the others); at
+14 rows gcc reloads row offsets from the stack on every step (measured 1024^3 AVX-512: 74
+GFLOP/s at 14 rows, 100 at 8)."""
+
+
+def vector_registers(target: Target) -> int:
+    """SIMD registers of a CPU target: 32 with AVX-512 and on AArch64, else 16."""
+    return 32 if "avx512f" in target.features or target.arch == "aarch64" else 16
+
+
+def register_tile(registers: int, nr_vectors: int) -> int:
+    """Rows ``mr`` of an ``mr x nr_vectors`` accumulator tile: every register not holding the
+    ``nr_vectors`` streamed vectors or the one broadcast value accumulates (AVX2: 6 x 2 = 12
+    accumulators of 16), at most :data:`ROW_POINTERS` rows."""
+    return max(1, min((registers - nr_vectors - 1) // nr_vectors, ROW_POINTERS))
 
 
 @dataclass
@@ -147,6 +171,7 @@ class _Tiles:
     k: list[LoopRV]
     m_i: LoopRV
     n_i: LoopRV
+    m_blocked: bool = False
 
 
 class Matmul(CPURule):
@@ -186,7 +211,7 @@ class Matmul(CPURule):
         localize_output(sch, plan.main, tiles.m_o)
         attempt(sch, sch.decompose_reduction, plan.main, tiles.k[0])
         # Step 5. Pack the streamed operand's panel.
-        _pack(sch, plan, tiles)
+        _pack(sch, plan, tiles, cfg)
         # Step 6. Parallel outer loops, unrolled rows, vectorized columns.
         _annotate(sch, plan, tiles)
         return sch
@@ -279,17 +304,24 @@ def _choose_roles(plan: _Plan) -> str | None:
 def _tile_sizes(
     plan: _Plan, cfg: MatmulConfig, direct: bool, padded: bool = False
 ) -> tuple[int, int]:
-    """(mr, nr): the register tile (see :func:`_tile`). ``padded``: the tile to pad ``n`` to
-    when it is longer than a vector and not a whole number of tiles: the multiple of the
-    vector that pads it least, the wider on a tie (a 28-wide conv row: 32; a 28-wide tile
-    runs a vector and a partial one per row, 3.6x slower)."""
+    """(mr, nr): the register tile (see :func:`_tile`). ``mr``: the rows that divide ``m``
+    down to two thirds of ``cfg.mr``, else ``cfg.mr`` (``m`` is padded). ``padded``: the tile
+    to pad ``n`` to when it is longer than a vector: the multiple of the vector that costs
+    least, padded columns over the share of the FMA units the ``mr x nr`` tile keeps busy,
+    the wider on a tie (a 28-wide conv row: 32, where a 28-wide tile runs a vector and a
+    partial one per row, 3.6x slower; 1000 columns: 2 x 8 padded to 1008, not 1 x 8 with
+    half the FMA units idle)."""
     lanes = cfg.lanes(plan.einsum.output.buffer.dtype)
     n_ext, m_ext = const_int(plan.doms[id(plan.n)]), const_int(plan.doms[id(plan.m)])
     widest = lanes * cfg.nr_vectors * (2 if direct else 1)
     nr = pick_tile(n_ext, widest, lanes)
-    if padded and n_ext is not None and n_ext > lanes and (nr % lanes or n_ext % nr):
-        nr = min(range(widest, 0, -lanes), key=lambda t: -(-n_ext // t) * t)
-    mr = 1 if direct else pick_tile(m_ext, cfg.mr)
+    mr = 1 if direct else pick_tile(m_ext, cfg.mr, lowest=cfg.mr - cfg.mr // 3)
+    if padded and n_ext is not None and n_ext > lanes:
+
+        def cost(t: int) -> float:  # padded columns over the share of FMA slots kept busy
+            return -(-n_ext // t) * t / min(1.0, mr * (t // lanes) / FMA_CHAINS)
+
+        nr = min(range(widest, 0, -lanes), key=cost)
     return mr, nr
 
 
@@ -325,6 +357,9 @@ def _pad_ragged(base: Schedule, plan: _Plan, cfg: MatmulConfig) -> tuple[Schedul
         if staged and attempt(padded, padded.compute_inline, staged[0]):
             # a conv's staging block filled by its zero-filled copy: the copy is the stage
             again.stages[id(block_node(padded, copy).writes[0].buffer)] = copy
+            continue
+        if block_node(padded, copy).writes[0].buffer is again.v.buffer:
+            again.stages[id(again.v.buffer)] = copy  # the streamed operand: packed as it pads
             continue
         loops = padded.get_loops(copy)
         if len(loops) > 1:
@@ -414,7 +449,7 @@ def _tile(sch: Schedule, plan: _Plan, cfg: MatmulConfig, direct: bool) -> _Tiles
     mid = [*(loops[id(v)] for v in plan.u_other), m_o]
     k = [loops[id(v)] for v in plan.einsum.k_iters]
     sch.reorder(*parallel, *mid, *k, m_i, n_i)
-    return _Tiles(nr, parallel, n_o, m_o, k, m_i, n_i)
+    return _Tiles(nr, parallel, n_o, m_o, k, m_i, n_i, blocks > 1)
 
 
 def _constant_loop(sch: Schedule, loop: LoopRV) -> bool:
@@ -423,7 +458,7 @@ def _constant_loop(sch: Schedule, loop: LoopRV) -> bool:
     return isinstance(node.extent, IntImm)
 
 
-def _pack(sch: Schedule, plan: _Plan, tiles: _Tiles) -> None:
+def _pack(sch: Schedule, plan: _Plan, tiles: _Tiles, cfg: MatmulConfig) -> None:
     """Copy the ``K x nr`` panel of V read under ``n_o`` to a buffer with ``n`` innermost.
 
     A panel small enough for the stack (C codegen's ``STACK_LIMIT_BYTES``) is not packed under
@@ -440,9 +475,11 @@ def _pack(sch: Schedule, plan: _Plan, tiles: _Tiles) -> None:
     itemsize = max(plan.v.buffer.dtype.bits // 8, 1)
     small = k_ext is not None and k_ext * tiles.nr * itemsize <= STACK_LIMIT_BYTES
     contiguous = plan.v.indices[-1] is plan.n
-    if small and contiguous and id(plan.v.buffer) not in plan.stages:
+    n_ext = const_int(plan.doms[id(plan.n)])
+    in_l1 = small and n_ext is not None and k_ext * n_ext * itemsize <= cfg.l1d_bytes // 2
+    if in_l1 and contiguous and id(plan.v.buffer) not in plan.stages:
         return
-    attempt(sch, _pack_panel, sch, plan, tiles, not small)
+    attempt(sch, _pack_panel, sch, plan, tiles, not (small or tiles.m_blocked))
 
 
 def _pack_panel(sch: Schedule, plan: _Plan, tiles: _Tiles, under_tile: bool) -> None:
@@ -456,7 +493,9 @@ def _pack_panel(sch: Schedule, plan: _Plan, tiles: _Tiles, under_tile: bool) -> 
     if under_tile:
         sch.compute_at(stage, tiles.n_o)
     ndim = len(plan.v.indices)
-    if pos != ndim - 1:
+    if not under_tile:
+        sch.transform_layout(stage, ("write", 0), _panel_layout(plan, tiles.nr))
+    elif pos != ndim - 1:
         order = [d for d in range(ndim) if d != pos] + [pos]
         index_map = IndexMap.from_func(lambda *i: tuple(i[d] for d in order), ndim=ndim)
         sch.transform_layout(stage, ("write", 0), index_map)
@@ -467,6 +506,21 @@ def _pack_panel(sch: Schedule, plan: _Plan, tiles: _Tiles, under_tile: bool) -> 
     sch.vectorize(inner)
     if not under_tile and rest:
         sch.parallel(rest[0])
+
+
+def _panel_layout(plan: _Plan, nr: int) -> IndexMap:
+    """``V[.., k, .., n]`` -> ``V_global[batch.., n // nr, others.., n % nr]``: the panels of
+    ``nr`` columns one after the other, each ``K x nr`` contiguous (read at unit stride by the
+    micro-kernel, none of its rows a multiple of 4 KiB apart as a wide operand's rows are)."""
+    idx = plan.v.indices
+    pos = next(d for d, i in enumerate(idx) if i is plan.n)
+    batch = [d for d, i in enumerate(idx) if any(i is b for b in plan.batch) and d != pos]
+    rest = [d for d in range(len(idx)) if d != pos and d not in batch]
+
+    def layout(*i: Expr) -> tuple[Expr, ...]:
+        return (*(i[d] for d in batch), i[pos] // nr, *(i[d] for d in rest), i[pos] % nr)
+
+    return IndexMap.from_func(layout, ndim=len(idx))
 
 
 def _annotate(sch: Schedule, plan: _Plan, tiles: _Tiles) -> None:
