@@ -464,10 +464,13 @@ def _pack(sch: Schedule, plan: _Plan, tiles: _Tiles, cfg: MatmulConfig) -> None:
     A panel small enough for the stack (C codegen's ``STACK_LIMIT_BYTES``) is not packed under
     the tile: it fits in L1 unpacked, and GCC keeps the register tile in registers only while
     no other stack array is used in its loop (measured at 12 x 128x64x128: 38 GFLOP/s packed,
-    104 unpacked). It is read in place when ``n`` is its innermost index; otherwise (a key
-    matrix ``K[j, k]`` of attention scores) the micro-kernel would gather along a whole row,
-    and the operand is transposed once, before the nest (the TinyLlama prefill's scores, 32 x
-    128 x 128 x 64: 250 ms gathered, 1 ms transposed). A conv's staging block, which must run,
+    104 unpacked). It is read in place when ``n`` is its innermost index and the whole operand
+    fits in half the L1; otherwise it is copied once, before the nest, into contiguous
+    ``K x nr`` panels (rows of a wide operand read in place are a multiple of 4 KiB apart and
+    thrash one L1 set: AVX2 1024 x 256 x 1024, 20 GFLOP/s in place, 66 packed), which also
+    transposes a strided operand the micro-kernel would gather along a whole row (a key
+    matrix ``K[j, k]`` of attention scores; the TinyLlama prefill's, 32 x 128 x 128 x 64:
+    250 ms gathered, 1 ms transposed). A conv's staging block, which must run,
     also fills its whole im2col buffer before the nest. Without a pack when the copy cannot
     be made.
     """
@@ -476,7 +479,12 @@ def _pack(sch: Schedule, plan: _Plan, tiles: _Tiles, cfg: MatmulConfig) -> None:
     small = k_ext is not None and k_ext * tiles.nr * itemsize <= STACK_LIMIT_BYTES
     contiguous = plan.v.indices[-1] is plan.n
     n_ext = const_int(plan.doms[id(plan.n)])
-    in_l1 = small and n_ext is not None and k_ext * n_ext * itemsize <= cfg.l1d_bytes // 2
+    in_l1 = (
+        small
+        and k_ext is not None
+        and n_ext is not None
+        and k_ext * n_ext * itemsize <= cfg.l1d_bytes // 2
+    )
     if in_l1 and contiguous and id(plan.v.buffer) not in plan.stages:
         return
     attempt(sch, _pack_panel, sch, plan, tiles, not (small or tiles.m_blocked))
