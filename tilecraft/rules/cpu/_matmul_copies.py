@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from ...codegen.c import STACK_LIMIT_BYTES
-from ...ir import Expr
+from ...ir import BufferStore, Expr, Select, collect_vars, uses_var
 from ...schedule import BlockRV, IndexMap, LoopRV, Schedule
 from ..common import (
     attempt,
@@ -59,6 +59,11 @@ def pack(sch: Schedule, plan: Plan, tiles: Tiles, cfg: MatmulConfig) -> None:
     be made.
     """
     mode = pack_mode(plan, cfg, tiles.nr, tiles.m_blocked)
+    if mode == "tile" and plan.v_pad is not None:
+        # padded before the nest, packed from the padded copy: a panel copied as it pads
+        # holds the guard of the last panel's columns, which gcc runs one element at a time
+        plan.stages.pop(id(plan.v.buffer), None)
+        plan.pads.append(plan.v_pad)
     if mode != "in_place":
         attempt(sch, _pack_panel, sch, plan, tiles, mode == "tile")
 
@@ -112,24 +117,42 @@ def _split_fill(sch: Schedule, copy: BlockRV, top: LoopRV | None) -> BlockRV | N
     of the in-range part (``decompose_padding``), each vectorized: gcc runs a vector loop
     with a guard one element at a time. The fill block; None when the copy has no guard."""
     loops = loops_below(sch, copy, top)
-    if not loops or not attempt(sch, sch.decompose_padding, copy, loops[0]):
+    if not loops:
         return None
-    fill = sch.get_producers(copy)[0] if sch.get_producers(copy) else None
-    return fill
+    got = sch.try_(sch.decompose_padding, copy, loops[0])
+    return got.value if got.ok else None
+
+
+def _guards_innermost(sch: Schedule, copy: BlockRV) -> bool:
+    """Whether the zero-filled copy's condition uses its innermost loop (a vector loop with a
+    guard), not only outer ones (a whole row in or out, which gcc hoists)."""
+    loops = sch.get_loops(copy)
+    store = block_node(sch, copy).body
+    if not loops or not isinstance(store, BufferStore) or not isinstance(store.value, Select):
+        return False
+    realize = sch.get_realize(copy)
+    used = {id(v) for v in collect_vars(store.value.condition)}
+    inner = loops[-1].var
+    return any(
+        id(iv.var) in used and inner is not None and uses_var(value, inner)
+        for iv, value in zip(realize.block.iter_vars, realize.iter_values, strict=True)
+    )
 
 
 def place_pads(sch: Schedule, plan: Plan, tiles: Tiles) -> None:
-    """The zero-filled copies of operands other than V (``pad_einsum``'s): under the batch
-    loop (:func:`_per_batch`) or before the nest in parallel; split into a fill and an
-    unguarded copy, each vectorized."""
+    """The zero-filled copies (``pad_einsum``'s) of the operands not packed as they pad:
+    under the batch loop (:func:`_per_batch`) or before the nest in parallel; a copy guarded
+    along its vector loop is split into a fill and an unguarded copy, each vectorized."""
     top = tiles.batch_loop
     for copy in plan.pads:
         if top is not None:
             attempt(sch, sch.compute_at, copy, top)
-        loops = loops_below(sch, copy, top)
-        if top is None and len(loops) > 1:
-            attempt(sch, sch.parallel, loops[0])
-        vectorize_innermost(sch, copy, top)
+        fill = _split_fill(sch, copy, top) if _guards_innermost(sch, copy) else None
+        for block in (copy, fill) if fill is not None else (copy,):
+            loops = loops_below(sch, block, top)
+            if top is None and len(loops) > 1:
+                attempt(sch, sch.parallel, loops[0])
+            vectorize_innermost(sch, block, top)
 
 
 def localize_padded(sch: Schedule, plan: Plan, tiles: Tiles) -> None:

@@ -86,6 +86,7 @@ class Plan:
     stages: dict[int, BlockRV]  # id(buffer) -> the reindex block writing it (conv-like reads)
     padded: bool = False  # pad_einsum ran: the output is copied back from a padded one
     pads: list[BlockRV] = field(default_factory=list)  # zero-filled copies of U (and others)
+    v_pad: BlockRV | None = None  # V's zero-filled copy, packed as it pads (a stage of V)
     n: Var = field(init=False)
     m: Var = field(init=False)
     v: EinsumOperand = field(init=False)

@@ -282,6 +282,7 @@ def _pad_ragged(base: Schedule, plan: Plan, cfg: MatmulConfig) -> tuple[Schedule
             continue
         if block_node(padded, copy).writes[0].buffer is again.v.buffer:
             again.stages[id(again.v.buffer)] = copy  # the streamed operand: packed as it pads
+            again.v_pad = copy
             continue
         again.pads.append(copy)
     again.padded = True
