@@ -15,6 +15,7 @@ from ..common import (
     const_int,
     fold_epilogue,
     localize_output,
+    loop_extent,
     loop_of_iter,
     loops_below,
     vectorize_innermost,
@@ -79,7 +80,8 @@ def _pack_panel(sch: Schedule, plan: Plan, tiles: Tiles, under_tile: bool) -> No
     if top is not None:
         sch.compute_at(stage, top)
     ndim = len(plan.v.indices)
-    if not under_tile and not _rows_spread(sch, plan, stage, top):
+    panels = not under_tile and not _rows_spread(sch, plan, stage, top)
+    if panels:
         sch.transform_layout(stage, ("write", 0), _panel_layout(plan, tiles.nr))
     elif pos != ndim - 1:
         order = [d for d in range(ndim) if d != pos] + [pos]
@@ -87,6 +89,12 @@ def _pack_panel(sch: Schedule, plan: Plan, tiles: Tiles, under_tile: bool) -> No
         sch.transform_layout(stage, ("write", 0), index_map)
     inner = loop_of_iter(sch, stage, pos, below=top)
     rest = [lp for lp in loops_below(sch, stage, top) if lp.var is not inner.var]
+    if panels and plan.v.indices[-1] is plan.n and _whole_panels(sch, stage, inner, tiles.nr):
+        # one panel after the other: each vector read from a row of V is stored whole into
+        # one panel row (n innermost over all panels stores each vector across panels:
+        # AVX2 12 x 128 x 64 x 128, 43 GFLOP/s against 62)
+        panel, inner = sch.split(inner, [None, tiles.nr])
+        rest = [panel, *rest]
     if rest:
         sch.reorder(*rest, inner)
     sch.vectorize(inner)
@@ -95,6 +103,14 @@ def _pack_panel(sch: Schedule, plan: Plan, tiles: Tiles, under_tile: bool) -> No
         sch.parallel(rest[0])
         if fill is not None:
             attempt(sch, sch.parallel, sch.get_loops(fill)[0])
+
+
+def _whole_panels(sch: Schedule, stage: BlockRV, loop: LoopRV, nr: int) -> bool:
+    """Whether the packing copy's ``n`` loop splits into whole panels with no guard: its
+    extent a multiple of ``nr`` and the copy not a zero-filled one guarded along it. (Only
+    for a V contiguous along ``n``: a transposing copy reads along a stride either way.)"""
+    extent = loop_extent(sch, loop)
+    return extent is not None and extent % nr == 0 and not _guards_innermost(sch, stage)
 
 
 def _rows_spread(sch: Schedule, plan: Plan, stage: BlockRV, top: LoopRV | None) -> bool:
