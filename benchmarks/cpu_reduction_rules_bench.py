@@ -2,7 +2,10 @@
 
 Workloads, all float32: softmax and layer_norm on (4096, 1024) (issue 12 target: at least
 1.5x numpy's speed), RMS norm and a row sum (``x.sum(-1)``) on (4096, 1024), a transpose of
-(4096, 4096) and an elementwise add of two (4096, 4096) arrays. Each kernel is scheduled by
+(4096, 4096) and an elementwise add of two (4096, 4096) arrays; softmax on (333, 5000) and
+(4096, 1024) against ``torch.softmax`` too when torch is installed (issue 19: at least
+torch's speed; torch runs as many threads as tilecraft, the ratio is its time over
+tilecraft's). Each kernel is scheduled by
 the first rule of ``tilecraft.rules.cpu.default_rules()`` that accepts it (the table names
 it) and checked against numpy before timing.
 
@@ -128,6 +131,24 @@ def norm_workloads(rows: int, cols: int) -> list[Workload]:
     ]  # fmt: skip
 
 
+def torch_softmax_workloads(shapes: list[tuple[int, int]]) -> list[Workload]:
+    """softmax against ``torch.softmax`` (same thread count) on each (rows, cols), when torch
+    is installed: issue 19 asks for at least torch's speed."""
+    try:
+        import torch
+    except ImportError:
+        return []
+    torch.set_num_threads(_THREADS)
+    out = []
+    for rows, cols in shapes:
+        x = np.random.default_rng(2).standard_normal((rows, cols), dtype=np.float32)
+        xt = torch.from_numpy(x)
+        X = te.placeholder((rows, cols), "float32", name="x")
+        out.append(workload(f"softmax {rows}x{cols} torch", [X, topi.softmax(X)], [x],
+                            lambda xt=xt: torch.softmax(xt, -1).numpy(), 1.0))  # fmt: skip
+    return out
+
+
 def data_movement_workloads(n: int) -> list[Workload]:
     """A transpose and an elementwise add on (n, n)."""
     rng = np.random.default_rng(1)
@@ -186,8 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     removed = ", ".join(_REMOVED) or "none set"
     print(f"numpy {np.__version__}; cores: {_CORES}; tilecraft OMP_NUM_THREADS={_THREADS}; "
           f"removed from env: {removed}; target {tc.Target('cpu').features}")  # fmt: skip
-    workloads = [*norm_workloads(args.rows, args.cols), *data_movement_workloads(args.n)]
-    header = (f"{'workload':<22}{'rule':<18}{'tilecraft ms':>13}{'GB/s':>7}{'numpy ms':>10}"
+    workloads = [*norm_workloads(args.rows, args.cols),
+                 *torch_softmax_workloads([(333, 5000), (args.rows, args.cols)]),
+                 *data_movement_workloads(args.n)]  # fmt: skip
+    header = (f"{'workload':<28}{'rule':<18}{'tilecraft ms':>13}{'GB/s':>7}{'numpy ms':>10}"
               f"{'GB/s':>7}{'ratio':>7}{'target':>8}  met")  # fmt: skip
     print(header)
     print("-" * len(header))
@@ -199,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         ok = ok and met
         goal = f"{w.target:.2f}" if w.target is not None else "-"
         print(
-            f"{w.name:<22}{w.rule:<18}{ours * 1e3:>13.3f}{w.nbytes / ours / 1e9:>7.1f}"
+            f"{w.name:<28}{w.rule:<18}{ours * 1e3:>13.3f}{w.nbytes / ours / 1e9:>7.1f}"
             f"{theirs * 1e3:>10.3f}{w.nbytes / theirs / 1e9:>7.1f}{ratio:>7.2f}{goal:>8}  "
             f"{'yes' if met else 'NO' if w.target is not None else '-'}"
         )

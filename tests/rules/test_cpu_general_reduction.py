@@ -115,3 +115,18 @@ def test_declines_say_why() -> None:
     x, w = ph((4, 8), "x"), ph((8,), "w")
     assert isinstance(AVX2.apply(te.create_prim_func([x, w, topi.rms_norm(x, w)]), CPU, False),
                       tc.Schedule)  # fmt: skip
+
+
+def test_softmax_source_keeps_if_conversion() -> None:
+    """The generated C holds no ``#pragma GCC unroll``: with one, the compiler adds
+    ``-fno-tree-loop-if-convert`` for the whole source and the max's NaN-propagating select
+    runs one element at a time (softmax 4096 x 1024, AVX-512: 3.4 GB/s against 5.1)."""
+    func = unary(topi.softmax, (64, 1024))()
+    for preset in ("avx2", "avx512"):
+        target = tc.Target(preset)
+        sch = GeneralReduction().apply(func, target, False)
+        assert isinstance(sch, tc.Schedule), sch
+        source = tc.codegen.c_source(sch.mod, target)
+        assert "#pragma GCC unroll" not in source
+        assert "#pragma omp simd" in source
+        tc.testing.check_numeric(sch.func, func, rtol=1e-5, atol=1e-6)

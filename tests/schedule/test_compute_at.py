@@ -157,3 +157,24 @@ def test_compute_at_under_a_blockized_consumer_uses_the_outer_block_region() -> 
     assert [e.value for e in extents] == [8, 32]  # one row per iteration of the row loop
     check_numeric(before, sch.func)
     verify_trace_roundtrip(sch, before)
+
+
+def test_reverse_compute_at_clips_the_loops_to_the_consumers_domain() -> None:
+    """A consumer of a padded producer (200 rows written, 197 read) runs over the 197 rows
+    its domain holds, in a loop of that extent with no predicate: gcc runs a vector loop
+    holding a guard one element at a time."""
+    a = tc.te.placeholder((197, 64), "float32", name="A")
+    b = tc.te.placeholder((64, 197), "float32", name="B")
+    func = tc.te.create_prim_func([a, b, tc.topi.matmul(a, b)])
+    sch = Schedule(func)
+    main = sch.get_block("matmul")
+    sch.pad_einsum(main, [8, 16, 1])
+    i, _, _ = sch.get_loops(main)
+    i_o, _ = sch.split(i, [None, 40])
+    sch.reverse_compute_at(sch.get_block("matmul_unpad"), i_o)
+    text = sch.func.script()
+    assert "for ax0_1, ax1_1 in T.grid(40, 197):" in text, text
+    # the rows' bound varies with i0_0 and stays a predicate; the columns' is the extent
+    assert "T.where(i0_0 * 40 + ax0_1 < 197)" in text, text
+    check_numeric(sch.func, func)
+    verify_trace_roundtrip(sch, func)

@@ -62,19 +62,20 @@ def product(values: Sequence[int | None]) -> int | None:
     return total
 
 
-def pick_tile(extent: int | None, preferred: int, step: int = 1) -> int:
+def pick_tile(extent: int | None, preferred: int, step: int = 1, lowest: int | None = None) -> int:
     """A tile size for a loop of ``extent``.
 
     The whole loop when it is at most ``preferred``; else the largest multiple of ``step`` up
-    to ``preferred`` dividing it, down to one ``step`` (a vector) when ``step > 1``, else down
-    to ``preferred / 2`` (fewer register rows cost more than a guard); else ``preferred``,
-    and the split needs a guard. Symbolic extents get ``preferred``.
+    to ``preferred`` dividing it, down to ``lowest`` (default: one ``step`` (a vector) when
+    ``step > 1``, else ``preferred / 2``: fewer register rows cost more than a guard); else
+    ``preferred``, and the split needs a guard. Symbolic extents get ``preferred``.
     """
     if extent is None:
         return preferred
     if extent <= preferred:
         return extent
-    lowest = step if step > 1 else max(preferred // 2, 1)
+    if lowest is None:
+        lowest = step if step > 1 else max(preferred // 2, 1)
     for t in range(preferred, lowest - 1, -1):
         if t % step == 0 and extent % t == 0:
             return t

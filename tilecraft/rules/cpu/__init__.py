@@ -7,6 +7,7 @@ each rule's ``Config`` (``Config.for_target(target)``).
 """
 
 from ..base import ScheduleRule
+from ._matmul_parts import MatmulConfig as MatmulConfig
 from ._vector_config import VectorConfig as VectorConfig
 from .fallback import Fallback as Fallback
 from .gemv import GEMV as GEMV
@@ -14,7 +15,6 @@ from .gemv import GEMVConfig as GEMVConfig
 from .general_reduction import GeneralReduction as GeneralReduction
 from .injective import Injective as Injective
 from .matmul import Matmul as Matmul
-from .matmul import MatmulConfig as MatmulConfig
 from .reduction import Reduction as Reduction
 
 

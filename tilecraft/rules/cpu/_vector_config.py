@@ -2,8 +2,8 @@
 
 :class:`VectorConfig` is the base of the ``Config`` of ``Reduction``, ``GeneralReduction``,
 ``Injective`` and ``Fallback``: SIMD width and core count from the target, the work below which
-a kernel stays on one thread, how many vectors of partial sums a reduction keeps, the unroll
-limit. The helpers these rules use live in :mod:`tilecraft.rules.common`.
+a kernel stays on one thread, how many vectors of partial sums a reduction keeps, how many
+vectors a parallel chunk holds. The helpers these rules use live in :mod:`tilecraft.rules.common`.
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ class VectorConfig:
     reduce_vectors
         Vectors of independent partial results a vectorized reduction keeps (more hide the
         latency of the add; the reduction length must be a multiple of their total width).
-    unroll_max
-        Longest loop the rules unroll (the fold of the partial results).
     chunk_vectors
         Vectors per iteration of a single loop cut into parallel chunks.
     """
@@ -44,7 +42,6 @@ class VectorConfig:
     num_cores: int = 1
     min_parallel_work: int = 1 << 15
     reduce_vectors: int = 2
-    unroll_max: int = 32
     chunk_vectors: int = 4
 
     @classmethod

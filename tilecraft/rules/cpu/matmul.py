@@ -21,8 +21,9 @@ The schedule (numbers from :class:`MatmulConfig`, per target):
   cannot be made is accumulated in place, where the compiler keeps one row only: ``mr = 1``,
   ``nr`` doubled;
 * ``m`` and ``n`` extents that are symbolic or not a multiple of the tile are padded up to
-  whole tiles (``pad_einsum``: zero-filled copies of the operands before the nest, the output
-  copied back in the write-back), so the micro-kernel has no guard (see :func:`_pad_ragged`);
+  whole tiles (``pad_einsum``: zero-filled copies of the operands before the nest, the
+  register tile written back whole to the padded output, which is copied back over the wanted
+  extents after the nest), so no vector loop has a guard (see :func:`_pad_ragged`);
   an ``n`` not a whole number of vectors is padded to the multiple of the vector that pads it
   least (a conv's 28-wide rows to 32). A conv's staging block is inlined into the zero-filled
   copy of its panel, which then is the staging block;
@@ -31,6 +32,9 @@ The schedule (numbers from :class:`MatmulConfig`, per target):
   putting ``n`` innermost): the micro-kernel reads it at unit stride. A panel small enough
   for the stack and already contiguous along ``n`` is read in place; a small strided one is
   transposed once before the nest (see :func:`_pack`);
+* a batched GEMM whose operands are copied runs its batch loop alone in parallel and makes
+  each batch's copies under it, where they stay in L2 (see :func:`_per_batch`); a padded one
+  then unpads each row tile's output right after it;
 * cache blocking: the register tile lives in registers, the packed panel (``K x nr``) in
   L2; when ``U`` does not fit in half the last-level cache, or the parallel loop has fewer
   iterations than cores, ``m`` is blocked once more (``m_oo``) outside the panels;
@@ -46,15 +50,11 @@ The schedule (numbers from :class:`MatmulConfig`, per target):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
-from ...codegen.c import STACK_LIMIT_BYTES
-from ...ir import BufferLoad, DataType, Expr, For, IntImm, PrimFunc, Var
-from ...schedule import BlockRV, IndexMap, LoopRV, Schedule, ScheduleError
+from ...ir import BufferLoad, Expr, For, IntImm, PrimFunc, Var
+from ...schedule import BlockRV, LoopRV, Schedule, ScheduleError
 from ...schedule.analysis import (
     BlockInfo,
-    EinsumInfo,
-    EinsumOperand,
     classify_einsum,
     detect_gemv,
     is_multiply_accumulate,
@@ -71,82 +71,13 @@ from ..common import (
     const_int,
     loads_of,
     localize_output,
-    loop_of_iter,
-    loops_below,
     pick_tile,
+    product,
     vectorize_innermost,
     writes_param,
 )
-
-
-@dataclass(frozen=True)
-class MatmulConfig:
-    """Numbers of the CPU Matmul schedule for one target.
-
-    Attributes
-    ----------
-    vector_bits
-        Width of a SIMD register (``Target.simd_bits``).
-    mr
-        Rows of the register tile.
-    nr_vectors
-        Columns of the register tile, in SIMD vectors of the accumulator's dtype.
-    num_cores
-        Cores the parallel loop is spread over.
-    l1d_bytes, l2_bytes, l3_bytes
-        Cache sizes (``Target.l1d_bytes`` ...).
-    """
-
-    vector_bits: int = 256
-    mr: int = 6
-    nr_vectors: int = 2
-    num_cores: int = 1
-    l1d_bytes: int = 32 * 1024
-    l2_bytes: int = 1024 * 1024
-    l3_bytes: int = 8 * 1024 * 1024
-
-    @staticmethod
-    def for_target(target: Target) -> MatmulConfig:
-        """The configuration for a CPU target: register tile from its SIMD width."""
-        bits = max(target.simd_bits, 128)
-        mr, nr_vectors = (8, 2) if bits >= 512 else (6, 2)
-        return MatmulConfig(bits, mr, nr_vectors, max(target.num_cores, 1),
-                            target.l1d_bytes or 32 * 1024, target.l2_bytes or 1024 * 1024,
-                            target.l3_bytes or 8 * 1024 * 1024)  # fmt: skip
-
-    def lanes(self, dtype: DataType) -> int:
-        """SIMD lanes of ``dtype`` (at least 1)."""
-        return max(1, self.vector_bits // max(dtype.bits, 8))
-
-
-@dataclass
-class _Plan:
-    """What the rule found and chose; the loop handles are filled in by :func:`_tile`."""
-
-    main: BlockRV
-    einsum: EinsumInfo
-    loops: dict[int, LoopRV]  # id(iterator var) -> the loop binding it
-    doms: dict[int, int | Expr]
-    stages: dict[int, BlockRV]  # id(buffer) -> the reindex block writing it (conv-like reads)
-    n: Var = field(init=False)
-    m: Var = field(init=False)
-    v: EinsumOperand = field(init=False)
-    batch: list[Var] = field(init=False)
-    v_other: list[Var] = field(init=False)
-    u_other: list[Var] = field(init=False)
-
-
-@dataclass
-class _Tiles:
-    """Loop handles after tiling, and the register tile's width."""
-
-    nr: int
-    parallel: list[LoopRV]
-    n_o: LoopRV
-    m_o: LoopRV
-    k: list[LoopRV]
-    m_i: LoopRV
-    n_i: LoopRV
+from ._matmul_copies import localize_padded, pack, pack_mode, place_pads
+from ._matmul_parts import FMA_CHAINS, MatmulConfig, Plan, Tiles, reduce_extent
 
 
 class Matmul(CPURule):
@@ -183,16 +114,20 @@ class Matmul(CPURule):
         )
         tiles = _tile(sch, plan, cfg, direct)
         # Step 4. Accumulate in a local tile; fold the epilogue into its write-back.
-        localize_output(sch, plan.main, tiles.m_o)
+        if plan.padded:
+            localize_padded(sch, plan, tiles)
+        else:
+            localize_output(sch, plan.main, tiles.m_o)
         attempt(sch, sch.decompose_reduction, plan.main, tiles.k[0])
-        # Step 5. Pack the streamed operand's panel.
-        _pack(sch, plan, tiles)
+        # Step 5. Pack the streamed operand's panel; place the zero-filled copies.
+        pack(sch, plan, tiles, cfg)
+        place_pads(sch, plan, tiles)
         # Step 6. Parallel outer loops, unrolled rows, vectorized columns.
         _annotate(sch, plan, tiles)
         return sch
 
 
-def _match(sch: Schedule) -> _Plan | Decline:
+def _match(sch: Schedule) -> Plan | Decline:
     """The einsum block and its loops, or why the rule does not apply."""
     infos = normalize_prim_func(sch)
     if infos is None:
@@ -220,7 +155,7 @@ def _match(sch: Schedule) -> _Plan | Decline:
         return Decline("a dot product: neither operand has a non-unit spatial iterator")
     loops = {id(it.var): it.loop_rv for it in main.iters}
     doms = {id(it.var): it.dom for it in main.iters}
-    return _Plan(main.block_rv, einsum, loops, doms, stages)
+    return Plan(main.block_rv, einsum, loops, doms, stages)
 
 
 def _stage_computed_reads(sch: Schedule, main: BlockInfo) -> dict[int, BlockRV] | ScheduleError:
@@ -250,11 +185,11 @@ def _simple(load: BufferLoad) -> bool:
     return all(isinstance(i, (Var, IntImm)) for i in load.indices)
 
 
-def _non_unit(plan: _Plan, v: Var) -> bool:
+def _non_unit(plan: Plan, v: Var) -> bool:
     return const_int(plan.doms[id(v)]) != 1
 
 
-def _choose_roles(plan: _Plan) -> str | None:
+def _choose_roles(plan: Plan) -> str | None:
     """Fill in n, m, the operand to pack and the loop groups; a reason when impossible."""
     e = plan.einsum
     out_vars = [i for i in e.output.indices if isinstance(i, Var)]
@@ -277,23 +212,42 @@ def _choose_roles(plan: _Plan) -> str | None:
 
 
 def _tile_sizes(
-    plan: _Plan, cfg: MatmulConfig, direct: bool, padded: bool = False
+    plan: Plan, cfg: MatmulConfig, direct: bool, padded: bool = False
 ) -> tuple[int, int]:
-    """(mr, nr): the register tile (see :func:`_tile`). ``padded``: the tile to pad ``n`` to
-    when it is longer than a vector and not a whole number of tiles: the multiple of the
-    vector that pads it least, the wider on a tie (a 28-wide conv row: 32; a 28-wide tile
-    runs a vector and a partial one per row, 3.6x slower)."""
+    """(mr, nr): the register tile (see :func:`_tile`). ``mr``: the rows that divide ``m``
+    down to two thirds of ``cfg.mr``, else ``cfg.mr`` (``m`` is padded). ``padded``: the tile
+    to pad ``n`` to when it is longer than a vector: the multiple of the vector that costs
+    least, padded columns over the share of the FMA units the ``mr x nr`` tile keeps busy
+    (:func:`tile_efficiency`),
+    the wider on a tie (a 28-wide conv row: 32, where a 28-wide tile runs a vector and a
+    partial one per row, 3.6x slower; 1000 columns: 2 x 8 padded to 1008, not 1 x 8 with
+    half the FMA units idle)."""
     lanes = cfg.lanes(plan.einsum.output.buffer.dtype)
     n_ext, m_ext = const_int(plan.doms[id(plan.n)]), const_int(plan.doms[id(plan.m)])
     widest = lanes * cfg.nr_vectors * (2 if direct else 1)
     nr = pick_tile(n_ext, widest, lanes)
-    if padded and n_ext is not None and n_ext > lanes and (nr % lanes or n_ext % nr):
-        nr = min(range(widest, 0, -lanes), key=lambda t: -(-n_ext // t) * t)
-    mr = 1 if direct else pick_tile(m_ext, cfg.mr)
+    mr = 1 if direct else pick_tile(m_ext, cfg.mr, lowest=cfg.mr - cfg.mr // 3)
+    if padded and n_ext is not None and n_ext > lanes:
+
+        def cost(t: int) -> float:  # padded columns over the share of FMA slots kept busy
+            vectors = t // lanes
+            return -(-n_ext // t) * t / tile_efficiency(mr, vectors)
+
+        nr = min(range(widest, 0, -lanes), key=cost)
     return mr, nr
 
 
-def _pad_ragged(base: Schedule, plan: _Plan, cfg: MatmulConfig) -> tuple[Schedule, _Plan]:
+def tile_efficiency(mr: int, vectors: int) -> float:
+    """The share of the FMA units an ``mr x vectors`` register tile keeps busy: its FMAs
+    cover the FMA latency (:data:`FMA_CHAINS` independent accumulators) and outnumber its
+    loads (``mr`` broadcasts and ``vectors`` panel loads a step, on as many load ports as FMA
+    ports: 8 x 1 on AVX-512 issues 9 loads for 8 FMAs, measured 1000^3 71 GFLOP/s, where
+    8 x 2 issues 10 for 16)."""
+    fmas = mr * vectors
+    return min(1.0, fmas / FMA_CHAINS) * min(1.0, fmas / (mr + vectors))
+
+
+def _pad_ragged(base: Schedule, plan: Plan, cfg: MatmulConfig) -> tuple[Schedule, Plan]:
     """Pad ``m`` and ``n`` up to whole register tiles when a tile would need a guard.
 
     A symbolic or non-dividing extent split into register tiles gets a predicate on the
@@ -326,14 +280,16 @@ def _pad_ragged(base: Schedule, plan: _Plan, cfg: MatmulConfig) -> tuple[Schedul
             # a conv's staging block filled by its zero-filled copy: the copy is the stage
             again.stages[id(block_node(padded, copy).writes[0].buffer)] = copy
             continue
-        loops = padded.get_loops(copy)
-        if len(loops) > 1:
-            attempt(padded, padded.parallel, loops[0])
-        vectorize_innermost(padded, copy)
+        if block_node(padded, copy).writes[0].buffer is again.v.buffer:
+            again.stages[id(again.v.buffer)] = copy  # the streamed operand: packed as it pads
+            again.v_pad = copy
+            continue
+        again.pads.append(copy)
+    again.padded = True
     return padded, again
 
 
-def _replan(sch: Schedule, plan: _Plan) -> _Plan | None:
+def _replan(sch: Schedule, plan: Plan) -> Plan | None:
     """The plan of the einsum block of ``plan`` after ``pad_einsum`` rebuilt its nest.
 
     (``normalize_prim_func`` would reject the function: the padded copies bind unit
@@ -352,20 +308,10 @@ def _replan(sch: Schedule, plan: _Plan) -> _Plan | None:
     if einsum is None:
         return None
     doms: dict[int, int | Expr] = {id(iv.var): iv.dom.extent for iv in block.iter_vars}
-    return _Plan(main, einsum, loops, doms, dict(plan.stages))
+    return Plan(main, einsum, loops, doms, dict(plan.stages))
 
 
-def _reduce_extent(plan: _Plan) -> int | None:
-    total = 1
-    for v in plan.einsum.k_iters:
-        ext = const_int(plan.doms[id(v)])
-        if ext is None:
-            return None
-        total *= ext
-    return total
-
-
-def _m_blocks(plan: _Plan, cfg: MatmulConfig, mr: int, parallel: int | None) -> int:
+def _m_blocks(plan: Plan, cfg: MatmulConfig, mr: int, parallel: int | None) -> int:
     """How many blocks to cut ``m`` into (1: none), each a whole number of row tiles.
 
     Blocks keep a part of ``U`` in the last-level cache across panels when all of it does not
@@ -373,7 +319,7 @@ def _m_blocks(plan: _Plan, cfg: MatmulConfig, mr: int, parallel: int | None) -> 
     for L2 instead costs more than it saves: every block repacks the panels (measured 10%
     slower at 1024^3 on a Zen 4, where streaming ``U`` from L3 keeps up with the FMAs).
     """
-    m_ext, k_ext = const_int(plan.doms[id(plan.m)]), _reduce_extent(plan)
+    m_ext, k_ext = const_int(plan.doms[id(plan.m)]), reduce_extent(plan)
     if m_ext is None or k_ext is None or m_ext % mr:
         return 1
     tiles = m_ext // mr
@@ -386,35 +332,74 @@ def _m_blocks(plan: _Plan, cfg: MatmulConfig, mr: int, parallel: int | None) -> 
     return next((b for b in range(want, tiles + 1) if tiles % b == 0), 1)
 
 
-def _tile(sch: Schedule, plan: _Plan, cfg: MatmulConfig, direct: bool) -> _Tiles:
+def _tile(sch: Schedule, plan: Plan, cfg: MatmulConfig, direct: bool) -> Tiles:
     """Split n and m into register tiles and order the loops (see the module docstring).
 
     ``direct``: the output is accumulated in place (no local tile can be made), where only a
-    one-row tile stays in registers: ``mr = 1`` and a twice wider ``nr``.
+    one-row tile stays in registers: ``mr = 1`` and a twice wider ``nr``. A batched GEMM whose
+    operands are copied (:func:`_per_batch`) runs its batch loop alone in parallel, the copies
+    made under it.
     """
     mr, nr = _tile_sizes(plan, cfg, direct)
     n_ext = const_int(plan.doms[id(plan.n)])
     n_o, n_i = sch.split(plan.loops[id(plan.n)], factors=[None, nr])
     m_o, m_i = sch.split(plan.loops[id(plan.m)], factors=[None, mr])
+    loops = plan.loops
+    batch = [loops[id(v)] for v in plan.batch]
+    per_batch = _per_batch(plan, cfg, nr)
     extents = [const_int(plan.doms[id(v)]) for v in [*plan.batch, *plan.v_other]]
     par: int | None = None
-    if n_ext is not None and all(e is not None for e in extents):
+    if per_batch:
+        par = product([const_int(plan.doms[id(v)]) for v in plan.batch])
+    elif n_ext is not None and all(e is not None for e in extents):
         par = -(-n_ext // nr) * math.prod(e for e in extents if e is not None)
     blocks = _m_blocks(plan, cfg, mr, par)
     outer_m: list[LoopRV] = []
     if blocks > 1:
         m_oo, m_o = sch.split(m_o, factors=[blocks, None])
         outer_m = [m_oo]
-    loops = plan.loops
-    parallel = [*(loops[id(v)] for v in plan.batch), *outer_m,
-                *(loops[id(v)] for v in plan.v_other), n_o]  # fmt: skip
+    parallel = [*batch, *outer_m, *(loops[id(v)] for v in plan.v_other), n_o]
     # symbolic extents outermost: fusing divides the fused index by the inner extents, and a
     # division by a constant costs nothing where one by a symbolic extent is a call per use
     parallel.sort(key=lambda lp: _constant_loop(sch, lp))
     mid = [*(loops[id(v)] for v in plan.u_other), m_o]
     k = [loops[id(v)] for v in plan.einsum.k_iters]
-    sch.reorder(*parallel, *mid, *k, m_i, n_i)
-    return _Tiles(nr, parallel, n_o, m_o, k, m_i, n_i)
+    rows_outer = per_batch and _rows_outer(plan, cfg, nr)
+    if rows_outer:
+        sch.reorder(*batch, *outer_m, m_o, n_o, *k, m_i, n_i)
+    else:
+        sch.reorder(*parallel, *mid, *k, m_i, n_i)
+    if not per_batch:
+        return Tiles(nr, parallel, n_o, m_o, k, m_i, n_i, blocks > 1)
+    batch_loop = sch.fuse(*batch) if len(batch) > 1 else batch[0]
+    return Tiles(nr, [batch_loop], n_o, m_o, k, m_i, n_i, blocks > 1, batch_loop, rows_outer)
+
+
+def _rows_outer(plan: Plan, cfg: MatmulConfig, nr: int) -> bool:
+    """Whether a padded batched GEMM runs its row tiles outside its panels: when V's panels
+    of one batch fit in half the L2 (read from there once per row tile) and no other loop
+    lies between. The padded output's rows of one row tile then fit in L1, unpadded right
+    after (16 x 197 x 64 x 197, AVX-512: 63 GFLOP/s unpadded per batch, 70 per row tile)."""
+    if not plan.padded or plan.u_other or plan.v_other:
+        return False
+    k_ext, n_ext = reduce_extent(plan), const_int(plan.doms[id(plan.n)])
+    if k_ext is None or n_ext is None:
+        return False
+    itemsize = max(plan.v.buffer.dtype.bits // 8, 1)
+    return k_ext * -(-n_ext // nr) * nr * itemsize <= cfg.l2_bytes // 2
+
+
+def _per_batch(plan: Plan, cfg: MatmulConfig, nr: int) -> bool:
+    """Whether the batch loop alone runs in parallel, each batch's operand copies made under
+    it: when the GEMM is batched (constant batch extents, at least one per core) and something
+    is copied before the nest (zero-filled operands, a panel packed once). Each batch's copies
+    then stay in L2 for its GEMM and are small allocations, where the copies of all batches at
+    once are written to and read back from memory, in allocations the size of the operands
+    (16 x 197 x 64 x 197, AVX-512: 29 GFLOP/s copied before the nest, 60 per batch)."""
+    count = product([const_int(plan.doms[id(v)]) for v in plan.batch])
+    if not plan.batch or count is None or count < cfg.num_cores:
+        return False
+    return plan.padded or pack_mode(plan, cfg, nr, False) == "before"
 
 
 def _constant_loop(sch: Schedule, loop: LoopRV) -> bool:
@@ -423,53 +408,7 @@ def _constant_loop(sch: Schedule, loop: LoopRV) -> bool:
     return isinstance(node.extent, IntImm)
 
 
-def _pack(sch: Schedule, plan: _Plan, tiles: _Tiles) -> None:
-    """Copy the ``K x nr`` panel of V read under ``n_o`` to a buffer with ``n`` innermost.
-
-    A panel small enough for the stack (C codegen's ``STACK_LIMIT_BYTES``) is not packed under
-    the tile: it fits in L1 unpacked, and GCC keeps the register tile in registers only while
-    no other stack array is used in its loop (measured at 12 x 128x64x128: 38 GFLOP/s packed,
-    104 unpacked). It is read in place when ``n`` is its innermost index; otherwise (a key
-    matrix ``K[j, k]`` of attention scores) the micro-kernel would gather along a whole row,
-    and the operand is transposed once, before the nest (the TinyLlama prefill's scores, 32 x
-    128 x 128 x 64: 250 ms gathered, 1 ms transposed). A conv's staging block, which must run,
-    also fills its whole im2col buffer before the nest. Without a pack when the copy cannot
-    be made.
-    """
-    k_ext = _reduce_extent(plan)
-    itemsize = max(plan.v.buffer.dtype.bits // 8, 1)
-    small = k_ext is not None and k_ext * tiles.nr * itemsize <= STACK_LIMIT_BYTES
-    contiguous = plan.v.indices[-1] is plan.n
-    if small and contiguous and id(plan.v.buffer) not in plan.stages:
-        return
-    attempt(sch, _pack_panel, sch, plan, tiles, not small)
-
-
-def _pack_panel(sch: Schedule, plan: _Plan, tiles: _Tiles, under_tile: bool) -> None:
-    pos = next(d for d, i in enumerate(plan.v.indices) if i is plan.n)
-    stage = plan.stages.get(id(plan.v.buffer))
-    if stage is None:
-        reads = [r.buffer for r in block_node(sch, plan.main).reads]
-        index = next(i for i, b in enumerate(reads) if b is plan.v.buffer)
-        stage = sch.cache_read(plan.main, index, "global")
-    top = tiles.n_o if under_tile else None
-    if under_tile:
-        sch.compute_at(stage, tiles.n_o)
-    ndim = len(plan.v.indices)
-    if pos != ndim - 1:
-        order = [d for d in range(ndim) if d != pos] + [pos]
-        index_map = IndexMap.from_func(lambda *i: tuple(i[d] for d in order), ndim=ndim)
-        sch.transform_layout(stage, ("write", 0), index_map)
-    inner = loop_of_iter(sch, stage, pos, below=top)
-    rest = [lp for lp in loops_below(sch, stage, top) if lp.var is not inner.var]
-    if rest:
-        sch.reorder(*rest, inner)
-    sch.vectorize(inner)
-    if not under_tile and rest:
-        sch.parallel(rest[0])
-
-
-def _annotate(sch: Schedule, plan: _Plan, tiles: _Tiles) -> None:
+def _annotate(sch: Schedule, plan: Plan, tiles: Tiles) -> None:
     """Parallel outer loops, unrolled register rows, vectorized columns."""
     outer = tiles.parallel
     fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]

@@ -15,6 +15,7 @@ from ...ir import (
     BlockRealize,
     Buffer,
     For,
+    IntImm,
     IterKind,
     PrimFunc,
     Range,
@@ -50,7 +51,7 @@ from ._dataflow import (
     inner_loops,
     shared_outer_conditions,
 )
-from .index_map import Bounds
+from .index_map import Bounds, const_value
 
 
 def move_block(
@@ -281,7 +282,7 @@ def _iter_ranges(
             if blk.iter_vars[k].kind is not IterKind.SPATIAL:
                 continue
             if ranges[k] is None:
-                ranges[k] = reg_ranges[d]
+                ranges[k] = _clip(reg_ranges[d], blk.iter_vars[k].dom)
         used = True
         if reverse:
             break
@@ -292,6 +293,21 @@ def _iter_ranges(
             locations=[blk.name],
         )
     return ranges
+
+
+def _clip(rng: Range, dom: Range) -> Range:
+    """``rng`` intersected with the iterator's domain ``dom`` when both are constant and
+    they overlap: the loop then runs over the intersection, where running over ``rng`` needs a
+    predicate (a padded producer's consumer, 200 rows produced and 197 wanted)."""
+    lo, ext = const_value(rng.min), const_value(rng.extent)
+    dlo, dext = const_value(dom.min), const_value(dom.extent)
+    if lo is None or ext is None or dlo is None or dext is None:
+        return rng
+    start, stop = max(lo, dlo), min(lo + ext, dlo + dext)
+    if (start, stop) == (lo, lo + ext) or stop <= start:
+        return rng
+    dtype = rng.min.dtype
+    return Range(IntImm(dtype, start), IntImm(rng.extent.dtype, stop - start))
 
 
 def check_position(

@@ -1,0 +1,121 @@
+"""The numbers and the plan of the CPU ``Matmul`` rule (package-private; see ``matmul.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...ir import DataType, Expr, Var
+from ...schedule import BlockRV, LoopRV
+from ...schedule.analysis import EinsumInfo, EinsumOperand
+from ...target import Target
+from ..common import const_int
+
+
+@dataclass(frozen=True)
+class MatmulConfig:
+    """Numbers of the CPU Matmul schedule for one target.
+
+    Attributes
+    ----------
+    vector_bits
+        Width of a SIMD register (``Target.simd_bits``).
+    mr
+        Rows of the register tile.
+    nr_vectors
+        Columns of the register tile, in SIMD vectors of the accumulator's dtype.
+    num_cores
+        Cores the parallel loop is spread over.
+    l1d_bytes, l2_bytes, l3_bytes
+        Cache sizes (``Target.l1d_bytes`` ...).
+    """
+
+    vector_bits: int = 256
+    mr: int = 6
+    nr_vectors: int = 2
+    num_cores: int = 1
+    l1d_bytes: int = 32 * 1024
+    l2_bytes: int = 1024 * 1024
+    l3_bytes: int = 8 * 1024 * 1024
+
+    @staticmethod
+    def for_target(target: Target) -> MatmulConfig:
+        """The configuration for a CPU target: the register tile from its SIMD width and
+        vector register count (:func:`register_tile`), caches and cores from the target."""
+        bits = max(target.simd_bits, 128)
+        nr_vectors = 2
+        mr = register_tile(vector_registers(target), nr_vectors)
+        return MatmulConfig(bits, mr, nr_vectors, max(target.num_cores, 1),
+                            target.l1d_bytes or 32 * 1024, target.l2_bytes or 1024 * 1024,
+                            target.l3_bytes or 8 * 1024 * 1024)  # fmt: skip
+
+    def lanes(self, dtype: DataType) -> int:
+        """SIMD lanes of ``dtype`` (at least 1)."""
+        return max(1, self.vector_bits // max(dtype.bits, 8))
+
+
+FMA_CHAINS = 8
+"""Independent accumulators that keep the FMA units busy: 4 cycles of latency times 2 ports
+(x86 since Haswell and Zen 2). A register tile with fewer leaves FMA slots idle."""
+ROW_POINTERS = 8
+"""Most rows of the broadcast operand one micro-kernel step reads: each row is an address
+register in the inner loop (x86-64 has 16 general registers, the loop needs the others); at
+14 rows gcc reloads row offsets from the stack on every step (measured 1024^3 AVX-512: 74
+GFLOP/s at 14 rows, 100 at 8)."""
+
+
+def vector_registers(target: Target) -> int:
+    """SIMD registers of a CPU target: 32 with AVX-512 and on AArch64, else 16."""
+    return 32 if "avx512f" in target.features or target.arch == "aarch64" else 16
+
+
+def register_tile(registers: int, nr_vectors: int) -> int:
+    """Rows ``mr`` of an ``mr x nr_vectors`` accumulator tile: every register not holding the
+    ``nr_vectors`` streamed vectors or the one broadcast value accumulates (AVX2: 6 x 2 = 12
+    accumulators of 16), at most :data:`ROW_POINTERS` rows."""
+    return max(1, min((registers - nr_vectors - 1) // nr_vectors, ROW_POINTERS))
+
+
+@dataclass
+class Plan:
+    """What the rule found and chose; the loop handles are filled in by :func:`_tile`."""
+
+    main: BlockRV
+    einsum: EinsumInfo
+    loops: dict[int, LoopRV]  # id(iterator var) -> the loop binding it
+    doms: dict[int, int | Expr]
+    stages: dict[int, BlockRV]  # id(buffer) -> the reindex block writing it (conv-like reads)
+    padded: bool = False  # pad_einsum ran: the output is copied back from a padded one
+    pads: list[BlockRV] = field(default_factory=list)  # zero-filled copies of U (and others)
+    v_pad: BlockRV | None = None  # V's zero-filled copy, packed as it pads (a stage of V)
+    n: Var = field(init=False)
+    m: Var = field(init=False)
+    v: EinsumOperand = field(init=False)
+    batch: list[Var] = field(init=False)
+    v_other: list[Var] = field(init=False)
+    u_other: list[Var] = field(init=False)
+
+
+@dataclass
+class Tiles:
+    """Loop handles after tiling, and the register tile's width."""
+
+    nr: int
+    parallel: list[LoopRV]
+    n_o: LoopRV
+    m_o: LoopRV
+    k: list[LoopRV]
+    m_i: LoopRV
+    n_i: LoopRV
+    m_blocked: bool = False
+    batch_loop: LoopRV | None = None  # the parallel batch loop copies are made under
+    rows_outer: bool = False  # m_o outside n_o: a padded output is unpadded per row tile
+
+
+def reduce_extent(plan: Plan) -> int | None:
+    total = 1
+    for v in plan.einsum.k_iters:
+        ext = const_int(plan.doms[id(v)])
+        if ext is None:
+            return None
+        total *= ext
+    return total
