@@ -32,7 +32,9 @@ Files of an older minor version of the same major load.
 """
 
 from .library import export_library as export_library
+from .library import extract_c as extract_c
 from .library import load_module as load_module
+from .library import write_c_header as write_c_header
 from .manifest import VERSION as VERSION
 from .manifest import ExportError as ExportError
 from .manifest import check_gpu_arch as check_gpu_arch
