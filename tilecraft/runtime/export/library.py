@@ -211,7 +211,7 @@ def _write_c_header(
     for f in functions:
         if f["c_entry"] is not None and f"TC_EXPORT int {f['c_entry']['symbol']}(" not in source:
             f["c_entry"], f["c_refused"] = None, "the library was built without plain C entries"
-    have = [(exe.functions[f["name"]].program, exe.functions[f["name"]].native.symbol)
+    have = [(exe.functions[f["name"]].program, f["native"]["symbol"])
             for f in functions if f["c_entry"] is not None]  # fmt: skip
     if not have:
         return None
