@@ -206,14 +206,21 @@ def test_unbound_weights_stay_arguments(unbound: Any, no_compiler: None) -> None
     np.testing.assert_array_equal(out, exe["forward"](x, *params.values()))
 
 
-def test_previous_minor_version_still_loads(mlp: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("minor", range(VERSION[1]))
+def test_previous_minor_version_still_loads(mlp: Any, tmp_path: Path, minor: int) -> None:
     exe, _, path = mlp
 
     def older(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
-        manifest["version"] = f"{VERSION[0]}.{VERSION[1] - 1}"
-        for k in manifest["kernels"]:  # 1.0 had no kernel provenance
-            for key in ("structural_hash", "scheduled_by", "record"):
-                del k[key]
+        manifest["version"] = f"{VERSION[0]}.{minor}"
+        if minor < 2:  # 1.1 had no plain C interface
+            del members[manifest.pop("c_header")]
+            del manifest["files"]["include/tilecraft_model.h"]
+            for f in manifest["functions"]:
+                del f["c_entry"], f["c_refused"]
+        if minor < 1:  # 1.0 had no kernel provenance
+            for k in manifest["kernels"]:
+                for key in ("structural_hash", "scheduled_by", "record"):
+                    del k[key]
 
     x = np.full((4, 16), 0.5, np.float32)
     loaded = load_module(_rewrite(path, tmp_path / "old.tc", older))

@@ -137,7 +137,7 @@ def _bind_constants(
                 f"graph program constant {index} has shape {arr.shape} and dtype {arr.dtype}, "
                 f"expected {tuple(shape)} and {dt}"
             )
-        arr = np.ascontiguousarray(arr)
+        arr = np.ascontiguousarray(arr).reshape(arr.shape)  # ascontiguousarray makes 0-d 1-d
         arr.flags.writeable = False
         const_of_slot[slot] = index
         arrays[index] = arr

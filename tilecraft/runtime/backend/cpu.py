@@ -142,17 +142,30 @@ def check_runs_here(target_text: str) -> None:
 
 
 def library_file(artifact: Artifact) -> Path:
-    """The library to load: the compiled file, or the shipped bytes stored by content."""
+    """The library to load: the compiled file, or the shipped bytes stored by content.
+
+    A stored file is named by the sha256 of its bytes and used only when it still has them;
+    a damaged or truncated one is written again.
+    """
     if artifact.lib_bytes is None:
         if artifact.lib_path is None:
             raise BuildError("the artifact has neither a library path nor its bytes")
         return Path(artifact.lib_path)
     folder = config.cache_dir() / "shipped"
-    path = folder / f"{hashlib.sha256(artifact.lib_bytes).hexdigest()}.so"
-    if not path.exists():
+    digest = hashlib.sha256(artifact.lib_bytes).hexdigest()
+    path = folder / f"{digest}.so"
+    if not _holds(path, digest):
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".shipped-", suffix=".so", dir=folder)
         with os.fdopen(fd, "wb") as f:
             f.write(artifact.lib_bytes)
         os.replace(tmp, path)
     return path
+
+
+def _holds(path: Path, digest: str) -> bool:
+    """Whether ``path`` exists with content of sha256 ``digest``."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    except OSError:
+        return False

@@ -138,12 +138,16 @@ class Executable:
 
         return run
 
-    def export_library(self, path: str | os.PathLike[str]) -> Path:
+    def export_library(
+        self, path: str | os.PathLike[str], *, require_c_entry: bool = False
+    ) -> Path:
         """Write this executable to one file; :func:`tilecraft.runtime.load_module` loads it
-        without a compiler (see :mod:`tilecraft.runtime.export`)."""
+        without a compiler, a C program through its plain C entries (see
+        :mod:`tilecraft.runtime.export`; ``require_c_entry`` refuses graph functions without
+        one)."""
         from ..export import export_library  # the exporter imports this module
 
-        return export_library(self, path)
+        return export_library(self, path, require_c_entry=require_c_entry)
 
     def profile(self, name: str, *args: Any) -> list[tuple[str, float]]:
         """Run graph function ``name`` once and return (kernel name, seconds) per call."""

@@ -1,9 +1,10 @@
 """Native graph functions: compile the entry points with the kernels, and call them.
 
-:func:`build_native` emits each graph program's C entry (:mod:`tilecraft.codegen.graph_c`)
-after the kernels' C, compiles the unit once with the runtime's compile cache, and returns the
-kernel :class:`~tilecraft.runtime.Module` plus, per graph program, its entry's symbol and
-context layout (a :class:`NativeGraph` loads and calls one).
+:func:`build_native` emits each graph program's C entry (:mod:`tilecraft.codegen.graph_c`) and
+its plain C entry (:mod:`tilecraft.codegen.graph_c_abi`, for C programs) after the kernels'
+C, compiles the unit once with the runtime's compile cache, and returns the kernel
+:class:`~tilecraft.runtime.Module` plus, per graph program, its entry's symbol and context
+layout (a :class:`NativeGraph` loads and calls one).
 
 Where things live: the context block of a graph function is an int64 numpy array owned by
 its :class:`NativeGraph`; it holds the address of the CPython function table, the constants'
@@ -31,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ...codegen import graph_c_abi as abi
 from ...codegen.graph_c import (
     PRELUDE,
     ContextLayout,
@@ -235,20 +237,25 @@ def build_native(
     taken = set(emitted.symbols.values())
     parts = [emitted.text, PRELUDE]
     entries: dict[str, tuple[str, ContextLayout]] = {}
-    if api_table() is not None:
+    plain: list[tuple[GraphProgram, str, str]] = []  # program, entry symbol, plain C entry
+    if api_table() is not None and not taken & set(abi.GLOBAL_SYMBOLS):
         for prog, formats in programs:
             kernels = [
                 Kernel(originals[s.func], lowered[s.func], emitted.symbols[s.func])
                 for s in prog.steps
             ]
-            symbol = _fresh_symbol(f"tcg_graph_{prog.name}", taken)
-            try:
+            symbol = _fresh_symbol(f"{abi.ENTRY_PREFIX}{prog.name}", taken)
+            try:  # the CPython entry and the plain C one (tilecraft.codegen.graph_c_abi)
                 text, layout = graph_source(prog, formats, kernels, symbol)
+                plain.append((prog, symbol, abi.entry_source(prog, kernels, symbol)))
             except Unsupported:
                 continue
-            taken.add(symbol)
+            taken.update((symbol, *abi.c_names(symbol)))
             parts.append(text)
             entries[prog.name] = (symbol, layout)
+    if plain:
+        parts += [abi.prelude(), *(text for *_, text in plain)]
+        parts.append(abi.weights_source([(prog, symbol) for prog, symbol, _ in plain]))
     unit = dataclasses.replace(emitted, text="\n".join(parts) + "\n")
     lib = backend.load(backend.compile(unit, target))
     assert isinstance(lib, Module)
@@ -256,8 +263,9 @@ def build_native(
 
 
 def _fresh_symbol(base: str, taken: set[str]) -> str:
+    """``base`` or ``base_<n>``, such that neither it nor its plain C names are taken."""
     name, n = base, 1
-    while name in taken:
+    while name in taken or taken.intersection(abi.c_names(name)):
         name = f"{base}_{n}"
         n += 1
     return name

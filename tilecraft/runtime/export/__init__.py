@@ -23,16 +23,31 @@
 ``params/<function>/<i>.npy``
     The constants of the program (the parameters bound at compile time and what was folded
     from them), read with ``allow_pickle=False``.
+``include/tilecraft_model.h`` (CPU libraries, format 1.2)
+    The documented header of the plain C entries (:mod:`tilecraft.codegen.graph_c_abi`): per
+    graph function ``tc_<name>(inputs, n_inputs, outputs, n_outputs, workspace)``,
+    ``tc_<name>_workspace_size`` and ``tc_<name>_output_shape`` over ``tc_tensor`` (data
+    pointer, shape pointer, ndim, dtype code), and ``tc_load_weights(dir)``, which reads the
+    ``params/`` members of the library unpacked into ``dir`` (``unzip``, or
+    :func:`extract_c`); the manifest's ``c_header`` names it and each function's ``c_entry``
+    its symbols, or ``c_refused`` why it has none (a program with external library calls:
+    ``DispatchLibrary``'s BLAS steps run through Python). The entries are compiled with the
+    kernels at build time, so exporting needs no compiler; ``export_library(path,
+    require_c_entry=True)`` refuses a model without them; :func:`write_c_header` writes the
+    header alone.
 
 Loading refuses, with an :class:`ExportError` that says what differs and before any of the
 library's code is loaded: a file that is not a zip or is truncated, another format major
 version or a newer minor one, a CPU architecture or ISA features this machine lacks, a GPU
 arch this machine's GPU cannot run, and a member whose sha256 differs from the manifest's.
-Files of an older minor version of the same major load.
+Files of an older minor version of the same major load. Loaded kernels are placed in the cache
+under their sha256 (a damaged cached copy is written again).
 """
 
 from .library import export_library as export_library
+from .library import extract_c as extract_c
 from .library import load_module as load_module
+from .library import write_c_header as write_c_header
 from .manifest import VERSION as VERSION
 from .manifest import ExportError as ExportError
 from .manifest import check_gpu_arch as check_gpu_arch

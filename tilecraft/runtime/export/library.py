@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ... import __version__
+from ...codegen import graph_c_abi as abi
 from ...codegen.graph_c import ContextLayout
 from ...errors import LowerError
 from ...ir import IRModule, scheduled_by, structural_hash
@@ -44,17 +45,32 @@ from .manifest import (
 )
 
 _LIBRARY_FILE = {"c": "kernels/library.so", "cuda": "kernels/library.cubin"}
+_HEADER_FILE = "tilecraft_model.h"
+C_HEADER = f"include/{_HEADER_FILE}"
 _MAX_MEMBERS = 100_000
 
 
-def export_library(exe: Executable, path: str | os.PathLike[str]) -> Path:
+def export_library(
+    exe: Executable, path: str | os.PathLike[str], *, require_c_entry: bool = False
+) -> Path:
     """Write ``exe`` to the single file ``path`` (see :mod:`tilecraft.runtime.export`).
+
+    Parameters
+    ----------
+    exe
+        A compiled executable.
+    path
+        The file to write.
+    require_c_entry
+        Refuse to export unless every graph function has a plain C entry (the manifest
+        otherwise records, per function, why it has none).
 
     Raises
     ------
     ExportError
-        For an executable whose kernels cannot be shipped (an emulated build), or a path
-        that cannot be written.
+        For an executable whose kernels cannot be shipped (an emulated build), a graph
+        function without a plain C entry under ``require_c_entry`` (the message says why), or
+        a path that cannot be written.
     """
     target = as_target(exe.target)
     members: dict[str, bytes] = {}
@@ -70,6 +86,12 @@ def export_library(exe: Executable, path: str | os.PathLike[str]) -> Path:
         lib_entry = {"kind": artifact.kind, "file": lib_name, "artifact": "kernels/artifact.json"}
         kernels = _kernel_entries(artifact, lib_name, sha256(binary))
     functions = [_write_function(name, f, members) for name, f in exe.functions.items()]
+    header = _write_c_header(exe, target, artifact, functions, members)
+    refused = [f"{f['name']}: {f['c_refused']}" for f in functions if f["c_entry"] is None]
+    if require_c_entry and refused:
+        raise ExportError(
+            "export_library: no plain C entry for graph function " + "; ".join(refused)
+        )
     manifest = {
         "format": "tilecraft.library",
         "version": f"{VERSION[0]}.{VERSION[1]}",
@@ -79,6 +101,7 @@ def export_library(exe: Executable, path: str | os.PathLike[str]) -> Path:
         "kernels": kernels,
         "functions": functions,
         "params_bound": any(f["constants"] for f in functions),
+        "c_header": header,
         "files": {name: sha256(data) for name, data in members.items()},
     }
     out = Path(path)
@@ -141,8 +164,9 @@ def _write_function(name: str, f: Any, members: dict[str, bytes]) -> dict[str, A
     constants = []
     for i, arr in enumerate(program.constants):
         buf = io.BytesIO()
-        np.save(buf, np.ascontiguousarray(arr), allow_pickle=False)
-        member = f"params/{name}/{i}.npy"
+        # ascontiguousarray makes a 0-d array 1-d: keep the constant's own shape
+        np.save(buf, np.ascontiguousarray(arr).reshape(arr.shape), allow_pickle=False)
+        member = abi.PARAM_MEMBER.format(function=name, index=i)
         members[member] = buf.getvalue()
         constants.append(member)
     native = None
@@ -150,7 +174,51 @@ def _write_function(name: str, f: Any, members: dict[str, bytes]) -> dict[str, A
         lay = f.native.layout
         native = {"symbol": f.native.symbol,
                   "layout": [lay.num_vars, lay.num_consts, lay.num_steps]}  # fmt: skip
-    return {"name": name, "program": doc, "constants": constants, "native": native}
+    c_entry, c_refused = _c_entry(f)
+    return {"name": name, "program": doc, "constants": constants, "native": native,
+            "c_entry": c_entry, "c_refused": c_refused}  # fmt: skip
+
+
+def _c_entry(f: Any) -> tuple[dict[str, str] | None, str | None]:
+    """The plain C entry of graph function ``f`` (its names), or why it has none."""
+    program: GraphProgram = f.program
+    if program.has_extern_steps:
+        routines = sorted({s.func for s in program.steps if s.is_extern})
+        return None, (
+            f"it calls the external library routines {routines} (DispatchLibrary), which the "
+            "executor reaches through Python; compile without DispatchLibrary for a C entry"
+        )
+    if f.native is None:
+        return None, "it has no native entry (the Python executor runs it: see the build)"
+    entry, ws_size, out_shape, *_ = abi.c_names(f.native.symbol)
+    return {"symbol": entry, "workspace_size": ws_size, "output_shape": out_shape}, None
+
+
+def _write_c_header(
+    exe: Executable,
+    target: Target,
+    artifact: Artifact | None,
+    functions: list[dict[str, Any]],
+    members: dict[str, bytes],
+) -> str | None:
+    """Write the plain C header member (None: no graph function has a plain C entry)."""
+    if artifact is None or artifact.kind != "c":
+        why = "the kernels are not a host C library (CPU targets only)"
+        for f in functions:
+            f["c_entry"], f["c_refused"] = None, f["c_refused"] or why
+        return None
+    source = exe.lib.source if exe.lib is not None else ""
+    for f in functions:
+        if f["c_entry"] is not None and f"TC_EXPORT int {f['c_entry']['symbol']}(" not in source:
+            f["c_entry"], f["c_refused"] = None, "the library was built without plain C entries"
+    have = [(exe.functions[f["name"]].program, f["native"]["symbol"])
+            for f in functions if f["c_entry"] is not None]  # fmt: skip
+    if not have:
+        return None
+    refused = [(f["name"], f["c_refused"]) for f in functions if f["c_entry"] is None]
+    text = abi.c_header(have, refused, file=_HEADER_FILE, version=__version__, target=str(target))
+    members[C_HEADER] = text.encode()
+    return C_HEADER
 
 
 def load_module(path: str | os.PathLike[str]) -> Executable:
@@ -183,6 +251,64 @@ def load_module(path: str | os.PathLike[str]) -> Executable:
         return _build(manifest, read, target, where)
     except (KeyError, TypeError, ValueError, LowerError) as e:
         raise ExportError(f"{where}: malformed library (format 1.{minor}): {e}") from e
+
+
+def write_c_header(path: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
+    """Write the plain C header of the exported library ``path`` to the file ``out``.
+
+    Raises
+    ------
+    ExportError
+        For a file :func:`load_module` would refuse as unreadable or damaged, or a library
+        with no plain C entry (the message says why, per graph function).
+    """
+    header, _ = _c_members(path, "write_c_header")
+    return _write(Path(out), header[1])
+
+
+def extract_c(path: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> Path:
+    """Unpack what a C program needs from the exported library ``path`` into ``out_dir``.
+
+    Writes ``include/tilecraft_model.h``, ``kernels/library.so`` and the weights
+    ``params/<function>/<i>.npy`` (``tc_load_weights(out_dir)`` reads them); the same as
+    unzipping the file. Returns ``out_dir``.
+
+    Raises
+    ------
+    ExportError
+        As :func:`write_c_header`.
+    """
+    header, read = _c_members(path, "extract_c")
+    root = Path(out_dir)
+    for name, data in [header, *read.items()]:
+        if name.startswith(("include/", "kernels/", "params/")) and ".." not in Path(name).parts:
+            _write(root / name, data)
+    return root
+
+
+def _c_members(
+    path: str | os.PathLike[str], what: str
+) -> tuple[tuple[str, bytes], dict[str, bytes]]:
+    """The checked header member and the other members of a library with plain C entries."""
+    where = f"{what}({os.fspath(path)!r})"
+    manifest, read = _read_members(Path(path), where)
+    check_version(manifest, where)
+    check_files(manifest.get("files"), read, where)
+    name = manifest.get("c_header")
+    if not isinstance(name, str) or name not in read:
+        why = [f"{f.get('name')}: {f.get('c_refused') or 'written before plain C entries'}"
+               for f in manifest.get("functions", ())]  # fmt: skip
+        raise ExportError(f"{where}: the library has no plain C entry ({'; '.join(why)})")
+    return (name, read.pop(name)), read
+
+
+def _write(out: Path, data: bytes) -> Path:
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(data)
+    except OSError as e:
+        raise ExportError(f"cannot write {out}: {e}") from e
+    return out
 
 
 def _read_members(path: Path, where: str) -> tuple[dict[str, Any], dict[str, bytes]]:

@@ -1,0 +1,112 @@
+/* Run graph function FUNC of an unpacked exported library from C, through its plain C entry.
+ *
+ *   run_exported DIR FUNC OUT_NDIM OUT.bin IN0.bin D0,D1,... [IN1.bin D0,... ...]
+ *
+ * Loads DIR/kernels/library.so with dlopen, checks that a call before tc_load_weights(DIR)
+ * fails with TC_ERR_WEIGHTS (when the model has weights), that a wrong extent, a missing
+ * workspace and a wrong input count are refused, then runs FUNC on the float32 inputs read
+ * from the raw files and writes its float32 output to OUT.bin; prints the output's shape.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tilecraft_model.h"
+
+typedef int (*load_fn)(const char*);
+typedef const char* (*text_fn)(void);
+typedef const char* (*code_text_fn)(int);
+typedef int64_t (*ws_fn)(const tc_tensor*, int);
+typedef int (*shape_fn)(const tc_tensor*, int, int64_t*);
+typedef int (*run_fn)(const tc_tensor*, int, tc_tensor*, int, void*);
+
+static void* need(void* lib, const char* name) {
+  void* f = dlsym(lib, name);
+  if (!f) { fprintf(stderr, "missing symbol %s\n", name); exit(2); }
+  return f;
+}
+
+static float* read_floats(const char* path, int64_t n) {
+  float* x = malloc((size_t)(n ? n : 1) * sizeof(float));
+  FILE* f = fopen(path, "rb");
+  if (!x || !f || fread(x, sizeof(float), (size_t)n, f) != (size_t)n) {
+    fprintf(stderr, "cannot read %s\n", path);
+    exit(2);
+  }
+  fclose(f);
+  return x;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 5 || (argc - 5) % 2) { fprintf(stderr, "usage: see the source\n"); return 2; }
+  const char* dir = argv[1];
+  const char* func = argv[2];
+  int out_ndim = atoi(argv[3]);
+  int n_in = (argc - 5) / 2;
+  char name[512];
+  snprintf(name, sizeof name, "%s/kernels/library.so", dir);
+  void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 2; }
+  load_fn load = (load_fn)need(lib, "tc_load_weights");
+  text_fn weights_error = (text_fn)need(lib, "tc_weights_error");
+  code_text_fn error_string = (code_text_fn)need(lib, "tc_error_string");
+  snprintf(name, sizeof name, "tc_%s", func);
+  run_fn run = (run_fn)need(lib, name);
+  snprintf(name, sizeof name, "tc_%s_workspace_size", func);
+  ws_fn ws_size = (ws_fn)need(lib, name);
+  snprintf(name, sizeof name, "tc_%s_output_shape", func);
+  shape_fn out_shape = (shape_fn)need(lib, name);
+
+  tc_tensor in[8];
+  int64_t shapes[8][8];
+  for (int i = 0; i < n_in && i < 8; ++i) {
+    int nd = 0;
+    int64_t n = 1;
+    for (char* p = argv[6 + 2 * i]; *p && nd < 8; ++nd) {
+      shapes[i][nd] = strtoll(p, &p, 10);
+      n *= shapes[i][nd];
+      if (*p == ',') ++p;
+    }
+    in[i].data = read_floats(argv[5 + 2 * i], n);
+    in[i].shape = shapes[i];
+    in[i].ndim = nd;
+    in[i].dtype = TC_DTYPE_FLOAT32;
+  }
+  int64_t ws_bytes = ws_size(in, n_in);
+  if (ws_bytes < 0) { fprintf(stderr, "workspace: %s\n", error_string((int)ws_bytes)); return 3; }
+  int64_t oshape[8];
+  int rc = out_shape(in, n_in, oshape);
+  if (rc) { fprintf(stderr, "output shape: %s\n", error_string(rc)); return 3; }
+  int64_t n_out = 1;
+  for (int d = 0; d < out_ndim; ++d) n_out *= oshape[d];
+  float* y = calloc((size_t)(n_out ? n_out : 1), sizeof(float));
+  void* ws = malloc((size_t)(ws_bytes ? ws_bytes : 1));
+  tc_tensor out = {y, oshape, out_ndim, TC_DTYPE_FLOAT32};
+
+  int before = run(in, n_in, &out, 1, ws);  /* no weights yet: TC_ERR_WEIGHTS, or runs */
+  if (load(dir)) { fprintf(stderr, "weights: %s\n", weights_error()); return 3; }
+  if (run(in, n_in + 1, &out, 1, ws) != TC_ERR_COUNT) { fprintf(stderr, "count\n"); return 4; }
+  if (ws_bytes > 0 && run(in, n_in, &out, 1, NULL) != TC_ERR_NULL) {
+    fprintf(stderr, "no workspace accepted\n");
+    return 4;
+  }
+  int64_t saved = oshape[out_ndim - 1];
+  oshape[out_ndim - 1] = saved + 1;
+  if (run(in, n_in, &out, 1, ws) != TC_ERR_SHAPE) { fprintf(stderr, "shape\n"); return 4; }
+  oshape[out_ndim - 1] = saved;
+  in[0].dtype = TC_DTYPE_FLOAT64;
+  if (run(in, n_in, &out, 1, ws) != TC_ERR_TYPE) { fprintf(stderr, "dtype\n"); return 4; }
+  in[0].dtype = TC_DTYPE_FLOAT32;
+
+  rc = run(in, n_in, &out, 1, ws);
+  if (rc) { fprintf(stderr, "run: %s\n", error_string(rc)); return 5; }
+  FILE* f = fopen(argv[4], "wb");
+  if (!f || fwrite(y, sizeof(float), (size_t)n_out, f) != (size_t)n_out) return 2;
+  fclose(f);
+  printf("before_weights %d workspace %lld shape", before, (long long)ws_bytes);
+  for (int d = 0; d < out_ndim; ++d) printf(" %lld", (long long)oshape[d]);
+  printf("\n");
+  ((void (*)(void))need(lib, "tc_free_weights"))();
+  return 0;
+}
