@@ -85,6 +85,8 @@ def emit_region(em: ThreadEmitter, r: LaneRegion) -> Region:
             after = f"tc_emu_shared_write(tc_self, {sh}, {site}, tc_j{n}, 0);"
         elif is_per_thread(buf.scope):
             after = f"{em.aux(buf, 'init')}[tc_j{n}] = 1;"
+        else:
+            after = em.global_write_shadow(buf, f"tc_j{n}", site)
     shadow = "0"
     if em.opt.racecheck and buf.scope in SHARED_SCOPES:
         shadow = f"{em.aux(buf, 'sh')} + {base} * {buf.dtype.itemsize}"
