@@ -31,6 +31,7 @@ from ...ir import (
 )
 from ...lower.gpu_nodes import ThreadSync
 from ...lower.gpu_split_host_device import Kernel, dyn_shared_layout
+from ...lower.gpu_vectorize import VECTOR_ATTR, is_vector_access, vector_plan
 from .._bounds import Bound
 from .._names import C_RESERVED, NameTable
 from ..base import contains, is_zero
@@ -166,7 +167,33 @@ class ThreadEmitter(_FunctionEmitter):
                 f"parallel loop {s.loop_var.name!r} inside a kernel; bind it to threads instead"
             )
         else:
+            if self.opt.checks and s.annotations.get(VECTOR_ATTR):
+                self.vector_checks(s)
             self.serial_loop(s)
+
+    def vector_checks(self, s: For) -> None:
+        """Bounds-check each vector access of a vectorized loop as a whole, under the guard the
+        CUDA code predicates it with (its lanes then run one by one)."""
+        plan = vector_plan(s)
+        if plan is None:
+            return
+        accesses = [
+            (ld.buffer, base, guard, SiteKind.VECTOR_LOAD) for ld, base, guard in plan.loads
+        ]
+        accesses.append((plan.store.buffer, plan.store_base, None, SiteKind.VECTOR_STORE))
+        for buf, base, guard, kind in accesses:
+            if not is_vector_access(buf):
+                continue
+            n = self.fresh()
+            site = self.site(kind, buf)
+            first, last = f"tc_b{n}", f"tc_b{n} + {plan.lanes - 1}"
+            check = (
+                f"(void)({self._in_range(buf, first, site)} && {self._in_range(buf, last, site)});"
+            )
+            cond = "1" if guard is None else self.expr(guard)
+            self.out.emit(
+                f"if ({cond}) {{ const int64_t {first} = (int64_t)({self.expr(base)}); {check} }}"
+            )
 
     def thread_loop(self, s: For) -> None:
         tag = s.thread or ""
