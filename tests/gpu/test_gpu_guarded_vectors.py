@@ -106,6 +106,54 @@ def test_guarded_vector_loads_compile_with_ptxas() -> None:
         pytest.skip("nvcc is not on PATH")
     from tilecraft.runtime.cuda_compile import ptxas_info
 
-    for func in (_padded((70, 8), (80, 8)), _padded((70,), (128,))):
-        info = ptxas_info(_cuda(_fetch_through_shared(func)), "sm_80")
+    sources = [
+        _cuda(_fetch_through_shared(_padded(s, p)))
+        for s, p in (((70, 8), (80, 8)), ((70,), (128,)))
+    ]
+    for src in sources:
+        info = ptxas_info(src, "sm_80")
+        assert info
         assert all(k.spill_stores == 0 for k in info.values())
+    assert ptxas_info(_cuda(_padded_matmul_pipelined()[1]), "sm_80")  # cp.async zero-fill
+
+
+def _padded_matmul_pipelined() -> tuple[tc.ir.PrimFunc, tc.Schedule]:
+    """``C = pad(A) @ B``, A (70, 64) padded to 80 rows; the A tile is fetched into shared
+    memory in a two-stage software pipeline (cp.async on sm_80)."""
+    a = tc.te.placeholder((70, 64), "float32", name="A")
+    b = tc.te.placeholder((64, 64), "float32", name="B")
+    p = tc.te.compute(
+        (80, 64),
+        lambda i, k: tc.ir.if_then_else(i < 70, a[i, k], tc.ir.const(0.0, "float32")),
+        name="P",
+    )
+    r = tc.te.reduce_axis((0, 64), name="k")
+    c = tc.te.compute((80, 64), lambda i, j: tc.te.sum(p[i, r] * b[r, j], axis=r), name="C")
+    func = tc.te.create_prim_func([a, b, c])
+    sch = tc.Schedule(func)
+    blk = sch.get_block("C")
+    i, j, k = sch.get_loops(blk)
+    bi, ii = sch.split(i, [None, 16])
+    ko, ki = sch.split(k, [None, 16])
+    sch.reorder(bi, j, ko, ki, ii)
+    sch.bind(bi, "blockIdx.x")
+    sch.bind(j, "threadIdx.x")
+    shared = sch.cache_read(blk, 0, "shared")
+    sch.compute_at(shared, ko)
+    sch.compute_inline(sch.get_block("P"))
+    fused = sch.fuse(*sch.get_loops(shared)[-2:])
+    _, tx, vec = sch.split(fused, [None, 64, 4])
+    sch.bind(tx, "threadIdx.x")
+    sch.vectorize(vec)
+    sch.decompose_reduction(blk, ko)
+    sch.annotate(ko, "software_pipeline_stage", [0, 1])
+    sch.annotate(ko, "software_pipeline_order", [0, 1])
+    return func, sch
+
+
+def test_guarded_cp_async_uses_the_zero_fill_form() -> None:
+    func, sch = _padded_matmul_pipelined()
+    src = _cuda(sch)
+    assert "cp.async.cg.shared.global [%0], [%1], 16, %2;" in src, src
+    assert "? 16 : 0" in src
+    check_numeric(sch.func, func, emulate_gpu="racecheck", target=SM80)

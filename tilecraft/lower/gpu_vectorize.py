@@ -33,6 +33,7 @@ from ..ir import (
     Cast,
     DataType,
     Expr,
+    FloatImm,
     For,
     ForKind,
     IntImm,
@@ -126,6 +127,23 @@ def vector_plan(loop: For) -> VectorPlan | None:
     if not ok or not memory or uses_var(base, var):
         return None
     return VectorPlan(lanes, store, base, tuple(loads))
+
+
+def copy_source(value: Expr, var: Var) -> tuple[BufferLoad, Expr | None] | None:
+    """The load a copy loop over ``var`` moves and the guard it moves it under: ``G[...]``
+    (no guard) or ``if_then_else(c, G[...], 0)`` with ``c`` one value for all lanes (a padded
+    fetch: where ``c`` fails, zeros). None for anything else."""
+    if isinstance(value, BufferLoad):
+        return value, None
+    if (
+        isinstance(value, Select)
+        and isinstance(value.true_value, BufferLoad)
+        and isinstance(value.false_value, (IntImm, FloatImm))
+        and value.false_value.value == 0
+        and not uses_var(value.condition, var)
+    ):
+        return value.true_value, value.condition
+    return None
 
 
 def _lane_uniform(guards: tuple[Expr, ...], var: Var) -> bool:
