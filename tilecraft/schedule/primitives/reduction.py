@@ -186,10 +186,6 @@ def check_predicate_kept(
     return out
 
 
-def _conjuncts(e: Expr) -> list[Expr]:
-    return _conjuncts(e.a) + _conjuncts(e.b) if isinstance(e, And) else [e]
-
-
 def _init_realize(realize: BlockRealize, name: str, kept: list[For], pred: Expr) -> Stmt:
     blk = realize.block
     spatial = [
