@@ -403,16 +403,21 @@ class _KernelEmitter(NativeHalf):
         lanes = plan.lanes
         self.out.emit("{")
         self.out.level += 1
-        loaded: dict[tuple[int, str], str] = {}  # one vector load per buffer and address
-        for load, base in plan.loads:
+        loaded: dict[tuple[int, str, str], str] = {}  # one load per buffer, address, guard
+        for load, base, guard in plan.loads:
             if not is_vector_access(load.buffer):
                 continue  # a register tile: one scalar per lane
             address = f"{self.buf(load.buffer)} + {self.expr(base)}"
-            key = (id(load.buffer), address)
+            cond = "" if guard is None else self.expr(guard)
+            key = (id(load.buffer), address, cond)
             vtype, view = vector_type(load.buffer.dtype, lanes, storage_type(load.buffer.dtype))
             if key not in loaded:
                 name = loaded[key] = f"tc_vec{len(loaded)}"
-                self.out.emit(f"const {vtype} {name} = *(const {vtype}*)({address});")
+                if guard is None:
+                    self.out.emit(f"const {vtype} {name} = *(const {vtype}*)({address});")
+                else:  # predicated as a whole: no lane reads it when the guard fails
+                    self.out.emit(f"{vtype} {name} = {{}};")
+                    self.out.emit(f"if ({cond}) {name} = *(const {vtype}*)({address});")
                 if view is not None:
                     self.out.emit(f"const {view}* {name}_e = (const {view}*)&{name};")
             name = loaded[key]
@@ -437,7 +442,7 @@ class _KernelEmitter(NativeHalf):
             else:
                 self.out.emit(f"tc_vout_e[{lane}] = {text};")
         self.var_override.pop(id(s.loop_var), None)
-        for load, _ in plan.loads:
+        for load, *_ in plan.loads:
             self.load_override.pop(id(load), None)
         if vector_store:
             dst = f"{self.buf(store.buffer)} + {self.expr(plan.store_base)}"

@@ -37,7 +37,7 @@ from ..ir import (
     post_order_visit,
     substitute,
 )
-from ..lower.gpu_vectorize import divisible
+from ..lower.gpu_vectorize import copy_source, divisible
 
 TENSOR_CORE_PRELUDE = """\
 __device__ __forceinline__ unsigned tc_pack_f16(__half a, __half b) {
@@ -221,22 +221,27 @@ def emit_device_call(em: Emitter, call: Call) -> None:
 @dataclass(frozen=True)
 class AsyncCopy:
     """A loop issued as one 16-byte ``cp.async``: ``dst[dst_base + v] = src[src_base + v]``
-    for ``v`` in ``0 .. lanes - 1``."""
+    for ``v`` in ``0 .. lanes - 1``; with a ``guard``, zeros where it fails (the zero-fill
+    form: source size 0, nothing read)."""
 
     dst: Buffer
     dst_base: Expr
     src: Buffer
     src_base: Expr
     lanes: int
+    guard: Expr | None = None
 
 
 def async_copy_of(loop: For) -> AsyncCopy | None:
     """The ``cp.async`` a copy loop is emitted as; None when the loop is not a contiguous copy
     of 16 aligned bytes (CUDA then emits ordinary loads and stores)."""
     store = loop.body
-    if not isinstance(store, BufferStore) or not isinstance(store.value, BufferLoad):
+    if not isinstance(store, BufferStore):
         return None
-    load = store.value
+    source = copy_source(store.value, loop.loop_var)
+    if source is None:
+        return None
+    load, guard = source
     if not isinstance(loop.extent, IntImm) or not isinstance(loop.min, IntImm):
         return None
     lanes = loop.extent.value
@@ -248,7 +253,7 @@ def async_copy_of(loop: For) -> AsyncCopy | None:
         if base is None or not divisible(base, lanes):
             return None
         bases.append(base)
-    return AsyncCopy(store.buffer, bases[0], load.buffer, bases[1], lanes)
+    return AsyncCopy(store.buffer, bases[0], load.buffer, bases[1], lanes, guard)
 
 
 def emit_async_copy(em: Emitter, loop: For) -> bool:
@@ -259,9 +264,18 @@ def emit_async_copy(em: Emitter, loop: For) -> bool:
         return False
     dst = f"(unsigned)__cvta_generic_to_shared({em.buf(copy.dst)} + {em.expr(copy.dst_base)})"
     src = f"({em.buf(copy.src)} + {em.expr(copy.src_base)})"
+    if copy.guard is None:
+        em.line(
+            f'asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\\n" :: "r"({dst}), '
+            f'"l"({src}) : "memory");'
+        )
+        return True
+    # zero-fill form: a source size of 0 reads nothing and writes 16 zero bytes
+    cond = em.expr(copy.guard)
+    src = f"(({cond}) ? {src} : {em.buf(copy.src)})"
     em.line(
-        f'asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\\n" :: "r"({dst}), '
-        f'"l"({src}) : "memory");'
+        f'asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\\n" :: "r"({dst}), '
+        f'"l"({src}), "r"(({cond}) ? 16 : 0) : "memory");'
     )
     return True
 

@@ -1,10 +1,13 @@
 """Lower reductions whose reduce loop is bound to ``threadIdx`` to cross-thread reductions.
 
 Before: block-level IR. A reduction block ``out[i] = out[i] ⊕ f(k)`` (⊕ one of ``+ * max min``,
-with an ``init``) sits in a perfect loop nest whose outermost loop is bound to ``threadIdx.*``
-and drives one of the block's reduce iterators (its serial inner loops may drive others).
+with an ``init``) sits in a perfect nest of reduce loops, at least one bound to ``threadIdx.*``;
+its serial reduce loops may lie inside or outside the bound ones, in any order (``k = ko * 128
++ tx``, consecutive threads reading consecutive elements, is the coalesced layout).
 After:  per thread, a register ``red_in`` accumulates the thread's share over the serial reduce
-loops; the threads bound to reduce iterators then combine their partials —
+loops (in their order; the thread-bound loops of the nest are hoisted above them, which
+changes nothing since every thread runs all of them); the threads bound to reduce iterators
+then combine their partials —
 
 * over ``threadIdx.x`` alone with a power-of-two extent up to 32: warp shuffles
   (``__shfl_down_sync`` halving, then a broadcast from the group's first lane);
@@ -147,6 +150,10 @@ def _all(terms: list[Expr]) -> Expr | None:
     return out
 
 
+def _is_thread(loop: For) -> bool:
+    return loop.kind is ForKind.THREAD_BINDING and (loop.thread or "").startswith("threadIdx")
+
+
 def _guard(cond: Expr | None, s: Stmt) -> Stmt:
     return s if cond is None else IfThenElse(cond, s)
 
@@ -160,14 +167,14 @@ class _Lowerer(Mutator):
         self.counter = 0
 
     def visit_For(self, loop: For) -> Stmt:  # noqa: N802
+        chain = [loop]
+        cur: Stmt = loop.body
+        while isinstance(cur, For):
+            chain.append(cur)
+            cur = cur.body
+        if isinstance(cur, BlockRealize) and self._reduce_threads(chain, cur):
+            return self.rewrite(chain, cur)
         if loop.kind is ForKind.THREAD_BINDING and (loop.thread or "").startswith("threadIdx"):
-            chain = [loop]
-            cur: Stmt = loop.body
-            while isinstance(cur, For):
-                chain.append(cur)
-                cur = cur.body
-            if isinstance(cur, BlockRealize) and self._reduce_threads(chain, cur):
-                return self.rewrite(chain, cur)
             self.threads.append(loop)
             try:
                 return self.generic_visit(loop)  # type: ignore[no-any-return]
@@ -184,15 +191,20 @@ class _Lowerer(Mutator):
         return ids
 
     def _reduce_threads(self, chain: list[For], realize: BlockRealize) -> bool:
+        """True when ``chain`` (a perfect nest down to ``realize``) starts with the outermost
+        loop driving a reduce iterator and holds a threadIdx loop driving one."""
         ids = self._reduce_var_ids(realize)
         if id(chain[0].loop_var) not in ids:
             return False
-        if realize.block.init is None and not _is_one(chain[0].extent):
+        bound = next((lp for lp in chain if _is_thread(lp) and id(lp.loop_var) in ids), None)
+        if bound is None:
+            return False
+        if realize.block.init is None and not _is_one(bound.extent):
             # an update block (its init split off by decompose_reduction) would keep one
             # partial per thread ('local') or race on the element (shared, global)
             raise self.fail(
                 realize.block,
-                f"its reduce loop {chain[0].loop_var.name!r} is bound to {chain[0].thread} "
+                f"its reduce loop {bound.loop_var.name!r} is bound to {bound.thread} "
                 "but the block has no init (decompose_reduction split it off); a reduction "
                 "across threads needs its init in the block: do not decompose it",
             )
@@ -224,9 +236,9 @@ class _Lowerer(Mutator):
             # nest would overwrite the result of its previous iterations
             raise self.fail(
                 block,
-                f"loop(s) {outside} outside the thread-bound reduce loop also drive its "
-                "reduce iterators; make the thread-bound loop the outermost reduce loop "
-                "(reorder it above the serial reduce loops)",
+                f"loop(s) {outside} outside the reduce loop nest also drive its reduce "
+                "iterators; move the loops that drive spatial iterators above every reduce "
+                "loop",
             )
         spatial_ids = {
             id(v)

@@ -40,8 +40,9 @@ def get_gpu_pipeline(target: Target | str | None = None) -> list[FunctionPass]:
     Alignment requests are collected first (the cross-thread reduction rewrite replaces
     blocks); buffers are compacted with their thread loops still bound (a shared buffer's box
     covers its thread block, a local one's one thread; see :class:`CompactBufferAllocation`),
-    then shared allocations move above the thread loops and ``vthread`` loops become unrolled
-    loops; warp fragments get per-lane storage while buffers keep their shapes.
+    then shared allocations move above the thread loops and ``vthread`` loops are injected
+    (pushed down to the statements depending on them); warp fragments get per-lane storage
+    while buffers keep their shapes.
     """
     tgt = as_target(target) if target is not None else (Target.current() or Target("cuda"))
     return [

@@ -11,6 +11,12 @@ shared memory. It is emitted as one vector access per such buffer; accesses of `
 buffers (register tiles, with no alignment guarantee) stay one scalar per lane, so a register
 tile is stored back, or filled, with vector accesses of memory. Any other vectorized loop
 becomes an unrolled loop (same meaning, scalar accesses).
+
+A load under a ``Select`` (``if_then_else``: padding, masking) is read only by the lanes whose
+condition holds. When every condition on its way is one value for all lanes (independent of
+``v``) it stays one vector access, *predicated as a whole* by their conjunction (its plan
+``guard``); when one changes between lanes it is *split*: one scalar load per lane, under that
+lane's condition. So a padded fetch never reads past its operand's end.
 """
 
 from __future__ import annotations
@@ -20,26 +26,29 @@ from dataclasses import dataclass
 from ..arith import Analyzer
 from ..ir import (
     Add,
+    And,
     Buffer,
     BufferLoad,
     BufferStore,
     Cast,
     DataType,
     Expr,
+    FloatImm,
     For,
     ForKind,
     IntImm,
     Mul,
     Mutator,
-    Node,
+    Not,
     PrimFunc,
+    Select,
     Sub,
     Var,
-    post_order_visit,
     substitute,
     uses_var,
 )
 from ..ir.transform import FunctionPass
+from ..ir.visitor import iter_children
 
 VECTOR_ATTR = "tc.vector_lanes"
 _VECTOR_BITS = (32, 64, 128)
@@ -47,12 +56,13 @@ _VECTOR_BITS = (32, 64, 128)
 
 @dataclass(frozen=True)
 class VectorPlan:
-    """How to emit one vectorized store: its lanes, store base and the vector loads."""
+    """How to emit one vectorized store: its lanes, store base and the vector loads, each with
+    its base and its guard (the lane-independent condition it is read under; None: always)."""
 
     lanes: int
     store: BufferStore
     store_base: Expr
-    loads: tuple[tuple[BufferLoad, Expr], ...]
+    loads: tuple[tuple[BufferLoad, Expr, Expr | None], ...]
 
 
 def divisible(e: Expr, n: int) -> bool:
@@ -89,25 +99,64 @@ def vector_plan(loop: For) -> VectorPlan | None:
     base = _contiguous_base(store.indices[0], var, ana)
     if base is None or not _fits(store.buffer.dtype, lanes, store.buffer.scope, base):
         return None
-    loads: list[tuple[BufferLoad, Expr]] = []
+    loads: list[tuple[BufferLoad, Expr, Expr | None]] = []
     ok = True
 
-    def fn(n: Node) -> None:
+    def walk(e: Expr, guards: tuple[Expr, ...]) -> None:
         nonlocal ok
-        if isinstance(n, BufferLoad) and uses_var(n.indices[0], var):
-            b = _contiguous_base(n.indices[0], var, ana)
-            if b is None or not _fits(n.buffer.dtype, lanes, n.buffer.scope, b):
+        if isinstance(e, Select):
+            walk(e.condition, guards)
+            walk(e.true_value, (*guards, e.condition))
+            walk(e.false_value, (*guards, Not(e.condition)))
+            return
+        if isinstance(e, BufferLoad) and uses_var(e.indices[0], var):
+            b = _contiguous_base(e.indices[0], var, ana)
+            if b is None or not _fits(e.buffer.dtype, lanes, e.buffer.scope, b):
                 ok = False
-            else:
-                loads.append((n, b))
-        elif isinstance(n, BufferLoad) and n.buffer is store.buffer:
+            elif _lane_uniform(guards, var):
+                loads.append((e, b, _guard_of(guards)))
+            # else: split, one scalar load per lane under its own condition
+        elif isinstance(e, BufferLoad) and e.buffer is store.buffer:
             ok = False  # a broadcast read of the written buffer: keep scalar order
+        for child in iter_children(e):
+            if isinstance(child, Expr):
+                walk(child, guards)
 
-    post_order_visit(store.value, fn)
-    memory = store.buffer.scope != "local" or any(ld.buffer.scope != "local" for ld, _ in loads)
+    walk(store.value, ())
+    memory = store.buffer.scope != "local" or any(ld.buffer.scope != "local" for ld, *_ in loads)
     if not ok or not memory or uses_var(base, var):
         return None
     return VectorPlan(lanes, store, base, tuple(loads))
+
+
+def copy_source(value: Expr, var: Var) -> tuple[BufferLoad, Expr | None] | None:
+    """The load a copy loop over ``var`` moves and the guard it moves it under: ``G[...]``
+    (no guard) or ``if_then_else(c, G[...], 0)`` with ``c`` one value for all lanes (a padded
+    fetch: where ``c`` fails, zeros). None for anything else."""
+    if isinstance(value, BufferLoad):
+        return value, None
+    if (
+        isinstance(value, Select)
+        and isinstance(value.true_value, BufferLoad)
+        and isinstance(value.false_value, (IntImm, FloatImm))
+        and value.false_value.value == 0
+        and not uses_var(value.condition, var)
+    ):
+        return value.true_value, value.condition
+    return None
+
+
+def _lane_uniform(guards: tuple[Expr, ...], var: Var) -> bool:
+    """True when the conditions a load is read under are one value for all lanes."""
+    return not any(uses_var(g, var) for g in guards)
+
+
+def _guard_of(guards: tuple[Expr, ...]) -> Expr | None:
+    """The conjunction of ``guards`` (None: none)."""
+    out: Expr | None = None
+    for g in guards:
+        out = g if out is None else And(out, g)
+    return out
 
 
 def is_vector_access(buf: Buffer) -> bool:

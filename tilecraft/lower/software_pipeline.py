@@ -57,7 +57,7 @@ from ..ir import (
 from ..ir.transform import FunctionPass
 from .collect_storage_align import storage_align_table, with_storage_align_table
 from .gpu_nodes import ThreadSync
-from .gpu_vectorize import divisible
+from .gpu_vectorize import copy_source, divisible
 
 STAGE_ATTR = "software_pipeline_stage"
 """Loop annotation: the pipeline stage of each statement of the loop body."""
@@ -173,13 +173,15 @@ class _MarkAsync(Mutator):
 
 def _async_copy_lanes(loop: For) -> bool:
     """True for ``for v in T.vectorized(L): S[..., b + v] = G[..., b' + v]`` moving 16
-    bytes, ``b`` and ``b'`` multiples of ``L`` (both ends 16-byte aligned)."""
+    bytes, ``b`` and ``b'`` multiples of ``L`` (both ends 16-byte aligned); the load may be
+    guarded by a lane-uniform ``if_then_else(c, G[...], 0)`` (the zero-fill form)."""
     store = loop.body
     if loop.kind is not ForKind.VECTORIZED or not isinstance(store, BufferStore):
         return False
-    load = store.value
-    if not isinstance(load, BufferLoad) or not isinstance(loop.extent, IntImm):
+    source = copy_source(store.value, loop.loop_var)
+    if source is None or not isinstance(loop.extent, IntImm):
         return False
+    load = source[0]
     lanes = loop.extent.value
     if store.buffer.scope not in _SHARED or load.buffer.scope != "global":
         return False

@@ -47,6 +47,8 @@ UNROLL_GUARD_FLAGS = ("-fno-tree-loop-if-convert",)
 miscompiles a completely unrolled loop around a fill loop and a loop of guarded stores
 (if-conversion to masked stores); ``tests/runtime/test_unroll_if_convert.py`` holds the C
 reproducer. Other sources keep if-conversion, which guarded vector loops need to be fast."""
+OPTIMIZE_LEVELS = ("-O3", "-O2", "-O1")
+"""Optimization levels :func:`compile_shared` accepts (none changes floating-point semantics)."""
 LINK_FLAGS = ("-lm",)
 LIBMVEC_FLAGS = ("-DTC_LIBMVEC", "-lmvec")
 """Kept when the compiler links glibc's vector math library: the generated C then declares
@@ -233,15 +235,18 @@ def check_arch_flags(arch_flags: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def build_flags(
-    compiler: str, source: str, arch_flags: tuple[str, ...] | None = None
+    compiler: str, source: str, arch_flags: tuple[str, ...] | None = None, optimize: str = "-O3"
 ) -> tuple[str, ...]:
     """The flags :func:`compile_shared` uses for ``source``.
 
-    The probed :func:`compile_flags`; with ``arch_flags`` in place of the probed machine
-    flags (``-march=native -mprefer-vector-width=512``); and the :data:`UNROLL_GUARD_FLAGS`
-    for a source holding ``#pragma GCC unroll``.
+    The probed :func:`compile_flags` (with ``optimize`` in place of ``-O3``); with
+    ``arch_flags`` in place of the probed machine flags (``-march=native
+    -mprefer-vector-width=512``); and the :data:`UNROLL_GUARD_FLAGS` for a source holding
+    ``#pragma GCC unroll``.
     """
-    flags = compile_flags(compiler)
+    if optimize not in OPTIMIZE_LEVELS:
+        raise BuildError(f"optimization level must be one of {OPTIMIZE_LEVELS}, got {optimize!r}")
+    flags = tuple(optimize if f == "-O3" else f for f in compile_flags(compiler))
     if arch_flags is not None:
         kept = tuple(f for f in flags if not f.startswith(ARCH_FLAG_PREFIXES))
         flags = (*kept, *check_arch_flags(arch_flags))
@@ -250,7 +255,9 @@ def build_flags(
     return flags
 
 
-def compile_shared(source: str, *, arch_flags: tuple[str, ...] | None = None) -> Path:
+def compile_shared(
+    source: str, *, arch_flags: tuple[str, ...] | None = None, optimize: str = "-O3"
+) -> Path:
     """Compile ``source`` to a shared library and return its path (cached by content).
 
     A cached library is used only after its size and hash are checked against the entry's
@@ -263,6 +270,9 @@ def compile_shared(source: str, *, arch_flags: tuple[str, ...] | None = None) ->
     arch_flags
         The machine the library is for, as compiler options (``("-march=x86-64-v3",)``);
         None: this machine (``-march=native -mprefer-vector-width=512`` where accepted).
+    optimize
+        The optimization level (one of :data:`OPTIMIZE_LEVELS`): ``-O3`` for kernels that
+        must be fast, a lower one where the compiler's time matters more (GPU emulation).
 
     Raises
     ------
@@ -271,7 +281,7 @@ def compile_shared(source: str, *, arch_flags: tuple[str, ...] | None = None) ->
         fails (command and stderr attached).
     """
     compiler = find_compiler()
-    flags = build_flags(compiler, source, arch_flags)
+    flags = build_flags(compiler, source, arch_flags, optimize)
     key = cache_key(source, compiler, flags)
     hit = cache.lookup("cpu", key, ".so")
     if hit is not None:

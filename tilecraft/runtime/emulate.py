@@ -4,7 +4,8 @@
 
 * ``True`` — the GPU-lowered program (the kernels and launches the CUDA backend would run)
   runs on the CPU with real thread semantics (:mod:`tilecraft.codegen.emulate`);
-* ``"racecheck"`` — the same, and shared-memory conflicts within a barrier phase, reads of
+* ``"racecheck"`` — the same, and shared-memory conflicts within a barrier phase, global-memory
+  conflicts between threads of one launch that nothing orders, reads of
   uninitialized shared or local memory and out-of-bounds accesses raise
   :class:`~tilecraft.errors.RaceCheckError`;
 * ``"serial"`` — the quick mode: thread-bound loops run as plain serial loops through the CPU
@@ -114,6 +115,8 @@ class FaultRecord(ctypes.Structure):
         ("other", ctypes.c_int32),
         ("block", ctypes.c_int32 * 3),
         ("dim", ctypes.c_int32 * 3),
+        ("other_block", ctypes.c_int32 * 3),
+        ("pad", ctypes.c_int32),
         ("phase", ctypes.c_int64),
         ("index", ctypes.c_int64),
         ("extent", ctypes.c_int64),
@@ -146,6 +149,8 @@ class _Fault:
         self.flags = rec.flags
         dim = tuple(int(d) for d in rec.dim)
         self.block: Index3 = (int(rec.block[0]), int(rec.block[1]), int(rec.block[2]))
+        ob = rec.other_block
+        self.other_block: Index3 = (int(ob[0]), int(ob[1]), int(ob[2]))
         self.linear = int(rec.thread)  # the thread's linear index (-1: none)
         self.thread = _xyz(rec.thread, dim) if rec.thread >= 0 else None
         self.other = _xyz(rec.other, dim) if rec.other >= 0 else None
@@ -185,6 +190,8 @@ def _conflict(f: _Fault) -> RaceCheckError:
     assert f.thread is not None
     if f.flags & FLAG_ASYNC:
         return _in_flight(f, "stores", "an asynchronous copy overwrites it whenever it lands")
+    if f.site.scope == "global":
+        return _global_conflict(f)
     this = "stores" if f.flags & FLAG_WRITE else "loads"
     earlier = "stored" if f.flags & FLAG_OTHER_WRITE else "loaded"
     buf = f.site.buffer
@@ -200,6 +207,33 @@ def _conflict(f: _Fault) -> RaceCheckError:
         f"{f.function}: shared-memory race in {f.where()}: thread {_text(f.thread)} {this} "
         f"{buf}[{f.index}] in barrier phase {f.phase}, where thread {_text(f.other or f.thread)} "
         f"{earlier} it with no barrier between them{same}. Hint: {hint}{f.more()}"
+    )
+    return RaceCheckError(msg, kind=RaceKind.CONFLICT, **f.fields(buf))
+
+
+def _global_conflict(f: _Fault) -> RaceCheckError:
+    """Two threads of one launch access one global element, one of them storing, unordered."""
+    assert f.site is not None
+    assert f.thread is not None
+    this = "stores" if f.flags & FLAG_WRITE else "loads"
+    earlier = "stored" if f.flags & FLAG_OTHER_WRITE else "loaded"
+    buf, other = f.site.buffer, f.other or f.thread
+    same = " (both stored the same value)" if f.flags & FLAG_SAME else ""
+    if f.other_block != f.block:
+        why = "different blocks: nothing orders them within a launch"
+        hint = "let one block own each element, or split the work into two launches"
+    else:
+        why = f"the same barrier phase {f.phase} of one block"
+        hint = (
+            "let one thread store each element"
+            if f.flags & FLAG_SAME
+            else "a barrier (__syncthreads) is missing between the two accesses"
+        )
+    msg = (
+        f"{f.function}: global-memory race in kernel {f.kernel}: thread {_text(f.thread)} of "
+        f"block {_text(f.block)} {this} {buf}[{f.index}], where thread {_text(other)} of block "
+        f"{_text(f.other_block)} {earlier} it with no ordering between them ({why}){same}. "
+        f"Hint: {hint}{f.more()}"
     )
     return RaceCheckError(msg, kind=RaceKind.CONFLICT, **f.fields(buf))
 

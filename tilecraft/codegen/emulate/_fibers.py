@@ -128,7 +128,10 @@ static void tc_emu_async_wait(tc_emu_thread* t, int32_t in_flight) {
       t->async[kept++] = a;
       continue;
     }
-    memcpy(a.dst, a.src, (size_t)a.bytes);
+    if (a.src)
+      memcpy(a.dst, a.src, (size_t)a.bytes);
+    else /* the zero-fill form */
+      memset(a.dst, 0, (size_t)a.bytes);
     if (a.shadow)
       for (int64_t off = 0; off < a.bytes; off += a.itemsize) {
         if (a.shadow[off].gen == (t->blk->gen | TC_EMU_PENDING)) a.shadow[off].gen = t->blk->gen;

@@ -31,6 +31,7 @@ from ...ir import (
 )
 from ...lower.gpu_nodes import ThreadSync
 from ...lower.gpu_split_host_device import Kernel, dyn_shared_layout
+from ...lower.gpu_vectorize import VECTOR_ATTR, is_vector_access, vector_plan
 from .._bounds import Bound
 from .._names import C_RESERVED, NameTable
 from ..base import contains, is_zero
@@ -112,6 +113,7 @@ class ThreadEmitter(_FunctionEmitter):
                 fields.append(f"  {self.storage_type(p.dtype)}* {self.buf(p)};")
             else:
                 fields.append(f"  {self.compute_type(p.dtype)} {self.names.get(p, p.name)};")
+        fields += [f"  tc_emu_gshadow* {self.aux(b, 'gs')};" for b in self.global_shadowed]
         return "typedef struct {\n" + "\n".join(fields or ["  int unused;"]) + f"\n}} {struct};\n"
 
     def emit_body(self, struct: str) -> str:
@@ -132,10 +134,20 @@ class ThreadEmitter(_FunctionEmitter):
                 self.bounds[id(p)] = self.scalar_bound(p)
             out.emit(f"{ctype} {name} = tc_p->{name};")
             out.emit(f"(void){name};")
+        for b in self.global_shadowed:
+            out.emit(f"tc_emu_gshadow* const {self.aux(b, 'gs')} = tc_p->{self.aux(b, 'gs')};")
         self.stmt(self.k.body)
         out.level -= 1
         out.emit("}")
         return out.text()
+
+    @property
+    def global_shadowed(self) -> list[Buffer]:
+        """The global buffers given to the kernel whose accesses the race checker shadows
+        (their shadows follow the parameters in the argument struct)."""
+        if not self.opt.racecheck:
+            return []
+        return [p for p in self.k.params if isinstance(p, Buffer) and p.scope == "global"]
 
     @property
     def stack_bytes(self) -> int:
@@ -155,7 +167,33 @@ class ThreadEmitter(_FunctionEmitter):
                 f"parallel loop {s.loop_var.name!r} inside a kernel; bind it to threads instead"
             )
         else:
+            if self.opt.checks and s.annotations.get(VECTOR_ATTR):
+                self.vector_checks(s)
             self.serial_loop(s)
+
+    def vector_checks(self, s: For) -> None:
+        """Bounds-check each vector access of a vectorized loop as a whole, under the guard the
+        CUDA code predicates it with (its lanes then run one by one)."""
+        plan = vector_plan(s)
+        if plan is None:
+            return
+        accesses = [
+            (ld.buffer, base, guard, SiteKind.VECTOR_LOAD) for ld, base, guard in plan.loads
+        ]
+        accesses.append((plan.store.buffer, plan.store_base, None, SiteKind.VECTOR_STORE))
+        for buf, base, guard, kind in accesses:
+            if not is_vector_access(buf):
+                continue
+            n = self.fresh()
+            site = self.site(kind, buf)
+            first, last = f"tc_b{n}", f"tc_b{n} + {plan.lanes - 1}"
+            check = (
+                f"(void)({self._in_range(buf, first, site)} && {self._in_range(buf, last, site)});"
+            )
+            cond = "1" if guard is None else self.expr(guard)
+            self.out.emit(
+                f"if ({cond}) {{ const int64_t {first} = (int64_t)({self.expr(base)}); {check} }}"
+            )
 
     def thread_loop(self, s: For) -> None:
         tag = s.thread or ""
@@ -286,6 +324,10 @@ class ThreadEmitter(_FunctionEmitter):
             self.out.emit(f"tc_emu_shared_write(tc_self, {shadow}, {site}, {i}, {same});")
         elif self.opt.racecheck and _is_per_thread(buf):
             self.out.emit(f"{self.aux(buf, 'init')}[{i}] = 1;")
+        elif self._global_shadow(buf):
+            same = f"memcmp(&{name}[{i}], &{v}, sizeof {v}) == 0"
+            shadow = f"{self.aux(buf, 'gs')} + {i}"
+            self.out.emit(f"tc_emu_global_write(tc_self, {shadow}, {site}, {i}, {same});")
         self.out.emit(f"{name}[{i}] = {v};")
         self.out.level -= 1
         self.out.emit("}")
@@ -317,7 +359,18 @@ class ThreadEmitter(_FunctionEmitter):
             return f"tc_emu_shared_read(tc_self, {shadow}, {site}, {i});"
         if _is_per_thread(buf):
             return f"tc_emu_local_read(tc_self, {self.aux(buf, 'init')}, {site}, {i});"
+        if self._global_shadow(buf):
+            return f"tc_emu_global_read(tc_self, {self.aux(buf, 'gs')} + {i}, {site}, {i});"
         return ""
+
+    def global_write_shadow(self, buf: Buffer, i: str, site: int) -> str:
+        """The race check of storing ``buf[i]`` of a global buffer (C; empty when unchecked)."""
+        if not self._global_shadow(buf):
+            return ""
+        return f"tc_emu_global_write(tc_self, {self.aux(buf, 'gs')} + {i}, {site}, {i}, 0);"
+
+    def _global_shadow(self, buf: Buffer) -> bool:
+        return any(b is buf for b in self.global_shadowed)
 
     def store_result(self, op: LaneResult, tmp: str) -> None:
         """Store a collective's result for this lane (``tmp`` holds it, compute type)."""

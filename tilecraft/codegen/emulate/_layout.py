@@ -15,6 +15,8 @@ class SiteKind(Enum):
 
     LOAD = "load"
     STORE = "store"
+    VECTOR_LOAD = "vector load"  # a whole vector access, as the CUDA code makes it
+    VECTOR_STORE = "vector store"
     BARRIER = "barrier"
     COLLECTIVE = "collective"
 

@@ -85,6 +85,8 @@ def emit_region(em: ThreadEmitter, r: LaneRegion) -> Region:
             after = f"tc_emu_shared_write(tc_self, {sh}, {site}, tc_j{n}, 0);"
         elif is_per_thread(buf.scope):
             after = f"{em.aux(buf, 'init')}[tc_j{n}] = 1;"
+        else:
+            after = em.global_write_shadow(buf, f"tc_j{n}", site)
     shadow = "0"
     if em.opt.racecheck and buf.scope in SHARED_SCOPES:
         shadow = f"{em.aux(buf, 'sh')} + {base} * {buf.dtype.itemsize}"
@@ -191,12 +193,17 @@ def emit_async(em: ThreadEmitter, s: Stmt, spec: AsyncIntrinsic) -> None:
     out.level += 1
     d = emit_region(em, LaneRegion(dst.buffer, dst.base, dst.count, Access.WRITE))
     r = emit_region(em, LaneRegion(src.buffer, src.base, src.count, Access.READ))
-    out.emit(f"if ({d.ok} && {r.ok}) {{")
+    read, src_ptr = "1", r.ptr
+    if src.guard is not None:  # zero-fill form: the source is read only under the guard
+        read = f"tc_g{em.fresh()}"
+        out.emit(f"const int {read} = ({em.expr(src.guard)}) != 0;")
+        src_ptr = f"({read} ? {r.ptr} : (void*)0)"
+    out.emit(f"if ({d.ok} && (!{read} || ({r.ok}))) {{")
     out.level += 1
     if r.before:
-        out.emit(r.before)
+        out.emit(f"if ({read}) {{ {r.before} }}")
     out.emit(
-        f"tc_emu_async_copy(tc_self, {d.ptr}, {r.ptr}, {nbytes}, {d.shadow}, "
+        f"tc_emu_async_copy(tc_self, {d.ptr}, {src_ptr}, {nbytes}, {d.shadow}, "
         f"{dst.buffer.dtype.itemsize}, {d.site}, {d.base});"
     )
     out.level -= 1

@@ -101,13 +101,16 @@ class LaneResult:
 @dataclass(frozen=True)
 class LaneRegion:
     """``count`` elements of ``buffer`` from flat index ``base``, passed by address by the
-    lanes of ``lanes`` (the others pass ``NULL``)."""
+    lanes of ``lanes`` (the others pass ``NULL``). With a ``guard`` (the source of an
+    asynchronous copy), the region is read only where it holds; elsewhere the copy writes
+    zeros (cp.async's zero-fill form)."""
 
     buffer: Buffer
     base: Expr
     count: int
     access: Access
     lanes: int = FULL_MASK
+    guard: Expr | None = None
 
     def __post_init__(self) -> None:
         if self.count < 1:

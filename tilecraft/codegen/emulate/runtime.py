@@ -26,7 +26,9 @@ the assembly switch made barrier-heavy kernels several times faster (see the mod
 Race checking (``tc.build(..., emulate="racecheck")``) keeps one shadow entry per byte of the
 block's shared memory (used at each element's first byte): the phase and thread of the last
 write, the phase and up to two threads of the reads, and the block generation that last
-initialized it; ``local`` arrays get one "initialized" byte per element. An access that
+initialized it; ``local`` arrays get one "initialized" byte per element; global buffers get a
+shadow per element for each launch (:mod:`._global`: conflicts between threads of one launch
+that no barrier of their block orders). An access that
 conflicts (another thread of the block, same phase, one of them a write), reads memory nothing
 initialized, or falls outside its buffer is recorded in the exported ``tc_emu_error`` (the first
 one with its details, all counted) and the launch stops after the current block; the runtime
@@ -38,6 +40,7 @@ filled with ``0xff`` bytes (NaN for floats) in every mode, so reading what nothi
 from __future__ import annotations
 
 from ._fibers import ASYNC, FIBERS
+from ._global import GLOBAL_SHADOW
 
 WARP_SIZE = 32
 """Lanes per warp."""
@@ -80,6 +83,7 @@ typedef struct {
   int32_t kind, site, other_site, flags;  /* access or barrier site, the other's site, */
   int32_t thread, other;                  /* linear thread indices (-1: none), */
   int32_t block[3], dim[3];               /* blockIdx and blockDim, */
+  int32_t other_block[3], pad;            /* the other thread's blockIdx, */
   int64_t phase, index, extent;           /* barrier phase, element index, buffer extent */
 } tc_emu_record;
 
@@ -143,7 +147,9 @@ typedef struct tc_emu_block {
   const tc_emu_kernel* k;
   const void* params;
   int32_t bid[3], dim[3];
-  int32_t nthreads, pad;
+  int32_t nthreads;
+  uint32_t blin;    /* linear block index + 1 */
+  int64_t grid[3];
   unsigned char* smem;
   tc_emu_shadow* shadow;
   uint32_t epoch, gen;
@@ -158,11 +164,12 @@ typedef struct tc_emu_block {
 """
 
 _REPORT = r"""
-/* Record a fault (the first one keeps its details); thread -1: the launch itself. */
-__attribute__((cold, noinline)) static void tc_emu_report(
+/* Record a fault (the first one keeps its details); thread -1: the launch itself. 1: it was
+   the first. */
+__attribute__((cold, noinline)) static int tc_emu_report(
     tc_emu_block* b, int32_t thread, int32_t kind, int32_t site, int64_t index, int64_t extent,
     int32_t other, int32_t other_site, int32_t flags, const char* detail) {
-  if (__atomic_fetch_add(&tc_emu_error.count, 1, __ATOMIC_RELAXED) != 0) return;
+  if (__atomic_fetch_add(&tc_emu_error.count, 1, __ATOMIC_RELAXED) != 0) return 0;
   tc_emu_record* r = &tc_emu_error;
   r->kernel = b->k->name;
   r->detail = detail;
@@ -174,11 +181,13 @@ __attribute__((cold, noinline)) static void tc_emu_report(
   r->other = other;
   for (int d = 0; d < 3; ++d) {
     r->block[d] = b->bid[d];
+    r->other_block[d] = b->bid[d];
     r->dim[d] = b->dim[d];
   }
   r->phase = b->phase;
   r->index = index;
   r->extent = extent;
+  return 1;
 }
 
 static inline int tc_emu_in(tc_emu_thread* t, int32_t site, int64_t i, int64_t n) {
@@ -394,7 +403,10 @@ static void tc_emu_launch(const tc_emu_kernel* k, const void* params, const int6
     return;
   }
   b->k = k;
-  for (int d = 0; d < 3; ++d) b->dim[d] = (int32_t)dim[d];
+  for (int d = 0; d < 3; ++d) {
+    b->dim[d] = (int32_t)dim[d];
+    b->grid[d] = grid[d];
+  }
   if (n > TC_EMU_MAX_THREADS) {
     tc_emu_report(b, -1, TC_EMU_LAUNCH, -1, n, TC_EMU_MAX_THREADS, -1, -1, 0,
                   "a block of more than 1024 threads");
@@ -425,6 +437,7 @@ static void tc_emu_launch(const tc_emu_kernel* k, const void* params, const int6
         b->bid[0] = (int32_t)x;
         b->bid[1] = (int32_t)y;
         b->bid[2] = (int32_t)z;
+        b->blin = (uint32_t)(x + grid[0] * (y + grid[1] * z) + 1);
         b->gen += 1;
         b->epoch += 1;
         b->phase = 0;
@@ -441,6 +454,7 @@ static void tc_emu_launch(const tc_emu_kernel* k, const void* params, const int6
 }
 """
 
-RUNTIME = "/* tilecraft GPU emulator runtime */" + _TYPES + _REPORT + FIBERS + _SYNC + ASYNC
+RUNTIME = "/* tilecraft GPU emulator runtime */" + _TYPES + _REPORT + GLOBAL_SHADOW + FIBERS
+RUNTIME += _SYNC + ASYNC
 RUNTIME += _SCHEDULER
 """All of the runtime, added once to an emulator unit (after the standard includes)."""

@@ -84,6 +84,7 @@ class _Emitted:
     struct: str  # its argument struct
     info: str  # its tc_emu_kernel descriptor
     extra: tuple[Var, ...]  # scalar arguments beyond the kernel's parameters
+    shadowed: tuple[Buffer, ...]  # global buffers given a race-check shadow per launch
 
 
 class _Unit:
@@ -111,7 +112,9 @@ class _Unit:
             f"{em.stack_bytes}, {int(em.fibers)}, {racecheck}}};\n"
         )
         self.cg.bodies.append(head + "\n" + text + "\n" + desc)
-        self.kernels[id(kernel)] = _Emitted(struct, info, tuple(em.extra))
+        self.kernels[id(kernel)] = _Emitted(
+            struct, info, tuple(em.extra), tuple(em.global_shadowed)
+        )
 
     def add_host(self, program: GPUProgram, symbol: str) -> None:
         """Emit the exported host function running ``program``."""
@@ -161,17 +164,27 @@ class _HostEmitter(_FunctionEmitter):
                 values.append(f"({storage_ctype(p.dtype)}*){self.buf(p)}")
             else:
                 values.append(self.expr(p))
+        shadows = [f"tc_gs{j}" for j in range(len(emitted.shadowed))]
+        values += shadows
         _, dyn = dyn_shared_layout(k.dyn_shared)
         grid = ", ".join(f"(int64_t)({self.expr(e)})" for e in k.grid)
         block = ", ".join(f"(int64_t)({self.expr(e)})" for e in k.block)
         self.out.emit("{")
         self.out.level += 1
+        for name, buf in zip(shadows, emitted.shadowed, strict=True):
+            self.out.emit(
+                f"tc_emu_gshadow* {name} = (tc_emu_gshadow*)calloc((size_t)"
+                f"({self.expr(buf.shape[0])}) + 1, sizeof(tc_emu_gshadow));"
+            )
+            self.out.emit(f"if (!{name}) tc_emu_error.count += 1;")
         self.out.emit(f"const {struct} tc_a = {{{', '.join(values) or '0'}}};")
         self.out.emit(f"const int64_t tc_grid[3] = {{{grid}}};")
         self.out.emit(f"const int64_t tc_dim[3] = {{{block}}};")
         self.out.emit(
             f"tc_emu_launch(&{info}, &tc_a, tc_grid, tc_dim, (int64_t)({self.expr(dyn)}));"
         )
+        for name in shadows:
+            self.out.emit(f"free({name});")
         self.out.level -= 1
         self.out.emit("}")
 

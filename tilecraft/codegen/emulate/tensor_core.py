@@ -252,7 +252,7 @@ def _copy_regions(s: Stmt) -> tuple[LaneRegion, LaneRegion]:
     assert copy is not None
     return (
         LaneRegion(copy.dst, copy.dst_base, copy.lanes, Access.WRITE),
-        LaneRegion(copy.src, copy.src_base, copy.lanes, Access.READ),
+        LaneRegion(copy.src, copy.src_base, copy.lanes, Access.READ, guard=copy.guard),
     )
 
 

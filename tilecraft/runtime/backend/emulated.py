@@ -21,6 +21,11 @@ from .base import Artifact, Backend, Lowered, Source
 from .cpu import library_file
 from .cuda import lower_for_gpu
 
+EMULATOR_OPTIMIZE = "-O1"
+"""The C compiler's optimization level for emulator units. The emulator runs kernels at
+reduced sizes, where compiling dominates: on the tensor-core GEMM of the tests ``-O1`` halves
+the compile time of ``-O3`` (4.5 s to 2.4 s) for a run time still in milliseconds."""
+
 
 class EmulatedCUDABackend(Backend):
     """Run GPU-lowered programs on the CPU, thread by thread, barrier phase by phase.
@@ -63,7 +68,7 @@ class EmulatedCUDABackend(Backend):
         """A shared library of the emulator unit (cached)."""
         emu = source.code
         assert isinstance(emu, EmulatorSource)
-        path = compile_shared(source.text, arch_flags=arch_flags)
+        path = compile_shared(source.text, arch_flags=arch_flags, optimize=EMULATOR_OPTIMIZE)
         sites = [
             [s.function, s.kernel, s.kind.value, s.buffer, s.scope, s.ordinal, s.intrinsic]
             for s in emu.sites

@@ -8,6 +8,7 @@ requirement, before anything is built.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 from ...ir import (
@@ -91,6 +92,7 @@ def move_block(
     # consumer reading what other threads produce in the same iteration would read, in the
     # schedule's serial meaning, elements not produced yet
     relax = [] if reverse else [lp for lp in enclosing if relaxed_loop(buffers[0].scope, lp)]
+    warn_block_recompute(name, buffers[0], relax)
     bounds_by_buf = demanded_regions(
         state, func, under, buffers, loop, reverse=reverse, relax=relax
     )
@@ -103,6 +105,31 @@ def move_block(
     if reverse:  # where no producer runs, the consumer must not run either
         nest = add_predicate(nest, shared_outer_conditions(under, inner_loops(under, loop)))
     return _tree.replace_stmts(func, {id(realize): None, id(loop): insert_at(loop, nest, position)})
+
+
+def warn_block_recompute(name: str, buf: Buffer, relax: Sequence[For]) -> None:
+    """Warn when the region ``name`` produces into ``buf`` is relaxed over blockIdx loops:
+    every block then computes all of it (right, but that many times the work)."""
+    blocks = [lp for lp in relax if (lp.thread or "").startswith("blockIdx")]
+    if not blocks:
+        return
+    count = 1
+    for lp in blocks:
+        count = count * lp.extent.value if isinstance(lp.extent, IntImm) and count else 0
+    if count == 1:
+        return
+    many = f"{count} blocks" if count else "all blocks"
+    tags = ", ".join(sorted({lp.thread or "" for lp in blocks}))
+    warnings.warn(
+        f"compute_at: every block recomputes all of buffer {buf.name!r} that block {name!r} "
+        f"produces: the buffer is {buf.scope} (one copy for the grid), so its region is "
+        f"relaxed over {tags} and {many} each compute the whole region (right, but that many "
+        "times the work). Remedy: give it a block-private scope first (sch.set_scope(block, "
+        "0, 'shared') or 'local'), compute it at a loop outside the blockIdx loops, or "
+        "compute_inline it",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 def _related(

@@ -38,7 +38,8 @@ def check_one_to_one(state: ScheduleState, realize: BlockRealize, below: list[Fo
     """The loops from the target down reach each iterator tuple of the block at most once.
 
     A block with an init may be recomputed (``vi = fused // 32`` under a fused loop repeats
-    it): each run re-initializes. Once the init is hoisted, a repeat accumulates twice.
+    it): each run re-initializes. Once the init is hoisted, a repeat accumulates twice. A
+    guarded (predicated) block is checked with its predicate, else without it.
     """
     vmap: dict[Var, Expr] = {}
     iters: dict[Var, Range] = {}
@@ -51,6 +52,10 @@ def check_one_to_one(state: ScheduleState, realize: BlockRealize, below: list[Fo
         iters[nv] = Range(IntImm(nv.dtype, 0), lp.extent)
     values = [substitute(v, vmap) for v in realize.iter_values]
     found = detect_iter_map(values, iters, substitute(realize.predicate, vmap), "bijective")
+    if found.errors and not is_const(realize.predicate, 1):
+        # a predicate only drops iterations (a guarded edge tile): a map one-to-one without
+        # it stays so with it, whatever offsets its condition holds
+        found = detect_iter_map(values, iters, True, "bijective")
     if found.errors:
         name = realize.block.name
         raise state.error(

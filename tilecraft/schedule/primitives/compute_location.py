@@ -41,7 +41,6 @@ from ._blockutil import (
     block_of,
     blocks_accessing,
     bounds_to_region,
-    direct_dims,
     fragment,
     is_param,
     point_region,
@@ -57,6 +56,8 @@ from ._compute_at_common import check_rerunnable as check_rerunnable
 from ._compute_at_common import check_same_scope as check_same_scope
 from ._compute_at_common import check_single_intermediate_output as check_single_intermediate_output
 from ._compute_at_common import move_block
+from ._reverse_inline import ReplaceLoad as _ReplaceLoad
+from ._reverse_inline import check_complete_producer, cover_predicate
 from .index_map import const_value, simplify_index
 
 # ------------------------------------------------------------------------------------------
@@ -338,7 +339,8 @@ def reverse_compute_inline(state: ScheduleState, block: BlockRV) -> None:
 
     Requires: (1) the block is not the root; its body is one store with no init, all
     iterators spatial, a true predicate, and it reads ``C`` once, at its iterators
-    (``C[v0, v1, ...]``, each exactly once), whose domains are ``C``'s shape; (2) ``C`` is an
+    (``C[v0, v1, ...]``, each exactly once), whose domains start at 0 and fit in ``C``'s shape
+    (a smaller box, as an unpad block reads, becomes the producer's predicate); (2) ``C`` is an
     intermediate buffer with exactly one writer (the producer) and one reader (the block);
     (3) the producer is a single store at its iterators (no init), covering ``C``.
 
@@ -385,7 +387,10 @@ def inline_consumer(
         reads=tuple(reads),
         writes=(BufferRegion(store.buffer, point_region(new_store.indices)),),
     )
-    out = _tree.replace_stmts(func, {id(realize): None, id(prod): prod.update(block=new_blk)})
+    guard = cover_predicate(prod, pstore, [iv.dom.extent for iv in realize.block.iter_vars],
+                            [simplify_index(i) for i in load.indices], cvars)  # fmt: skip
+    new_prod = prod.update(block=new_blk, predicate=guard)
+    out = _tree.replace_stmts(func, {id(realize): None, id(prod): new_prod})
     return prune_alignment(_drop_alloc(out, buf))
 
 
@@ -431,9 +436,12 @@ def check_inlinable_consumer(
         )
     for i, extent in zip(idx, buf.shape, strict=False):
         iv = next(v for v in blk.iter_vars if v.var is i)
-        if const_value(iv.dom.min) != 0 or const_value(iv.dom.extent - extent) != 0:
+        spare = const_value(extent - iv.dom.extent)
+        if const_value(iv.dom.min) != 0 or spare is None or spare < 0:
             raise fail(
-                f'does not cover "{buf.name}"', "the iterator domains equal the buffer's shape"
+                f'does not read within "{buf.name}" from its origin',
+                "the iterator domains start at 0 and fit in the buffer's shape (a smaller "
+                "box, e.g. an unpad block, guards the producer)",
             )
     writers = blocks_accessing(func, buf, write=True)
     readers = [
@@ -447,49 +455,3 @@ def check_inlinable_consumer(
             "the block is the only consumer of the buffer",
         )
     return store, loads[0]
-
-
-def check_complete_producer(
-    state: ScheduleState, func: PrimFunc, prod: BlockRealize, buf: Buffer
-) -> BufferStore:
-    """The single producer of ``buf`` stores it at its iterators, covering its shape."""
-    writers = blocks_accessing(func, buf, write=True)
-    blk = prod.block
-    store = blk.body
-    ok = (
-        len(writers) == 1
-        and isinstance(store, BufferStore)
-        and store.buffer is buf
-        and blk.init is None
-        and all(iv.kind is IterKind.SPATIAL for iv in blk.iter_vars)
-        and direct_dims(point_region(store.indices), blk.iter_vars) is not None
-        and isinstance(prod.predicate, IntImm)
-        and all(const_value(iv.dom.min) == 0 for iv in blk.iter_vars)
-        and sorted(const_value(iv.dom.extent) or -1 for iv in blk.iter_vars)
-        == sorted(const_value(s) or -2 for s in buf.shape)
-    )
-    if not ok:
-        raise state.error(
-            f'the producer "{blk.name}" of "{buf.name}" is not a single elementwise store',
-            requires="the buffer has one writer, a single store at its spatial iterators",
-            fragment=fragment(prod),
-            hint="reverse_compute_inline needs a complete producer",
-            locations=[blk.name],
-        )
-    assert isinstance(store, BufferStore)
-    return store
-
-
-class _ReplaceLoad(Mutator):
-    """Replace one specific load (identity) by an expression."""
-
-    def __init__(self, load: BufferLoad, value: Expr) -> None:
-        super().__init__()
-        self.load = load
-        self.value = value
-
-    def visit_BufferLoad(self, load: BufferLoad) -> Expr:  # noqa: N802
-        if load is self.load:
-            return self.value
-        out: Expr = self.generic_visit(load)
-        return out

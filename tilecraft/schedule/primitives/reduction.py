@@ -82,9 +82,10 @@ def decompose_reduction(state: ScheduleState, block: BlockRV, loop: LoopRV) -> B
     """Split ``block``'s init into its own block placed right before ``loop``.
 
     Requires: (1) the block has an init; (2) the loop is above the block; (3) no loop above
-    ``loop`` (inside the scope) is used by a reduce iterator's binding; (4) the predicate
-    only uses loops kept for the init block; (5) every non-unit loop from ``loop`` down binds
-    some iterator of the block (otherwise it repeats the reduction, re-running the init),
+    ``loop`` (inside the scope) is used by a reduce iterator's binding; (4) each conjunct of
+    the predicate (a guarded block) uses only loops kept for the init block (the init keeps
+    it) or only dropped reduction loops (the update keeps it); (5) every non-unit loop from
+    ``loop`` down binds some iterator of the block (otherwise it repeats the reduction),
     and together they reach each iteration of the block exactly once (``vi = fused // 32``
     under a fused loop repeats it: a one-to-one iterator map is required).
 
@@ -115,9 +116,9 @@ def decompose_reduction(state: ScheduleState, block: BlockRV, loop: LoopRV) -> B
     # a loop binding both kinds (after fuse) is kept: the init then rewrites equal values
     red, spatial = reduce_vars(realize, IterKind.REDUCE), reduce_vars(realize, IterKind.SPATIAL)
     kept = [lp for lp in below if id(lp.loop_var) not in red or id(lp.loop_var) in spatial]
-    check_predicate_kept(state, realize, below, [*kept, *above])
+    init_pred = check_predicate_kept(state, realize, below, [*kept, *above])
     name = _tree.fresh_name(func, f"{realize.block.name}_init")
-    init_realize = _init_realize(realize, name, kept)
+    init_realize = _init_realize(realize, name, kept, init_pred)
     update = realize.update(block=realize.block.update(init=None))
     parent_new = SeqStmt(
         (init_realize, _tree.replace_stmt(func.update(body=target), realize, update).body)
@@ -163,21 +164,29 @@ def check_no_repeating_loop(state: ScheduleState, realize: BlockRealize, below: 
 
 def check_predicate_kept(
     state: ScheduleState, realize: BlockRealize, below: list[For], kept: list[For]
-) -> None:
-    """The predicate uses no loop from the target loop down that the init block drops."""
+) -> Expr:
+    """The init block's predicate: the conjuncts of the block's predicate on kept loops. A
+    conjunct on dropped (reduce) loops alone, e.g. a guarded edge of the reduction, stays
+    with the update; one mixing both kinds is refused."""
     kept_ids = {id(lp.loop_var) for lp in kept}
-    below_ids = {id(lp.loop_var) for lp in below}
-    pred_vars = collect_vars(realize.predicate)
-    if any(id(v) not in kept_ids and id(v) in below_ids for v in pred_vars):
-        raise state.error(
-            f'the predicate of "{realize.block.name}" uses a reduction loop',
-            requires="the predicate only uses loops kept for the init block",
-            fragment=fragment(realize),
-            locations=[realize.block.name],
-        )
+    dropped = {id(lp.loop_var) for lp in below} - kept_ids
+    out: Expr = IntImm(realize.predicate.dtype, 1)
+    for c in _conjuncts(realize.predicate):
+        ids = {id(v) for v in collect_vars(c)}
+        if not ids & dropped:
+            out = c if is_const(out, 1) else out & c
+        elif ids & kept_ids:
+            raise state.error(
+                f'the predicate of "{realize.block.name}" mixes a reduction loop with the '
+                "loops kept for the init block",
+                requires="each conjunct of the predicate uses kept loops or reduction loops",
+                fragment=fragment(realize),
+                locations=[realize.block.name],
+            )
+    return out
 
 
-def _init_realize(realize: BlockRealize, name: str, kept: list[For]) -> Stmt:
+def _init_realize(realize: BlockRealize, name: str, kept: list[For], pred: Expr) -> Stmt:
     blk = realize.block
     spatial = [
         (iv, v)
@@ -190,7 +199,7 @@ def _init_realize(realize: BlockRealize, name: str, kept: list[For]) -> Stmt:
     init_blk = Block(name, tuple(iv for iv, _ in spatial), (), blk.writes, blk.init or blk.body)
     init_blk, _ = rename_iters(init_blk)
     values = tuple(substitute(v, lmap) for _, v in spatial)
-    stmt: Stmt = BlockRealize(values, substitute(realize.predicate, lmap), init_blk)
+    stmt: Stmt = BlockRealize(values, substitute(pred, lmap), init_blk)
     for lp in reversed(kept):
         nv = lmap[lp.loop_var]
         assert isinstance(nv, Var)
