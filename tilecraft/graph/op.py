@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import te
-from ..arith import Analyzer
 from ..errors import GraphError as GraphError
 from ..ir import Attrs, DataType, Expr, IntImm, Mul, Var, as_expr
 from .ir import TensorType, dim_text
@@ -99,17 +98,12 @@ def _monomial(e: Expr) -> tuple[int, tuple[int, ...]] | None:
     return None
 
 
-_ANALYZER = Analyzer()  # no bindings: proves identities that hold for every extent
-
-
 def dims_equal(a: Expr, b: Expr) -> bool:
     """True when the two extents are provably equal (constants, the same Var, products)."""
     if a is b:
         return True
     ma, mb = _monomial(a), _monomial(b)
-    if ma is None or mb is None:  # sums (n + 1) built twice: equal when provably so
-        return _ANALYZER.can_prove(a.eq(b))
-    return ma == mb
+    return ma is not None and ma == mb
 
 
 def product(shape: Sequence[Expr]) -> tuple[int, tuple[int, ...]] | None:

@@ -148,26 +148,11 @@ def reshape_target(op: str, t: TensorType, attrs: Attrs) -> tuple[Expr, ...]:
             raise GraphError(f"{op}: -1 in {spec!r} would be symbolic; name the extent instead")
         out[out.index(None)] = as_expr(total[0] // known[0])
     shape = tuple(e for e in out if e is not None)
-    if _same_count(shape, t.shape):  # (2, n + 1, 8) -> (2 * n + 2, 8): no monomial needed
-        return shape
     if product(shape) != total or total is None:
         raise GraphError(
             f"{op}: cannot reshape {t.describe()} to {shape_text(shape)}: element counts differ"
         )
     return shape
-
-
-def _same_count(a: Sequence[Expr], b: Sequence[Expr]) -> bool:
-    """Provably the same element count, for extents that are not monomials (``n + 1``)."""
-    if product(a) is not None and product(b) is not None:
-        return False  # the monomial comparison decides
-    pa: Expr = as_expr(1)
-    pb: Expr = as_expr(1)
-    for e in a:
-        pa = pa * e
-    for e in b:
-        pb = pb * e
-    return dims_equal(pa, pb)
 
 
 def _reshape(op: str, ts: Types, attrs: Attrs) -> TensorType:

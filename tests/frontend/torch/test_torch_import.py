@@ -87,3 +87,18 @@ def test_scalars_comparisons_and_where():
             return torch.clamp(y, -0.2, 0.7) + x.abs().sqrt().amax(-1, keepdim=True)
 
     _check(M(), torch.randn(3, 8), {0: Dim("b", max=16)}, [3, 5])
+
+
+def test_slice_starting_at_a_symbolic_extent():
+    # the start names n, which the sliced buffer's shape does not hold: the kernel gets a
+    # tensor that brings n into scope (a rotary table read at the cache position)
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("table", torch.randn(32, 8))
+
+        def forward(self, x):
+            n = x.shape[0]
+            return x + self.table[n : n + 1]
+
+    _check(M(), torch.randn(3, 8), {0: Dim("n", max=16)}, [3, 6])

@@ -22,6 +22,7 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ...errors import TilecraftError
 from ._errors import TorchFrontendError, import_torch
 from ._importer import from_exported_program
 
@@ -60,6 +61,7 @@ class _Compiled:
         self.options = options
         self.cache: dict[tuple[Any, ...], _Entry] = {}
         self.symbolic = _symbolic_dims(gm)
+        self.inputs = _activations(gm)
 
     def __call__(self, *args: Any) -> Any:
         torch = import_torch()
@@ -67,19 +69,21 @@ class _Compiled:
         if key not in self.cache:
             self.cache[key] = self._compile(args, key)
         exe, names, multi, fixed = self.cache[key]
-        if not _fits(fixed, args, torch):  # torch kept a dimension dynamo left dynamic
+        if not _fits(
+            fixed, [args[i] for i in self.inputs]
+        ):  # torch kept a dimension dynamo left dynamic
             key = tuple(("v", a) if isinstance(a, int) else self._key(-1, a, torch) for a in args)
             if key not in self.cache:
                 self.cache[key] = self._compile(args, key)
             exe, names, multi, fixed = self.cache[key]
-        tensors = [
-            a.detach() for a in args if isinstance(a, torch.Tensor) and not _is_weight(a, torch)
-        ]
+        tensors = [args[i].detach() for i in self.inputs]
         outs = [exe[n](*tensors) for n in names]  # torch tensors in: torch tensors out
         return tuple(outs) if multi else outs[0]
 
     def _key(self, i: int, a: Any, torch: Any) -> Any:
         dyn = self.symbolic.get(i, ())
+        if isinstance(a, torch.Tensor) and i >= 0 and i not in self.inputs:
+            return ("v", a.item()) if a.ndim == 0 and not _is_weight(a, torch) else "weight"
         if isinstance(a, torch.Tensor):
             return (str(a.dtype), tuple(None if d in dyn else s for d, s in enumerate(a.shape)))
         return "sym" if i in self.symbolic else ("v", a)
@@ -87,9 +91,16 @@ class _Compiled:
     def _compile(self, args: Sequence[Any], key: tuple[Any, ...]) -> _Entry:
         torch = import_torch()
         symbolic = self.symbolic if any(k == "sym" or _has_none(k) for k in key) else {}
-        ep = _export(torch, self.gm, list(args), symbolic)
-        if ep is None:  # the export specialized a dynamic size: this shape only
-            ep = _export(torch, self.gm, list(args), {})
+        ep = _export(torch, self.gm, list(args), self.inputs, symbolic)
+        if ep is not None:
+            try:
+                return self._build(ep)
+            except TilecraftError:  # e.g. a strided convolution over a symbolic extent
+                pass
+        # torch specialized a dynamic size, or tilecraft cannot keep it: this shape only
+        return self._build(_export(torch, self.gm, list(args), self.inputs, {}))
+
+    def _build(self, ep: Any) -> _Entry:
         mod, params = from_exported_program(ep)
         out_spec = ep.call_spec.out_spec
         multi = out_spec is None or out_spec.num_leaves != 1 or out_spec.type is not None
@@ -122,8 +133,7 @@ def _static_extents(ep: Any) -> list[tuple[int | None, ...]]:
     return out
 
 
-def _fits(fixed: list[tuple[int | None, ...]], args: Sequence[Any], torch: Any) -> bool:
-    tensors = [a for a in args if isinstance(a, torch.Tensor) and not _is_weight(a, torch)]
+def _fits(fixed: list[tuple[int | None, ...]], tensors: Sequence[Any]) -> bool:
     return all(
         len(f) == a.ndim and all(e is None or e == n for e, n in zip(f, a.shape, strict=True))
         for f, a in zip(fixed, tensors, strict=True)
@@ -136,6 +146,21 @@ def _has_none(k: Any) -> bool:
 
 def _is_weight(a: Any, torch: Any) -> bool:
     return isinstance(a, torch.nn.Parameter)
+
+
+def _activations(gm: Any) -> list[int]:
+    """Indices of the placeholders that are the caller's tensors, not a module's state
+    (parameters, buffers, or attributes such as a batch norm's ``eps`` made tensors)."""
+    out = []
+    holders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, node in enumerate(holders):
+        value = node.meta.get("example_value")
+        arg = node.meta.get("grapharg")
+        source = str(getattr(getattr(arg, "source", None), "name", ""))
+        state = "._parameters[" in source or "._buffers[" in source
+        if hasattr(value, "shape") and getattr(arg, "is_tensor", True) and not state:
+            out.append(i)
+    return out
 
 
 def _symbolic_dims(gm: Any) -> dict[int, tuple[int, ...]]:
@@ -169,13 +194,16 @@ def _size_sources(gm: Any, symbolic: Mapping[int, tuple[int, ...]]) -> dict[int,
     return out
 
 
-def _export(torch: Any, gm: Any, args: list[Any], symbolic: Mapping[int, tuple[int, ...]]) -> Any:
+def _export(
+    torch: Any,
+    gm: Any,
+    args: list[Any],
+    inputs: list[int],
+    symbolic: Mapping[int, tuple[int, ...]],
+) -> Any:
     """``gm`` exported with its weights bound and ``symbolic``'s dimensions dynamic; None
     when torch specializes one of them."""
     sources = _size_sources(gm, symbolic) if symbolic else {}
-    inputs = [
-        i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and not _is_weight(a, torch)
-    ]
     wrapper = _Bound(torch, gm, args, inputs, sources)
     example = tuple(args[i].detach() for i in inputs)
     dynamic = (  # forward(*ts): one entry, the tuple of the inputs' dimensions
@@ -197,8 +225,9 @@ def _export(torch: Any, gm: Any, args: list[Any], symbolic: Mapping[int, tuple[i
 def _Bound(  # noqa: N802
     torch: Any, gm: Any, args: list[Any], inputs: list[int], sizes: Mapping[int, tuple[int, int]]
 ) -> Any:
-    """A module taking the tensor inputs; weights are its parameters, sizes read from the
-    inputs' shapes (so they stay symbolic) and other values bound as they are."""
+    """A module taking the tensor inputs; parameters are its own, sizes are read from the
+    inputs' shapes (so they stay symbolic) and other values (buffers: constants) are bound
+    as they are."""
 
     class Bound(torch.nn.Module):  # type: ignore[misc, name-defined]
         def __init__(self) -> None:
