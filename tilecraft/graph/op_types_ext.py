@@ -1,7 +1,8 @@
 """Type inference of the operators added for imported models (PyTorch, ONNX).
 
 Elementwise math beyond the activations, logic (bool results; the comparisons and ``where``
-are in :mod:`tilecraft.graph.op_types`), ``clip``, more reductions, ``log_softmax``, ``gather``, ``pad``, ``flip``, and the operators
+are in :mod:`tilecraft.graph.op_types`), ``clip``, more reductions, ``log_softmax``,
+``gather``, ``pad``, ``flip``, and the operators
 whose result shape is given rather than derived: ``broadcast_to``, ``strided_slice``,
 ``full`` and ``arange``. Those take their result shape in the ``shape`` attribute (ints, or
 text over shape variables, see :mod:`tilecraft.graph._shape_text`); extra trailing tensor
@@ -245,3 +246,5 @@ def _register() -> None:
 
 
 _register()
+
+from . import ops_remap as _ops_remap  # noqa: E402, F401  (cumsum, edge pads, resize, scatter)

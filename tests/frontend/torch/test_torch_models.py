@@ -114,12 +114,3 @@ def test_multihead_attention_regression_dynamic_batch():
     layer = tm.BertMHALayer(d=16, h=2, ff=16)
     _check(layer, lambda b: (torch.randn(3, b, 16),), ({1: Dim("b", max=8)},), [2, 3], False)
 
-
-def test_llama_decode_with_kv_cache_returns_output_and_caches():
-    torch.manual_seed(0)
-    b = Dim("b", max=8)
-
-    def make(n):
-        return torch.randn(n, 1, 32), torch.randn(n, 2, 3, 8), torch.randn(n, 2, 3, 8)
-
-    _check(tm.LlamaDecode(), make, ({0: b}, {0: b}, {0: b}), [2, 3], False)
