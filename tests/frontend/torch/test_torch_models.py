@@ -113,4 +113,3 @@ def test_multihead_attention_regression_dynamic_batch():
     torch.manual_seed(0)
     layer = tm.BertMHALayer(d=16, h=2, ff=16)
     _check(layer, lambda b: (torch.randn(3, b, 16),), ({1: Dim("b", max=8)},), [2, 3], False)
-

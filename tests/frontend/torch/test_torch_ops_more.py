@@ -43,6 +43,11 @@ OPS = {
     "batch_norm_batch_stats": lambda x, img, idx: F.batch_norm(img, None, None, training=True),
     "cdist": lambda x, img, idx: torch.cdist(x[:3], x[3:]),
     "pdist": lambda x, img, idx: F.pdist(x, p=1.5),
+    "sort": lambda x, img, idx: torch.sort(x, dim=1).values,
+    "sort_indices_descending": lambda x, img, idx: torch.sort(x, 0, descending=True).indices,
+    "sort_stable_ties": lambda x, img, idx: torch.sort(idx, stable=True).indices,
+    "topk": lambda x, img, idx: torch.topk(x, 3).values,
+    "topk_smallest_indices": lambda x, img, idx: torch.topk(img, 2, dim=2, largest=False)[1],
 }
 
 

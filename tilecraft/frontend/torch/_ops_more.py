@@ -205,3 +205,74 @@ def _pdist(ctx: Context, node: Any) -> TensorVar:
     rows_i = ctx.emit("take", [x, ctx.const(i.astype(np.int64), "rows")], {"axis": 0})
     rows_j = ctx.emit("take", [x, ctx.const(j.astype(np.int64), "rows")], {"axis": 0})
     return _p_norm(ctx, ctx.emit("subtract", [rows_i, rows_j]), float(ctx.arg(node, 1, "p", 2.0)))
+
+
+def _ranked(ctx: Context, x: TensorVar, descending: bool) -> tuple[TensorVar, TensorVar]:
+    """Values and int64 indices of ``x`` sorted along its last axis, by counting ranks.
+
+    The rank of ``x[i]`` counts the elements ordered before it (ties by index, so the sort
+    is stable); position ``p`` then takes the element whose rank is ``p``. Both steps compare
+    every pair: this costs the square of the axis' extent.
+    """
+    shape = x.type.shape
+    n = shape[-1]
+    if not isinstance(n, IntImm):
+        raise UnsupportedNodeError("sorting along a symbolic axis")
+    xi = ctx.reshape(x, (*shape, as_expr(1)))
+    xj = ctx.reshape(x, (*shape[:-1], as_expr(1), n))
+    lower = np.arange(n.value)[None, :] < np.arange(n.value)[:, None]  # [i, j]: j < i
+    ahead = ctx.emit("greater" if descending else "less", [xj, xi])
+    tie = ctx.emit("logical_and", [ctx.emit("equal", [xj, xi]), ctx.const(lower, "earlier")])
+    before = ctx.cast(ctx.emit("logical_or", [ahead, tie]), "int64")
+    rank = ctx.emit("sum", [before], {"axis": (-1,), "keepdims": True})  # (..., n_i, 1)
+    slots = ctx.const(np.arange(n.value, dtype=np.int64)[None, :], "slots")  # (1, n_p)
+    at = ctx.emit("equal", [rank, slots])  # (..., n_i, n_p)
+    index = ctx.const(np.arange(n.value, dtype=np.int64)[:, None], "index")
+    values = ctx.emit("where", [at, xi, ctx.scalar(0, str(x.type.dtype))])
+    indices = ctx.emit("where", [at, index, ctx.scalar(0, "int64")])
+    values = ctx.emit("sum", [values], {"axis": (-2,)})
+    return values, ctx.emit("sum", [indices], {"axis": (-2,)})
+
+
+def _along_last(ctx: Context, x: TensorVar, axis: int) -> tuple[TensorVar, tuple[int, ...]]:
+    """``x`` with ``axis`` moved last, and the permutation that moves it back."""
+    nd = x.type.ndim
+    if axis == nd - 1:
+        return x, tuple(range(nd))
+    perm = (*(d for d in range(nd) if d != axis), axis)
+    back = tuple(perm.index(d) for d in range(nd))
+    return ctx.emit("permute_dims", [x], {"axes": perm}), back
+
+
+def _moved_back(ctx: Context, t: TensorVar, back: tuple[int, ...]) -> TensorVar:
+    if back == tuple(range(len(back))):
+        return t
+    return ctx.emit("permute_dims", [t], {"axes": back})
+
+
+@handles("aten::sort", "aten::sort.stable")
+def _sort(ctx: Context, node: Any) -> tuple[TensorVar, TensorVar]:
+    x = ctx.tensor(node, 0)
+    stable = node.target.name() == "aten::sort.stable"
+    dim = ctx.arg(node, 2 if stable else 1, "dim", -1)
+    descending = bool(ctx.arg(node, 3 if stable else 2, "descending", False))
+    if x.type.ndim == 0:
+        return x, ctx.scalar(0, "int64")
+    y, back = _along_last(ctx, x, int(dim) % x.type.ndim)
+    values, indices = _ranked(ctx, y, descending)
+    return _moved_back(ctx, values, back), _moved_back(ctx, indices, back)
+
+
+@handles("aten::topk")
+def _topk(ctx: Context, node: Any) -> tuple[TensorVar, TensorVar]:
+    x = ctx.tensor(node, 0)
+    k = int(ctx.arg(node, 1, "k"))
+    axis = int(ctx.arg(node, 2, "dim", -1)) % max(x.type.ndim, 1)
+    largest = bool(ctx.arg(node, 3, "largest", True))
+    y, back = _along_last(ctx, x, axis)
+    values, indices = _ranked(ctx, y, largest)
+    shape = (*values.type.shape[:-1], as_expr(k))
+    attrs = {"axis": values.type.ndim - 1, "begin": 0, "step": 1}
+    values = ctx.emit_shaped("strided_slice", [values], attrs, shape)
+    indices = ctx.emit_shaped("strided_slice", [indices], attrs, shape)
+    return _moved_back(ctx, values, back), _moved_back(ctx, indices, back)
