@@ -94,7 +94,8 @@ def _cumsum(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
     def body(*idx: Expr) -> Expr:
         src = [*idx[:axis], k, *idx[axis + 1 :]]
         zero = const(0, x.dtype)
-        return te.sum(irop.select(k <= idx[axis], x[tuple(src)], zero), axis=k)
+        total: Expr = te.sum(irop.select(k <= idx[axis], x[tuple(src)], zero), axis=k)
+        return total
 
     return te.compute(out.shape, body, name="T_cumsum")  # type: ignore[no-any-return]
 
@@ -126,10 +127,11 @@ def _pad_edge_lower(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
 def _source(i: Expr, n_in: int, n_out: int, attrs: Attrs, k: int) -> Expr:
     """The (float32) source coordinate of output index ``i`` along one resized axis."""
     scales = attrs.get("scales")
+    given = scales[k] if isinstance(scales, tuple) else None
     f = irop.cast(i, "float32")
     if attrs.get("align_corners"):
         return f * const((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0, "float32")
-    scale = 1.0 / scales[k] if isinstance(scales, tuple) and scales[k] else n_in / n_out  # type: ignore[index]
+    scale = 1.0 / given if isinstance(given, (int, float)) and given else n_in / n_out
     if attrs.get("mode") == "nearest":
         return f * const(scale, "float32")
     src = (f + const(0.5, "float32")) * const(scale, "float32") - const(0.5, "float32")
@@ -201,7 +203,8 @@ def _slice_scatter_lower(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
         if step != 1:
             inside = inside & (rel % step).eq(0)
         safe = irop.min(irop.max(pos, as_expr(0, i.dtype)), src.shape[axis] - 1)
-        return irop.select(inside, src[(*idx[:axis], safe, *idx[axis + 1 :])], x[idx])
+        at = (*idx[:axis], safe, *idx[axis + 1 :])
+        return irop.select(inside, src[at], x[idx])
 
     return te.compute(out.shape, body, name="T_slice_scatter")  # type: ignore[no-any-return]
 
@@ -222,13 +225,16 @@ def _scatter_lower(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
 
     def found(*idx: Expr) -> Expr:
         cond, at = hit(idx)
+        red: Expr
         if how == "none":  # the last writer wins (torch leaves duplicates unspecified)
-            return te.max(irop.select(cond, k, as_expr(-1, k.dtype)), axis=k)
-        if how == "sum":
-            return te.sum(irop.select(cond, src[at], const(0, x.dtype)), axis=k)
-        pick = te.max if how == "amax" else te.min
-        far = te.min_value(x.dtype) if how == "amax" else te.max_value(x.dtype)
-        return pick(irop.select(cond, src[at], far), axis=k)
+            red = te.max(irop.select(cond, k, as_expr(-1, k.dtype)), axis=k)
+        elif how == "sum":
+            red = te.sum(irop.select(cond, src[at], const(0, x.dtype)), axis=k)
+        else:
+            pick = te.max if how == "amax" else te.min
+            far = te.min_value(x.dtype) if how == "amax" else te.max_value(x.dtype)
+            red = pick(irop.select(cond, src[at], far), axis=k)
+        return red
 
     red = te.compute(out.shape, found, name="T_scatter_hits")
     if how == "sum":
@@ -240,7 +246,8 @@ def _scatter_lower(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
     def write(*idx: Expr) -> Expr:
         last = red[idx]
         safe = irop.max(last, as_expr(0, last.dtype))
-        return irop.select(last >= 0, src[(*idx[:axis], safe, *idx[axis + 1 :])], x[idx])
+        at = (*idx[:axis], safe, *idx[axis + 1 :])
+        return irop.select(last >= 0, src[at], x[idx])
 
     return te.compute(out.shape, write, name="T_scatter")  # type: ignore[no-any-return]
 

@@ -229,7 +229,7 @@ def _Bound(  # noqa: N802
     inputs' shapes (so they stay symbolic) and other values (buffers: constants) are bound
     as they are."""
 
-    class Bound(torch.nn.Module):  # type: ignore[misc, name-defined]
+    class Bound(torch.nn.Module):  # type: ignore[misc]
         def __init__(self) -> None:
             super().__init__()
             self.inner = gm
