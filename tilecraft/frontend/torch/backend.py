@@ -61,6 +61,9 @@ class _Compiled:
         self.options = options
         self.cache: dict[tuple[Any, ...], _Entry] = {}
         self.symbolic = _symbolic_dims(gm)
+        sizes = _size_sources(gm, self.symbolic)
+        if any(d == () and i not in sizes for i, d in self.symbolic.items()):
+            self.symbolic = {}  # an int not read off a tensor's shape: compile per value
         self.inputs = _activations(gm)
 
     def __call__(self, *args: Any) -> Any:
