@@ -135,11 +135,14 @@ def _binary(op: str) -> LegalizeFn:
 def _clip(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
     lo, hi = attr_optional_float("clip", attrs, "min"), attr_optional_float("clip", attrs, "max")
 
+    def bound(b: float, v: Expr) -> Expr:  # an integer tensor clips at whole bounds
+        return as_expr(b if v.dtype.is_float else int(b), v.dtype)
+
     def body(v: Expr) -> Expr:
         if lo is not None:
-            v = irop.max(v, as_expr(lo, v.dtype))
+            v = irop.max(v, bound(lo, v))
         if hi is not None:
-            v = irop.min(v, as_expr(hi, v.dtype))
+            v = irop.min(v, bound(hi, v))
         return v
 
     return topi.unary(args[0], body, "T_clip")

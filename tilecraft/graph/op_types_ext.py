@@ -246,3 +246,5 @@ def _register() -> None:
 
 
 _register()
+
+from . import ops_remap as _ops_remap  # noqa: E402, F401  (cumsum, edge pads, resize, scatter)

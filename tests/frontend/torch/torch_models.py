@@ -127,3 +127,179 @@ class ConvNet(nn.Module):
         x = x + s.dw(x)
         x = F.adaptive_avg_pool2d(x, 1).flatten(1)
         return s.fc(x)
+
+
+class BertMHALayer(nn.Module):
+    """A BERT-base-style post-norm layer on nn.MultiheadAttention (sequence-first layout)."""
+
+    def __init__(s, d=32, h=4, ff=64):
+        super().__init__()
+        s.att = nn.MultiheadAttention(d, h)
+        s.ln1 = nn.LayerNorm(d, eps=1e-12)
+        s.ln2 = nn.LayerNorm(d, eps=1e-12)
+        s.f1 = nn.Linear(d, ff)
+        s.f2 = nn.Linear(ff, d)
+
+    def forward(s, x):  # x: (L, N, E)
+        a, _ = s.att(x, x, x, need_weights=False)
+        x = s.ln1(x + a)
+        return s.ln2(x + s.f2(F.gelu(s.f1(x))))
+
+
+class ViTBlock(nn.Module):
+    """A ViT-B/16-style pre-norm encoder block (batch-first attention) at reduced width."""
+
+    def __init__(s, d=32, h=4, ff=64):
+        super().__init__()
+        s.ln1 = nn.LayerNorm(d, eps=1e-6)
+        s.att = nn.MultiheadAttention(d, h, batch_first=True)
+        s.ln2 = nn.LayerNorm(d, eps=1e-6)
+        s.mlp = nn.Sequential(nn.Linear(d, ff), nn.GELU(), nn.Linear(ff, d))
+
+    def forward(s, x):  # x: (N, L, E)
+        h = s.ln1(x)
+        x = x + s.att(h, h, h, need_weights=False)[0]
+        return x + s.mlp(s.ln2(x))
+
+
+class ViTPatchBlock(nn.Module):
+    """Patch embedding (conv 16x16 stride 16), class token, position embedding, one block."""
+
+    def __init__(s, d=32, image=32, patch=16):
+        super().__init__()
+        n = (image // patch) ** 2
+        s.embed = nn.Conv2d(3, d, patch, stride=patch)
+        s.cls = nn.Parameter(torch.randn(1, 1, d) * 0.02)
+        s.pos = nn.Parameter(torch.randn(1, n + 1, d) * 0.02)
+        s.block = ViTBlock(d)
+        s.ln = nn.LayerNorm(d, eps=1e-6)
+        s.head = nn.Linear(d, 10)
+
+    def forward(s, x):
+        x = s.embed(x).flatten(2).transpose(1, 2)
+        x = torch.cat([s.cls.expand(x.shape[0], -1, -1), x], dim=1) + s.pos
+        return s.head(s.ln(s.block(x))[:, 0])
+
+
+class BasicBlock(nn.Module):
+    """ResNet-18's BasicBlock; with ``stride=2`` the downsampling one (1x1 conv shortcut)."""
+
+    def __init__(s, cin, cout, stride=1):
+        super().__init__()
+        s.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        s.b1 = nn.BatchNorm2d(cout)
+        s.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        s.b2 = nn.BatchNorm2d(cout)
+        s.down = None
+        if stride != 1 or cin != cout:
+            s.down = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)
+            )
+
+    def forward(s, x):
+        y = F.relu(s.b1(s.c1(x)))
+        y = s.b2(s.c2(y))
+        return F.relu(y + (x if s.down is None else s.down(x)))
+
+
+class ResNetStem(nn.Module):
+    """ResNet-18's stem, one plain and one downsampling block, and its head, at small width."""
+
+    def __init__(s, w=8, classes=10):
+        super().__init__()
+        s.conv = nn.Conv2d(3, w, 7, 2, 3, bias=False)
+        s.bn = nn.BatchNorm2d(w)
+        s.l1 = BasicBlock(w, w)
+        s.l2 = BasicBlock(w, 2 * w, stride=2)
+        s.fc = nn.Linear(2 * w, classes)
+
+    def forward(s, x):
+        x = F.max_pool2d(F.relu(s.bn(s.conv(x))), 3, 2, 1)
+        x = s.l2(s.l1(x))
+        return s.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV2's inverted residual: 1x1 expand, 3x3 depthwise, 1x1 linear projection."""
+
+    def __init__(s, cin, cout, stride, expand):
+        super().__init__()
+        hid = cin * expand
+        s.res = stride == 1 and cin == cout
+        layers = []
+        if expand != 1:
+            layers += [nn.Conv2d(cin, hid, 1, bias=False), nn.BatchNorm2d(hid), nn.ReLU6()]
+        layers += [
+            nn.Conv2d(hid, hid, 3, stride, 1, groups=hid, bias=False),
+            nn.BatchNorm2d(hid),
+            nn.ReLU6(),
+            nn.Conv2d(hid, cout, 1, bias=False),
+            nn.BatchNorm2d(cout),
+        ]
+        s.conv = nn.Sequential(*layers)
+
+    def forward(s, x):
+        return x + s.conv(x) if s.res else s.conv(x)
+
+
+class MobileNetV2Blocks(nn.Module):
+    """MobileNetV2's stem, inverted residuals (t=1, strided, residual), head, at small width."""
+
+    def __init__(s, classes=10):
+        super().__init__()
+        s.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU6())
+        s.blocks = nn.Sequential(
+            InvertedResidual(8, 8, 1, 1),
+            InvertedResidual(8, 12, 2, 6),
+            InvertedResidual(12, 12, 1, 6),
+        )
+        s.head = nn.Sequential(nn.Conv2d(12, 32, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU6())
+        s.fc = nn.Linear(32, classes)
+
+    def forward(s, x):
+        x = s.head(s.blocks(s.stem(x)))
+        return s.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+class LlamaDecode(nn.Module):
+    """One Llama decoder block at decode: one new token against a KV cache of any length.
+
+    RoPE at the cache's position, grouped-query attention (2 KV heads for 4 query heads),
+    RMSNorm, SiLU-gated MLP; returns the output and the grown caches.
+    """
+
+    def __init__(s, d=32, h=4, kv=2, maxlen=64):
+        super().__init__()
+        s.blk = LlamaBlock(d, h, kv, maxlen)
+
+    def forward(s, x, k_cache, v_cache):  # x: (B, 1, D); caches: (B, kv, P, hd)
+        b = s.blk
+        B, T, C = x.shape
+        P = k_cache.shape[2]
+        h = b.n1(x)
+        q = b.q(h).view(B, T, b.h, b.hd).transpose(1, 2)
+        k = b.k(h).view(B, T, b.kv, b.hd).transpose(1, 2)
+        v = b.v(h).view(B, T, b.kv, b.hd).transpose(1, 2)
+        cos, sin = b.cos[P : P + T], b.sin[P : P + T]
+        q = q * cos + rot(q) * sin
+        k = k * cos + rot(k) * sin
+        k_all = torch.cat([k_cache, k], dim=2)
+        v_all = torch.cat([v_cache, v], dim=2)
+        kk = k_all.repeat_interleave(b.h // b.kv, dim=1)
+        vv = v_all.repeat_interleave(b.h // b.kv, dim=1)
+        y = F.scaled_dot_product_attention(q, kk, vv).transpose(1, 2).reshape(B, T, C)
+        x = x + b.o(y)
+        h = b.n2(x)
+        return x + b.dn(F.silu(b.g(h)) * b.u(h)), k_all, v_all
+
+
+def randomize_batch_norms(model):
+    """Running statistics that are not the identity, so the test sees them."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 1.5)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+    return model

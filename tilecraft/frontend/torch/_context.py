@@ -20,7 +20,7 @@ from ...graph.ir import collect_vars_of_shape
 from ...ir import Expr, Var, as_expr, collect_vars
 from ...ir import dtype as to_dtype
 from ._errors import TorchFrontendError
-from ._views import lift, merged, same_shape
+from ._views import lift, merged, same_shape, unmerged
 
 
 class UnsupportedNodeError(TorchFrontendError):
@@ -150,13 +150,18 @@ class Context:
         return self.bb.emit(op, list(args), dict(attrs or {}))
 
     def emit_shaped(
-        self, op: str, args: Sequence[TensorVar], attrs: Mapping[str, Any], shape: Sequence[Expr]
+        self,
+        op: str,
+        args: Sequence[TensorVar],
+        attrs: Mapping[str, Any],
+        shape: Sequence[Expr],
+        uses: Sequence[Expr] = (),
     ) -> TensorVar:
         """Bind an operator whose ``shape`` attribute is given, adding the tensors that bring
-        its shape variables into scope."""
+        its shape variables (and those of the other extents it ``uses``) into scope."""
         have = {v.name for a in args for v in collect_vars_of_shape(a.type.shape)}
         extra: list[TensorVar] = []
-        for s in shape:
+        for s in (*shape, *uses):
             for v in collect_vars(s):
                 if v.name not in have:
                     extra.append(self.carriers[v.name])
@@ -195,6 +200,10 @@ class Context:
         x = self.view_of.get(id(x), x)
         if same_shape(shape, x.type.shape):
             return x
+        if any(merged(s) for s in shape):
+            base = unmerged(x.type.shape, shape)
+            if base is not None and not same_shape(base, x.type.shape):
+                x = self.bb.emit("reshape", [x], {"shape": self.shape_attr(base)})
         out = self.bb.emit("reshape", [x], {"shape": self.shape_attr(shape)})
         if any(merged(s) for s in shape):
             self.view_of[id(out)] = x

@@ -127,7 +127,9 @@ def _strided(
     ctx: Context, x: TensorVar, axis: int, begin: int | Expr, step: int, shape: tuple[Expr, ...]
 ) -> TensorVar:
     b: int | str = begin if isinstance(begin, int) else ctx.shape_attr([begin])[0]
-    return ctx.emit_shaped("strided_slice", [x], {"axis": axis, "begin": b, "step": step}, shape)
+    attrs = {"axis": axis, "begin": b, "step": step}
+    uses = () if isinstance(begin, int) else (begin,)
+    return ctx.emit_shaped("strided_slice", [x], attrs, shape, uses)
 
 
 @handles("aten::select.int")

@@ -1,0 +1,115 @@
+"""The models users bring, in plain PyTorch with random weights, at reduced width.
+
+Each imports through ``torch.export`` with a dynamic batch or sequence dimension, compiles
+once with ``tc.compile`` and matches torch eager at two sizes (1e-4 relative, fp32); each also
+runs through ``torch.compile(backend="tilecraft")`` at two sizes, the same axis marked
+dynamic (one symbolic compile). Compiling seven models twice takes minutes on a shared
+two-core machine, so the full set is marked ``slow`` (``pytest -m slow``); the default run
+keeps the regression tests, through ``tc.compile`` only.
+"""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch_models as tm  # noqa: E402
+
+import tilecraft as tc  # noqa: E402
+from tilecraft.frontend.torch import from_exported_program, tilecraft_backend  # noqa: E402
+
+Dim = torch.export.Dim
+
+
+def _close(out, ref):
+    scale = float(ref.abs().max())
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4 * max(scale, 1e-6))
+
+
+def _check(model, make, dynamic, sizes, backend=True):
+    """Export with ``dynamic`` axes, compile once; then torch.compile; eager at each size."""
+    marks = [(i, next(iter(d))) for i, d in enumerate(dynamic) if d]
+    model.eval()
+    ep = torch.export.export(model, make(sizes[0]), dynamic_shapes=dynamic)
+    mod, params = from_exported_program(ep)
+    exe = tc.compile(mod, params=params)
+    outs = sorted(int(n.removeprefix("main_out")) for n in mod.functions if "main_out" in n)
+    names = ["main", *(f"main_out{i}" for i in outs)]
+    torch._dynamo.reset()
+    fast = torch.compile(model, backend=tilecraft_backend) if backend else model
+    for n in sizes:
+        args = make(n)
+        for i, axis in marks:
+            torch._dynamo.mark_dynamic(args[i], axis)
+        with torch.no_grad():
+            ref = model(*args)
+            via = fast(*args)
+        refs = ref if isinstance(ref, tuple) else (ref,)
+        vias = via if isinstance(via, tuple) else (via,)
+        assert len(vias) == len(refs) == len(names)
+        for name, r, v in zip(names, refs, vias, strict=True):
+            _close(exe[name](*args), r)  # torch tensors in, torch tensors out
+            _close(v, r)
+
+
+def _image(n):
+    return (torch.randn(n, 3, 32, 32),)
+
+
+@pytest.mark.slow
+def test_gpt2_block_dynamic_sequence():
+    torch.manual_seed(0)
+    _check(tm.GPT2Block(), lambda s: (torch.randn(2, s, 32),), ({1: Dim("s", max=64)},), [8, 5])
+
+
+@pytest.mark.slow
+def test_llama_decode_with_kv_cache_dynamic_batch():
+    torch.manual_seed(0)
+    b = Dim("b", max=16)
+
+    def make(n):
+        return torch.randn(n, 1, 32), torch.randn(n, 2, 6, 8), torch.randn(n, 2, 6, 8)
+
+    _check(tm.LlamaDecode(), make, ({0: b}, {0: b}, {0: b}), [2, 3])
+
+
+@pytest.mark.slow
+def test_bert_layer_multihead_attention_dynamic_batch():
+    # regression: the sequence-first layout flattens (L, b, 32) to (L, 4 * b, 8) and
+    # permutes it, which did not lower with a dynamic b
+    torch.manual_seed(0)
+    _check(tm.BertMHALayer(), lambda b: (torch.randn(6, b, 32),), ({1: Dim("b", max=16)},), [2, 3])
+
+
+@pytest.mark.slow
+def test_bert_layer_multihead_attention_dynamic_sequence():
+    # regression: the output projection's matmul saw (2 * L, 32) with no L of its own
+    torch.manual_seed(0)
+    _check(tm.BertMHALayer(), lambda s: (torch.randn(s, 2, 32),), ({0: Dim("s", max=64)},), [6, 9])
+
+
+@pytest.mark.slow
+def test_vit_patch_embedding_and_block_dynamic_batch():
+    torch.manual_seed(0)
+    _check(tm.ViTPatchBlock(), _image, ({0: Dim("b", max=16)},), [2, 3])
+
+
+@pytest.mark.slow
+def test_resnet18_blocks_dynamic_batch():
+    torch.manual_seed(0)
+    model = tm.randomize_batch_norms(tm.ResNetStem())
+    _check(model, _image, ({0: Dim("b", max=16)},), [2, 3])
+
+
+@pytest.mark.slow
+def test_mobilenet_v2_blocks_dynamic_batch():
+    torch.manual_seed(0)
+    model = tm.randomize_batch_norms(tm.MobileNetV2Blocks())
+    _check(model, _image, ({0: Dim("b", max=16)},), [2, 3])
+
+
+def test_multihead_attention_regression_dynamic_batch():
+    # the sequence-first layout flattens (L, b, 32) to (L, 4 * b, 8) and permutes it, which
+    # did not lower with a symbolic b (a symbolic L: the slow test above)
+    torch.manual_seed(0)
+    layer = tm.BertMHALayer(d=16, h=2, ff=16)
+    _check(layer, lambda b: (torch.randn(3, b, 16),), ({1: Dim("b", max=8)},), [2, 3], False)
