@@ -184,7 +184,7 @@ class Matmul(GPURule):
         # the k tile is sampled among those dividing an unpadded K.
         k_ext = const_int(doms[_k_main(roles, doms)])
         k_choices = [tile.bk]
-        if k_ext is not None and k_ext % tile.bk == 0:
+        if tunable and k_ext is not None and k_ext % tile.bk == 0:
             k_choices = halvings_and_double(tile.bk, lambda c: k_ext % c == 0)
         bk = knob(sch, tunable, tile.bk, k_choices)
         loops = _tile(sch, main, roles, tile, _k_main(roles, doms), bk)
