@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...ir import Buffer, BufferLoad, BufferStore, Expr, PrimFunc
+from ...ir import Block, Buffer, BufferLoad, BufferStore, Expr, PrimFunc, Var
 from ...schedule import BlockRV, ExprRV, LoopRV, Schedule
 from ...schedule.analysis import (
     EinsumInfo,
@@ -451,6 +451,29 @@ def _finish(
     sch.annotate(top, "pragma_auto_unroll_max_step", cfg.unroll)
 
 
+def _tile_matrices_innermost(block: Block, roles: _Roles) -> bool:
+    """Whether the fragments are the innermost two dimensions of every matrix: the output
+    ``[.., i, j]``, ``A`` ``[.., i, k]``, ``B`` ``[.., k, j]`` or ``[.., j, k]`` (a grouped
+    query's ``[.., group, 1, d]`` output, with a unit axis between ``i`` and ``j``, is not:
+    the fragment intrinsics would not match, so the SIMT schedule is used without trying)."""
+    einsum = classify_einsum(block)
+    if einsum is None or len(roles.k) != 1:
+        return False
+    iv = [v.var for v in block.iter_vars]
+    i, j, k = iv[roles.i], iv[roles.j], iv[roles.k[0]]
+
+    def last_two(indices: tuple[Expr, ...], *allowed: tuple[Var, Var]) -> bool:
+        tail = tuple(indices[-2:])
+        return len(tail) == 2 and any(all(a is b for a, b in zip(tail, pair, strict=True))
+                                      for pair in allowed)  # fmt: skip
+
+    return (
+        last_two(einsum.output.indices, (i, j))
+        and last_two(einsum.lhs.indices, (i, k))
+        and last_two(einsum.rhs.indices, (k, j), (j, k))
+    )
+
+
 def _tensor_core(
     func: PrimFunc, name: str, roles: _Roles, doms: dict[int, int | Expr], cfg: MatmulConfig
 ) -> Schedule | None:
@@ -461,6 +484,8 @@ def _tensor_core(
     sch = Schedule(func)
     main = sch.get_block(name)
     if why_not_tensor_core(func, main, sch, cfg.tensor_cores) is not None:
+        return None
+    if not _tile_matrices_innermost(block_node(sch, main), roles):
         return None
     extents = (const_int(doms[roles.i]), const_int(doms[roles.j]), _k_extent(roles, doms))
     tile = fit_tile(extents, cfg.tensor_cores, cfg.tensor_core_tile)
