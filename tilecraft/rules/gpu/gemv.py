@@ -20,11 +20,12 @@ epilogue: bias, activation, cast). Two layouts of the matrix, by its contiguous 
   the result, in shared memory, is read by the epilogue spread over all threads, each element
   written once.
 
-The numbers are in :class:`GEMVConfig`. Reductions that the thread tile does not divide are
-guarded (a guarded contribution adds zero; those loads are scalar, since a guarded vector load
-is not yet predicated by the code generator); row counts that ``rows`` does not divide take
-fewer rows per block (one for a symbolic count); a column count that no column tile divides
-(or a symbolic one) is declined.
+The numbers are in :class:`GEMVConfig`; ``tunable=True`` samples ``rows`` (reduction-contiguous
+layout) and ``k_threads`` (strided layout) with ``sample_categorical``. Reductions that the
+thread tile does not divide are guarded (a guarded contribution adds zero; those loads are
+scalar, since a guarded vector load is not yet predicated by the code generator); row counts
+that ``rows`` does not divide take fewer rows per block (one for a symbolic count); a column
+count that no column tile divides (or a symbolic one) is declined.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ chunks, loading the chunk of each of its ``rows`` weight rows once (one 16-byte 
 chunk of each of the ``bucket`` activation rows, and accumulates ``bucket x rows`` partial sums
 in registers (``rfactor``); a cross-thread reduction (warp shuffles) combines them and thread
 ``t`` applies the epilogue to output ``t`` of the tile, each element written once. Loops:
-``bx (outer, bucket and row tiles) | tx | ko | ji (weight load) bi kv``.
+``bx (outer, bucket and row tiles) | tx | ko | ji (weight load) bi kv``. ``tunable=True``
+samples ``rows`` with ``sample_categorical``.
 """
 
 from __future__ import annotations

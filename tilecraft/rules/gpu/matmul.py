@@ -1,5 +1,8 @@
 """GPU ``Matmul``: a tiled GEMM for any einsum reduction block ``C[S, I, J] += A[S, I, K] *
-B[S, J, K]`` (matmul, batched matmul, linear with a ``(in, out)`` or an ``(out, in)`` weight).
+B[S, J, K]`` (matmul, batched matmul, linear with a ``(in, out)`` or an ``(out, in)`` weight),
+and conv2d as an implicit GEMM: an input read at ``x[n, c, h * s + r, w * s + q]`` is staged
+by ``reindex`` (im2col-like, padding inlined), then inlined into the shared-memory fetch; the
+window loops (``r``, ``q``) run whole outside the k tiles (compact shared tiles).
 
 Takes a function with exactly one reduction block that
 :func:`~tilecraft.schedule.analysis.classify_einsum` calls an einsum, both of whose operands
@@ -25,7 +28,9 @@ the other ``I``/``J`` iterators), fused onto ``blockIdx.z``. The SIMT schedule (
   (``pad_einsum``); the zero-filling copies are inlined into the shared-memory loads (scalar
   guarded loads: a guarded 16-byte load is not yet split or predicated by the code generator)
   and the copy-back of the padded output into the write-back, guarded per element;
-* inner loops unrolled by ``pragma_auto_unroll_max_step``.
+* inner loops unrolled by ``pragma_auto_unroll_max_step``;
+* ``tunable=True``: the k tile sampled (``sample_categorical``) among half, the configured and
+  twice the tile where they divide ``K``; the fetch's vector width fits the smallest.
 
 On a target with tensor cores (``MatmulConfig.tensor_cores``), an einsum of fp16 (or, with
 ``mma.sync``, bf16) operands accumulated in fp32 with a constant reduction extent gets the
@@ -38,7 +43,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...ir import Block, Buffer, BufferLoad, BufferStore, Expr, PrimFunc, Var
+from ...ir import Buffer, BufferLoad, BufferStore, Expr, PrimFunc
 from ...schedule import BlockRV, ExprRV, LoopRV, Schedule
 from ...schedule.analysis import (
     EinsumInfo,
@@ -76,6 +81,7 @@ from ._mm_tensor_core import (
     fit_tile,
     padded_tile,
     schedule_tensor_core,
+    tile_matrices_innermost,
     why_not_tensor_core,
 )
 
@@ -243,9 +249,8 @@ def _innermost_non_unit(iters: tuple[object, ...], doms: dict[int, Expr]) -> obj
 
 
 def _k_main(roles: _Roles, doms: dict[int, int | Expr]) -> int:
-    """The reduction iterator the SIMT schedule tiles (the others, a conv's window ``r, s``,
-    run as whole serial loops outside the k tiles, so a shared tile holds whole windows and
-    stays compact): the one of largest constant extent, a symbolic one first."""
+    """The reduction iterator the SIMT schedule tiles (the others, a conv's window, run whole
+    outside the k tiles): the one of largest constant extent, a symbolic one first."""
     return max(roles.k, key=lambda p: (const_int(doms[p]) is None, const_int(doms[p]) or 0))
 
 
@@ -451,29 +456,6 @@ def _finish(
     sch.annotate(top, "pragma_auto_unroll_max_step", cfg.unroll)
 
 
-def _tile_matrices_innermost(block: Block, roles: _Roles) -> bool:
-    """Whether the fragments are the innermost two dimensions of every matrix: the output
-    ``[.., i, j]``, ``A`` ``[.., i, k]``, ``B`` ``[.., k, j]`` or ``[.., j, k]`` (a grouped
-    query's ``[.., group, 1, d]`` output, with a unit axis between ``i`` and ``j``, is not:
-    the fragment intrinsics would not match, so the SIMT schedule is used without trying)."""
-    einsum = classify_einsum(block)
-    if einsum is None or len(roles.k) != 1:
-        return False
-    iv = [v.var for v in block.iter_vars]
-    i, j, k = iv[roles.i], iv[roles.j], iv[roles.k[0]]
-
-    def last_two(indices: tuple[Expr, ...], *allowed: tuple[Var, Var]) -> bool:
-        tail = tuple(indices[-2:])
-        return len(tail) == 2 and any(all(a is b for a, b in zip(tail, pair, strict=True))
-                                      for pair in allowed)  # fmt: skip
-
-    return (
-        last_two(einsum.output.indices, (i, j))
-        and last_two(einsum.lhs.indices, (i, k))
-        and last_two(einsum.rhs.indices, (k, j), (j, k))
-    )
-
-
 def _tensor_core(
     func: PrimFunc, name: str, roles: _Roles, doms: dict[int, int | Expr], cfg: MatmulConfig
 ) -> Schedule | None:
@@ -485,7 +467,9 @@ def _tensor_core(
     main = sch.get_block(name)
     if why_not_tensor_core(func, main, sch, cfg.tensor_cores) is not None:
         return None
-    if not _tile_matrices_innermost(block_node(sch, main), roles):
+    if len(roles.k) != 1 or not tile_matrices_innermost(
+        block_node(sch, main), roles.i, roles.j, roles.k[0]
+    ):
         return None
     extents = (const_int(doms[roles.i]), const_int(doms[roles.j]), _k_extent(roles, doms))
     tile = fit_tile(extents, cfg.tensor_cores, cfg.tensor_core_tile)
