@@ -18,6 +18,7 @@ under pytest); benchmarks load it through ``benchmarks/_models.py``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import tilecraft as tc
 from tilecraft.graph import get_pipeline
@@ -27,6 +28,7 @@ from . import bert as bert
 from . import llama as llama
 from . import resnet as resnet
 from . import tutorial as tutorial
+from . import vit as vit
 from .common import ModelCase as ModelCase
 
 
@@ -44,6 +46,49 @@ def cases(size: str = "small") -> list[ModelCase]:
         resnet.case(resnet.DOWNSAMPLE if full else resnet.SMALL_DOWNSAMPLE),
         *(tutorial.case(m, b) for m in ("reference", "metaschedule") for b in (1, 64)),
     ]
+
+
+def gpu_cases(size: str = "small") -> list[ModelCase]:
+    """The models the GPU rules are checked on: :func:`cases`, the decoder layer in float16
+    (decode and prefill) and a ViT block."""
+    return [gpu_case(name, size) for name in gpu_case_names(size)]
+
+
+def _gpu_builders(size: str) -> dict[str, Callable[[], ModelCase]]:
+    full = size == "full"
+    lcfg = llama.TINYLLAMA if full else llama.SMALL
+    tag = "tinyllama" if full else "small"
+    out: dict[str, Callable[[], ModelCase]] = {}
+    for half in (False, True):
+        cfg = llama.fp16(lcfg) if half else lcfg
+        for entry in ("decode", "prefill"):
+            name = f"llama_{entry}_{tag}" + ("_fp16" if half else "")
+            out[name] = functools.partial(llama.case, cfg, entry)
+    suffix = "" if full else "_small"
+    bcfg = bert.BERT_BASE if full else bert.SMALL
+    out[f"bert_layer{suffix}"] = functools.partial(bert.case, bcfg)
+    out[f"vit_block{suffix}"] = functools.partial(vit.case, vit.VIT_BASE if full else vit.SMALL)
+    blocks = (resnet.BLOCK, resnet.DOWNSAMPLE) if full else (resnet.SMALL_BLOCK,
+                                                             resnet.SMALL_DOWNSAMPLE)  # fmt: skip
+    for kind, cfg in zip(("block", "downsample"), blocks, strict=True):
+        out[f"resnet18_{kind}{suffix}"] = functools.partial(resnet.case, cfg)
+    for m in ("reference", "metaschedule"):
+        for b in (1, 64):
+            out[f"tutorial_{m}_b{b}"] = functools.partial(tutorial.case, m, b)
+    return out
+
+
+def gpu_case_names(size: str = "small") -> list[str]:
+    """The names of :func:`gpu_cases` ``(size)``, without building the models."""
+    return list(_gpu_builders(size))
+
+
+def gpu_case(name: str, size: str = "small") -> ModelCase:
+    """One case of :func:`gpu_cases` ``(size)``, built alone."""
+    builders = _gpu_builders(size)
+    if name not in builders:
+        raise KeyError(f"no {size} GPU model case {name!r}; cases: {sorted(builders)}")
+    return builders[name]()
 
 
 @functools.cache

@@ -103,8 +103,13 @@ def _reduce(op: str) -> LegalizeFn:
 
 def _matmul(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
     # transpose_b: the right operand is read in its stored (..., N, K) layout, so the block
-    # stays an einsum C[.., i, j] += A[.., i, k] * B[.., j, k]
-    return topi.matmul(args[0], args[1], transpose_b=transpose_b("matmul", attrs))
+    # stays an einsum C[.., i, j] += A[.., i, k] * B[.., j, k]. float16/bfloat16 products
+    # accumulate in float32 (as every reduction over them does) and are rounded once: the
+    # einsum then has the form tensor cores compute (fp16 operands, an fp32 accumulator).
+    a, b = args[0], args[1]
+    acc = topi.nn.acc_dtype(a)
+    y = topi.matmul(a, b, transpose_b=transpose_b("matmul", attrs), out_dtype=acc)
+    return y if acc == str(a.dtype) else topi.cast(y, a.dtype)
 
 
 def _dense(args: Args, attrs: Attrs, out: TensorType) -> Tensor:

@@ -18,7 +18,7 @@ import cpu_rule_workloads as workloads
 
 TARGETS = [tc.Target("cuda -arch=sm_80"), tc.Target("cuda -arch=sm_75")]
 TAKEN = {
-    "Matmul": {"matmul", "batch_matmul", "dense_bias"},
+    "Matmul": {"matmul", "batch_matmul", "dense_bias", "conv2d"},  # conv2d: implicit GEMM
     "GEMV": set(),
     "LowBatchGEMV": {"dense_bias"},  # x (n, K) with a symbolic n: a batch of rows
 }

@@ -5,12 +5,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...ir import For, IterKind, PrimFunc
-from ...schedule import BlockRV, LoopRV, Schedule
-from ...schedule.analysis import BlockInfo, normalize_prim_func, why_not_normalized
+from ...ir import BufferLoad, For, IntImm, IterKind, PrimFunc, Var
+from ...schedule import BlockRV, ExprRV, LoopRV, Schedule
+from ...schedule.analysis import (
+    BlockInfo,
+    classify_einsum,
+    is_multiply_accumulate,
+    normalize_prim_func,
+    why_not_normalized,
+)
 from ...target import Target
 from ..base import Decline
-from ..common import attempt, block_node, localize_output, loop_extent
+from ..common import attempt, block_node, loads_of, localize_output, loop_extent
 from .config import gpu_arch
 
 SPATIAL_THREADS = 256
@@ -70,6 +76,52 @@ def match_single_reduction(sch: Schedule) -> tuple[BlockInfo, list[BlockInfo]] |
     if any(b.is_opaque() or not b.is_injective() for b in others):
         return Decline("a block other than the reduction is opaque or not injective")
     return main, others
+
+
+def stage_implicit_gemm(sch: Schedule, main: BlockInfo) -> Decline | None:
+    """Make a multiply-accumulate whose reads are indexed by expressions (conv2d's
+    ``x[n, c, h * s + r, w * s + q]``) an einsum: each such read is staged through ``reindex``
+    (an im2col-like buffer indexed by the block's iterators, its producer, the padding,
+    inlined into the staging block; the staging block may keep a unit iterator bound to a
+    constant, so the function need not stay normalized: read ``main``'s block again with
+    :func:`~..common.block_node`). Why it cannot be staged, or None."""
+    if classify_einsum(main) is not None or not is_multiply_accumulate(main.block):
+        return None
+    out = main.writes[0].buffer
+    loads = loads_of(main.block.body)
+    for index, region in enumerate(main.reads):
+        mine = [ld for ld in loads if ld.buffer is region.buffer]
+        if region.buffer is out or all(_iterator_indexed(ld) for ld in mine):
+            continue
+        staged = sch.try_(sch.reindex, main.block_rv, ("read", index))
+        if not staged:
+            assert staged.error is not None
+            return Decline(f"cannot stage the implicit GEMM's input: {staged.error.short}")
+        for producer in sch.get_producers(staged.value):
+            attempt(sch, sch.compute_inline, producer)
+    return None
+
+
+def _iterator_indexed(load: BufferLoad) -> bool:
+    return all(isinstance(i, (Var, IntImm)) for i in load.indices)
+
+
+def knob(sch: Schedule, tunable: bool, value: int, choices: list[int]) -> int | ExprRV:
+    """A Config number used as a split factor: ``value``, or when ``tunable`` a
+    ``sample_categorical`` over ``choices`` (uniform; each choice must give a valid schedule
+    with the same later steps, so a re-drawn decision replays). The caller passes the result
+    straight to ``split``."""
+    opts = sorted(set(choices) | {value})
+    if not tunable or len(opts) == 1:
+        return value
+    return sch.sample_categorical(opts, [1.0 / len(opts)] * len(opts))
+
+
+def halvings_and_double(value: int, ok: object) -> list[int]:
+    """``value // 2``, ``value`` and ``value * 2`` where ``ok(choice)`` holds (the candidates
+    of a tunable factor)."""
+    assert callable(ok)
+    return [c for c in (value // 2, value, value * 2) if c >= 1 and ok(c)]
 
 
 def float_dtypes(func: PrimFunc) -> str | None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ...ir import BufferLoad, BufferStore, PrimFunc
+from ...ir import Block, BufferLoad, BufferStore, Expr, PrimFunc, Var
 from ...schedule import BlockRV, IndexMap, LoopRV, Schedule
 from ...schedule.analysis import IndexRole, classify_einsum
 from ..common import block_node
@@ -70,6 +70,29 @@ def why_not_tensor_core(func: PrimFunc, main: BlockRV, sch: Schedule, kind: str)
     if _last_role(einsum.lhs.roles) is not IndexRole.REDUCE:
         return "the left operand is not contiguous along the reduction"
     return None
+
+
+def tile_matrices_innermost(block: Block, i_pos: int, j_pos: int, k_pos: int) -> bool:
+    """Whether the fragments are the innermost two dimensions of every matrix: the output
+    ``[.., i, j]``, ``A`` ``[.., i, k]``, ``B`` ``[.., k, j]`` or ``[.., j, k]`` (a grouped
+    query's ``[.., group, 1, d]`` output, with a unit axis between ``i`` and ``j``, is not:
+    the fragment intrinsics would not match, so the SIMT schedule is used without trying)."""
+    einsum = classify_einsum(block)
+    if einsum is None:
+        return False
+    iv = [v.var for v in block.iter_vars]
+    i, j, k = iv[i_pos], iv[j_pos], iv[k_pos]
+
+    def last_two(indices: tuple[Expr, ...], *allowed: tuple[Var, Var]) -> bool:
+        tail = tuple(indices[-2:])
+        return len(tail) == 2 and any(all(a is b for a, b in zip(tail, pair, strict=True))
+                                      for pair in allowed)  # fmt: skip
+
+    return (
+        last_two(einsum.output.indices, (i, j))
+        and last_two(einsum.lhs.indices, (i, k))
+        and last_two(einsum.rhs.indices, (k, j), (j, k))
+    )
 
 
 def _last_role(roles: tuple[IndexRole, ...]) -> IndexRole | None:

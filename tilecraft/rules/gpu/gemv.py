@@ -20,11 +20,12 @@ epilogue: bias, activation, cast). Two layouts of the matrix, by its contiguous 
   the result, in shared memory, is read by the epilogue spread over all threads, each element
   written once.
 
-The numbers are in :class:`GEMVConfig`. Reductions that the thread tile does not divide are
-guarded (a guarded contribution adds zero; those loads are scalar, since a guarded vector load
-is not yet predicated by the code generator); row counts that ``rows`` does not divide take
-fewer rows per block (one for a symbolic count); a column count that no column tile divides
-(or a symbolic one) is declined.
+The numbers are in :class:`GEMVConfig`; ``tunable=True`` samples ``rows`` (reduction-contiguous
+layout) and ``k_threads`` (strided layout) with ``sample_categorical``. Reductions that the
+thread tile does not divide are guarded (a guarded contribution adds zero; those loads are
+scalar, since a guarded vector load is not yet predicated by the code generator); row counts
+that ``rows`` does not divide take fewer rows per block (one for a symbolic count); a column
+count that no column tile divides (or a symbolic one) is declined.
 """
 
 from __future__ import annotations
@@ -47,7 +48,14 @@ from ..common import (
     product,
     writes_param,
 )
-from ._mm_common import bind_unbound_roots, float_dtypes, gpu_facts, match_single_reduction
+from ._mm_common import (
+    bind_unbound_roots,
+    float_dtypes,
+    gpu_facts,
+    halvings_and_double,
+    knob,
+    match_single_reduction,
+)
 
 
 @dataclass(frozen=True)
@@ -124,9 +132,9 @@ class GEMV(GPURule):
             return found
         # Step 2. Schedule by the matrix's contiguous axis.
         if found.gemv.matrix_k_contiguous:
-            _rows_schedule(sch, found, cfg)
+            _rows_schedule(sch, found, cfg, tunable)
         else:
-            why = _columns_schedule(sch, found, cfg)
+            why = _columns_schedule(sch, found, cfg, tunable)
             if why is not None:
                 return why
         # Step 3. A kernel for what stayed outside (an epilogue that could not be fused).
@@ -204,15 +212,18 @@ def reduce_loop(sch: Schedule, m: GEMVMatch) -> LoopRV:
     return sch.fuse(*k_loops)
 
 
-def _rows_schedule(sch: Schedule, m: GEMVMatch, cfg: GEMVConfig) -> None:
-    """Reduction-contiguous matrix: ``rows`` rows per block, threads along ``k``."""
+def _rows_schedule(sch: Schedule, m: GEMVMatch, cfg: GEMVConfig, tunable: bool) -> None:
+    """Reduction-contiguous matrix: ``rows`` rows per block (tunable: sampled among the
+    divisors of the row count near it), threads along ``k``."""
     itemsize = max(m.gemv.matrix.buffer.dtype.bits // 8, 1)
     k = reduce_loop(sch, m)
     k_ext = loop_extent(sch, k)
     threads, lanes = k_split(k_ext, cfg.threads, lanes_for(itemsize, cfg.vector_bytes))
     guarded = k_ext is None or k_ext % (threads * lanes) != 0
     rows = _divisor_at_most(m.extent(m.axis), cfg.rows)
-    ro, ri = sch.split(m.loops[id(m.axis)], [None, rows])
+    n_rows = m.extent(m.axis) or 1
+    ro, ri = sch.split(m.loops[id(m.axis)], [None, knob(sch, tunable, rows, halvings_and_double(
+        rows, lambda c: n_rows % c == 0))])  # fmt: skip
     ko, tx, kv = sch.split(k, [None, threads, lanes])
     outer = [m.loops[id(v)] for v in m.outer]
     sch.reorder(*outer, ro, tx, ko, ri, kv)
@@ -276,8 +287,11 @@ def fuse_epilogue(
     attempt(sch, move)
 
 
-def _columns_schedule(sch: Schedule, m: GEMVMatch, cfg: GEMVConfig) -> Decline | None:
-    """Reduction-strided matrix: threads along the columns and along ``k``."""
+def _columns_schedule(
+    sch: Schedule, m: GEMVMatch, cfg: GEMVConfig, tunable: bool
+) -> Decline | None:
+    """Reduction-strided matrix: threads along the columns and along ``k`` (tunable: the
+    threads along ``k`` sampled, at least ``lanes`` so the write-back split holds)."""
     cols = m.extent(m.axis)
     if cols is None:
         return Decline("the matrix's columns are contiguous and their count is symbolic")
@@ -291,8 +305,13 @@ def _columns_schedule(sch: Schedule, m: GEMVMatch, cfg: GEMVConfig) -> Decline |
     while blocks < 2 * cfg.sm_count and tx_n > 4 and tx_n % 2 == 0:
         tx_n, ty_n, blocks = tx_n // 2, ty_n * 2, blocks * 2  # more blocks, same threads
     k = reduce_loop(sch, m)
+    k_ext = m_k_extent(m)
+    fits = k_ext is not None and k_ext % ty_n == 0
+    choices = halvings_and_double(ty_n, lambda c: c >= lanes and c * tx_n <= 1024
+                                  and (not fits or k_ext % c == 0))  # fmt: skip
+    ty_k = knob(sch, tunable, ty_n, choices if lanes <= ty_n else [ty_n])
     bx, tx, v = sch.split(m.loops[id(m.axis)], [None, tx_n, lanes])
-    ko, ty = sch.split(k, [None, ty_n])
+    ko, ty = sch.split(k, [None, ty_k])
     outer = [m.loops[id(v_)] for v_ in m.outer]
     sch.reorder(*outer, bx, ty, tx, ko, v)
     # Step 2a. Per-thread partial sums of a vector of columns over rows ty, ty + k_threads...
@@ -305,8 +324,7 @@ def _columns_schedule(sch: Schedule, m: GEMVMatch, cfg: GEMVConfig) -> Decline |
     sch.bind(ty, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")
     sch.set_scope(rf, 0, "local")
-    k_ext = m_k_extent(m)
-    if k_ext is not None and k_ext % ty_n == 0:
+    if fits:
         cache_vector(sch, rf, m.gemv.matrix.buffer.name, ko)
     # Step 2b. The partial sums through shared memory; thread c adds those of column c.
     partial = block_node(sch, rf).writes[0].buffer.name
@@ -320,7 +338,7 @@ def _columns_schedule(sch: Schedule, m: GEMVMatch, cfg: GEMVConfig) -> Decline |
     if lanes <= ty_n:  # tx_n * lanes columns on lanes x tx_n threads: an exact region
         cy, cx = sch.split(c, [lanes, tx_n])
     else:
-        cy, cx = sch.split(c, [None, ty_n, tx_n])[1:]
+        cy, cx = sch.split(c, [None, ty_k, tx_n])[1:]
     sch.bind(cy, "threadIdx.y")
     sch.bind(cx, "threadIdx.x")
     localize_output(sch, m.main, cx, copy_param=False)

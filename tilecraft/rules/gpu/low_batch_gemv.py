@@ -16,7 +16,8 @@ chunks, loading the chunk of each of its ``rows`` weight rows once (one 16-byte 
 chunk of each of the ``bucket`` activation rows, and accumulates ``bucket x rows`` partial sums
 in registers (``rfactor``); a cross-thread reduction (warp shuffles) combines them and thread
 ``t`` applies the epilogue to output ``t`` of the tile, each element written once. Loops:
-``bx (outer, bucket and row tiles) | tx | ko | ji (weight load) bi kv``.
+``bx (outer, bucket and row tiles) | tx | ko | ji (weight load) bi kv``. ``tunable=True``
+samples ``rows`` with ``sample_categorical``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,13 @@ from ...schedule.analysis import EinsumInfo, EinsumOperand, classify_einsum, why
 from ...target import Target
 from ..base import Decline, GPURule
 from ..common import attempt, block_node, const_int, loop_extent
-from ._mm_common import bind_unbound_roots, float_dtypes, match_single_reduction
+from ._mm_common import (
+    bind_unbound_roots,
+    float_dtypes,
+    halvings_and_double,
+    knob,
+    match_single_reduction,
+)
 from .gemv import cache_vector, fuse_epilogue, k_split, lanes_for
 
 
@@ -110,7 +117,7 @@ class LowBatchGEMV(GPURule):
                 return Decline(f"cannot pad the batch to whole buckets: {res.error.short}")
             main = sch.get_block(main.name)
         # Step 3. Tile, rfactor over the threads, registers, cross-thread reduction.
-        _tile(sch, main, roles, cfg, padded)
+        _tile(sch, main, roles, cfg, padded, tunable)
         if not bind_unbound_roots(sch):
             return Decline("a block outside the GEMV nest could not be given its own kernel")
         return sch
@@ -166,9 +173,11 @@ def _sides(
 
 
 def _tile(
-    sch: Schedule, main: BlockRV, roles: _Roles, cfg: LowBatchGEMVConfig, padded: bool
-) -> None:
-    """``bx | tx | ko | ji bi kv`` with per-thread partial sums (module docstring)."""
+    sch: Schedule, main: BlockRV, roles: _Roles, cfg: LowBatchGEMVConfig, padded: bool,
+    tunable: bool = False,
+) -> None:  # fmt: skip
+    """``bx | tx | ko | ji bi kv`` with per-thread partial sums (module docstring); tunable:
+    the weight rows per block sampled among the divisors of the row count near ``rows``."""
     realize = sch.get_realize(main)
     by_var = {id(lp.var): lp for lp in sch.get_loops(main)}
     loops = {n: by_var[id(v)] for n, v in enumerate(realize.iter_values)}
@@ -183,7 +192,8 @@ def _tile(
     j_ext = loop_extent(sch, loops[roles.j])
     rows = next(t for t in range(min(cfg.rows, j_ext or 1), 0, -1) if (j_ext or 1) % t == 0)
     bo, bi = sch.split(loops[roles.b], [None, cfg.bucket])
-    jo, ji = sch.split(loops[roles.j], [None, rows])
+    rows_k = knob(sch, tunable, rows, halvings_and_double(rows, lambda c: (j_ext or 1) % c == 0))
+    jo, ji = sch.split(loops[roles.j], [None, rows_k])
     ko, tx, kv = sch.split(k, [None, threads, lanes])
     sch.reorder(*outer, bo, jo, tx, ko, ji, bi, kv)
     # Step 3a. Per-thread partial sums of the bucket x rows tile, in registers.

@@ -1,5 +1,8 @@
 """GPU ``Matmul``: a tiled GEMM for any einsum reduction block ``C[S, I, J] += A[S, I, K] *
-B[S, J, K]`` (matmul, batched matmul, linear with a ``(in, out)`` or an ``(out, in)`` weight).
+B[S, J, K]`` (matmul, batched matmul, linear with a ``(in, out)`` or an ``(out, in)`` weight),
+and conv2d as an implicit GEMM: an input read at ``x[n, c, h * s + r, w * s + q]`` is staged
+by ``reindex`` (im2col-like, padding inlined), then inlined into the shared-memory fetch; the
+window loops (``r``, ``q``) run whole outside the k tiles (compact shared tiles).
 
 Takes a function with exactly one reduction block that
 :func:`~tilecraft.schedule.analysis.classify_einsum` calls an einsum, both of whose operands
@@ -25,7 +28,9 @@ the other ``I``/``J`` iterators), fused onto ``blockIdx.z``. The SIMT schedule (
   (``pad_einsum``); the zero-filling copies are inlined into the shared-memory loads (scalar
   guarded loads: a guarded 16-byte load is not yet split or predicated by the code generator)
   and the copy-back of the padded output into the write-back, guarded per element;
-* inner loops unrolled by ``pragma_auto_unroll_max_step``.
+* inner loops unrolled by ``pragma_auto_unroll_max_step``;
+* ``tunable=True``: the k tile sampled (``sample_categorical``) among half, the configured and
+  twice the tile where they divide ``K``; the fetch's vector width fits the smallest.
 
 On a target with tensor cores (``MatmulConfig.tensor_cores``), an einsum of fp16 (or, with
 ``mma.sync``, bf16) operands accumulated in fp32 with a constant reduction extent gets the
@@ -39,7 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...ir import Buffer, BufferLoad, BufferStore, Expr, PrimFunc
-from ...schedule import BlockRV, LoopRV, Schedule
+from ...schedule import BlockRV, ExprRV, LoopRV, Schedule
 from ...schedule.analysis import (
     EinsumInfo,
     IndexRole,
@@ -65,14 +70,18 @@ from ._mm_common import (
     bind_unbound_roots,
     float_dtypes,
     gpu_facts,
+    halvings_and_double,
     inline_producers,
+    knob,
     match_single_reduction,
+    stage_implicit_gemm,
 )
 from ._mm_tensor_core import (
     TensorCoreTile,
     fit_tile,
     padded_tile,
     schedule_tensor_core,
+    tile_matrices_innermost,
     why_not_tensor_core,
 )
 
@@ -171,19 +180,25 @@ class Matmul(GPURule):
         tensor = _tensor_core(func, main.name, roles, doms, cfg)
         if tensor is not None:
             return tensor
-        tile = _choose_tile(einsum, roles, doms, cfg, _k_extent(roles, doms))
+        tile = _choose_tile(einsum, roles, doms, cfg, const_int(doms[_k_main(roles, doms)]))
         # Step 2. Pad i, j and k to whole tiles.
         padded = _pad(sch, main, roles, doms, (tile.bm, tile.bn, tile.bk))
         if isinstance(padded, Decline):
             return padded
         main = sch.get_block(main.name)
-        # Step 3. Tile: bz by bx | ty tx | ko | ki ii jj; accumulate in registers.
-        loops = _tile(sch, main, roles, tile)
+        # Step 3. Tile: bz by bx | ty tx | ko | ki ii jj; accumulate in registers. Tunable:
+        # the k tile is sampled among those dividing an unpadded K.
+        k_ext = const_int(doms[_k_main(roles, doms)])
+        k_choices = [tile.bk]
+        if tunable and k_ext is not None and k_ext % tile.bk == 0:
+            k_choices = halvings_and_double(tile.bk, lambda c: k_ext % c == 0)
+        bk = knob(sch, tunable, tile.bk, k_choices)
+        loops = _tile(sch, main, roles, tile, _k_main(roles, doms), bk)
         accumulate_locally(sch, main, loops["tx"])
         # Step 4. Operands through shared memory (cooperative fetch) and registers.
         for operand in _operands(sch, main):
-            _stage_operand(sch, main, operand, loops, tile, cfg)
-        attempt(sch, sch.decompose_reduction, main, loops["ko"])
+            _stage_operand(sch, main, operand, loops, tile, cfg, min(k_choices))
+        attempt(sch, sch.decompose_reduction, main, loops["k_first"])
         # Step 5. Vector stores, unrolling, kernels for what stayed outside the nest.
         _finish(sch, main, loops, tile, cfg, padded)
         if not bind_unbound_roots(sch):
@@ -199,15 +214,18 @@ def _match(sch: Schedule) -> tuple[BlockRV, EinsumInfo, _Roles, dict[int, int | 
     found = match_single_reduction(sch)
     if isinstance(found, Decline):
         return found
-    info = found[0]
-    einsum = classify_einsum(info)
+    staged = stage_implicit_gemm(sch, found[0])
+    if staged is not None:
+        return staged
+    block_rv = found[0].block_rv
+    block = block_node(sch, block_rv)
+    einsum = classify_einsum(block)
     if einsum is None:
-        return Decline(f"not an einsum: {why_not_einsum(info)}")
-    if detect_gemv(info) is not None:
+        return Decline(f"not an einsum: {why_not_einsum(block)}")
+    if detect_gemv(block) is not None:
         return Decline("a GEMV (one operand is a vector): left to the GEMV rules")
-    if "neither operand" in (why_not_gemv(info) or ""):
+    if "neither operand" in (why_not_gemv(block) or ""):
         return Decline("a dot product: neither operand has a non-unit spatial iterator")
-    block = info.block
     pos = {id(iv.var): n for n, iv in enumerate(block.iter_vars)}
     doms = {id(iv.var): iv.dom.extent for iv in block.iter_vars}
     i = _innermost_non_unit(einsum.i_iters, doms)
@@ -220,7 +238,7 @@ def _match(sch: Schedule) -> tuple[BlockRV, EinsumInfo, _Roles, dict[int, int | 
     roles = _Roles(pos[id(i)], pos[id(j)], [pos[id(v)] for v in einsum.k_iters],
                    sorted(pos[id(v)] for v in outer))  # fmt: skip
     by_pos = {n: iv.dom.extent for n, iv in enumerate(block.iter_vars)}
-    return info.block_rv, einsum, roles, {n: by_pos[n] for n in by_pos}
+    return block_rv, einsum, roles, {n: by_pos[n] for n in by_pos}
 
 
 def _innermost_non_unit(iters: tuple[object, ...], doms: dict[int, Expr]) -> object | None:
@@ -228,6 +246,12 @@ def _innermost_non_unit(iters: tuple[object, ...], doms: dict[int, Expr]) -> obj
         if const_int(doms[id(v)]) != 1:
             return v
     return None
+
+
+def _k_main(roles: _Roles, doms: dict[int, int | Expr]) -> int:
+    """The reduction iterator the SIMT schedule tiles (the others, a conv's window, run whole
+    outside the k tiles): the one of largest constant extent, a symbolic one first."""
+    return max(roles.k, key=lambda p: (const_int(doms[p]) is None, const_int(doms[p]) or 0))
 
 
 def _k_extent(roles: _Roles, doms: dict[int, int | Expr]) -> int | None:
@@ -274,14 +298,15 @@ def _shrink(ext: int | None, threads: int, per: int) -> tuple[int, int]:
 
 def _pad(
     sch: Schedule, main: BlockRV, roles: _Roles, doms: dict[int, int | Expr],
-    tile: tuple[int, int, int],
+    tile: tuple[int, int, int], fused_k: bool = False,
 ) -> set[int] | Decline:  # fmt: skip
-    """Pad i, j (and a single k) to whole ``(bm, bn, bk)`` tiles; the positions padded, or why
-    it failed."""
+    """Pad i, j and the tiled k (:func:`_k_main`; all of k when the tile spans several
+    reduction iterators, as a tensor-core tile does) to whole ``(bm, bn, bk)`` tiles; the
+    positions padded, or why it failed."""
     bm, bn, bk = tile
     want = {roles.i: bm, roles.j: bn}
-    if len(roles.k) == 1:
-        want[roles.k[0]] = bk
+    if len(roles.k) == 1 or not fused_k:
+        want[_k_main(roles, doms)] = bk
     elif (k_ext := _k_extent(roles, doms)) is None or k_ext % bk:
         return Decline("several reduction iterators whose product the k tile does not divide")
     padding, padded = [], set()
@@ -301,24 +326,28 @@ def _pad(
     return padded
 
 
-def _tile(sch: Schedule, main: BlockRV, roles: _Roles, tile: _Tile) -> dict[str, LoopRV]:
-    """Split and bind the einsum nest; the loops by name (bz when there are outer iterators)."""
+def _tile(
+    sch: Schedule, main: BlockRV, roles: _Roles, tile: _Tile, k_main: int, bk: int | ExprRV
+) -> dict[str, LoopRV]:
+    """Split and bind the einsum nest; the loops by name (bz when there are outer iterators).
+    The reduction iterators other than ``k_main`` run whole, outside the k tiles."""
     by_iter = _loops_by_iter(sch, main)
     outer = [by_iter[p] for p in roles.outer]
-    k_loops = [by_iter[p] for p in roles.k]
-    sch.reorder(*outer, by_iter[roles.i], by_iter[roles.j], *k_loops)
-    k = sch.fuse(*k_loops) if len(k_loops) > 1 else k_loops[0]
+    k_outer = [by_iter[p] for p in roles.k if p != k_main]
+    k = by_iter[k_main]
+    sch.reorder(*outer, by_iter[roles.i], by_iter[roles.j], *k_outer, k)
     by, ty, ii = sch.split(by_iter[roles.i], [None, tile.ty, tile.pi])
     bx, tx, jj = sch.split(by_iter[roles.j], [None, tile.tx, tile.pj])
-    ko, ki = sch.split(k, [None, tile.bk])
-    loops = {"by": by, "bx": bx, "ty": ty, "tx": tx, "ko": ko, "ki": ki, "ii": ii, "jj": jj}
+    ko, ki = sch.split(k, [None, bk])
+    loops = {"by": by, "bx": bx, "ty": ty, "tx": tx, "ko": ko, "ki": ki, "ii": ii, "jj": jj,
+             "k_first": k_outer[0] if k_outer else ko}  # fmt: skip
     head: list[LoopRV] = []
     if outer:
         bz = sch.fuse(*outer) if len(outer) > 1 else outer[0]
         sch.bind(bz, "blockIdx.z")
         loops["bz"] = bz
         head = [bz]
-    sch.reorder(*head, by, bx, ty, tx, ko, ki, ii, jj)
+    sch.reorder(*head, by, bx, ty, tx, *k_outer, ko, ki, ii, jj)
     sch.bind(by, "blockIdx.y")
     sch.bind(bx, "blockIdx.x")
     sch.bind(ty, "threadIdx.y")
@@ -351,9 +380,10 @@ def _read_index(sch: Schedule, block: BlockRV, name: str) -> int:
 
 def _stage_operand(
     sch: Schedule, main: BlockRV, operand: tuple[str, IndexRole], loops: dict[str, LoopRV],
-    tile: _Tile, cfg: MatmulConfig,
+    tile: _Tile, cfg: MatmulConfig, bk_min: int,
 ) -> None:  # fmt: skip
-    """global -> shared (per ko, all threads, vector loads) -> registers (per ki)."""
+    """global -> shared (per ko, all threads, vector loads) -> registers (per ki). The vector
+    width fits the smallest k tile a tunable schedule may draw (``bk_min``)."""
     name, inner = operand
     shared = sch.cache_read(main, _read_index(sch, main, name), "shared")
     sch.compute_at(shared, loops["ko"])
@@ -366,7 +396,13 @@ def _stage_operand(
     fetch = loops_below(sch, shared, loops["ko"])
     extents = [loop_extent(sch, lp) for lp in fetch]
     threads = tile.ty * tile.tx
-    lanes = _fetch_lanes(src, extents, product(extents), threads, cfg.vector_bytes // itemsize)
+    bk_now = loop_extent(sch, loops["ki"]) or bk_min
+    elems = product(extents)
+    if elems is not None and extents and extents[-1] is not None:
+        elems = elems // bk_now * bk_min  # one fetch dimension is the k tile
+        if inner is IndexRole.REDUCE:
+            extents = [*extents[:-1], extents[-1] // bk_now * bk_min]
+    lanes = _fetch_lanes(src, extents, elems, threads, cfg.vector_bytes // itemsize)
     fused = sch.fuse(*fetch) if len(fetch) > 1 else fetch[0]
     if lanes > 1:
         _, fy, fx, vec = sch.split(fused, [None, tile.ty, tile.tx, lanes])
@@ -431,11 +467,15 @@ def _tensor_core(
     main = sch.get_block(name)
     if why_not_tensor_core(func, main, sch, cfg.tensor_cores) is not None:
         return None
+    if len(roles.k) != 1 or not tile_matrices_innermost(
+        block_node(sch, main), roles.i, roles.j, roles.k[0]
+    ):
+        return None
     extents = (const_int(doms[roles.i]), const_int(doms[roles.j]), _k_extent(roles, doms))
     tile = fit_tile(extents, cfg.tensor_cores, cfg.tensor_core_tile)
     if tile is None:  # pad to whole tiles (zero-filled loads, a guarded copy-back kernel)
         tile = padded_tile(extents, cfg.tensor_cores, cfg.tensor_core_tile)
-        if tile is None or isinstance(_pad(sch, main, roles, doms, tile.sizes), Decline):
+        if tile is None or isinstance(_pad(sch, main, roles, doms, tile.sizes, True), Decline):
             return None
         main = sch.get_block(name)
         fold_epilogue(sch, main)  # the copy-back inlined into the epilogue: one more kernel
