@@ -99,7 +99,7 @@ def _run(
 
 def _step(index: Expr, var: Var) -> int | None:
     """How far ``index`` moves when ``var`` goes from 0 to 1 (every other variable 0)."""
-    env: dict[Var, int] = {v: 0 for v in collect_vars(index)}
+    env: dict[Var, int] = dict.fromkeys(collect_vars(index), 0)
     try:
         at0 = evaluate(index, env)
         env[var] = 1
