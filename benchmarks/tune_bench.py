@@ -94,8 +94,9 @@ def seconds(fn: Callable[[], object], rounds: int) -> float:
 
 
 def runner() -> ms.LocalRunner:
-    """One measurement per repeat, three repeats, slow candidates cut at 5 s."""
-    return ms.LocalRunner(timeout_s=5.0, number=1, repeat=3)
+    """One measurement per repeat, three repeats, slow candidates cut at 5 s, on the same
+    number of threads as the other side (the runner's default is every usable core)."""
+    return ms.LocalRunner(timeout_s=5.0, number=1, repeat=3, num_threads=bench.THREADS)
 
 
 def tune(func: tc.ir.PrimFunc, target: tc.Target, trials: int, strategy: str, seed: int,
@@ -165,7 +166,9 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma list: mm512,mm1024,ln,sm,cmp")
     opts = parser.parse_args()
     target = tc.Target("cpu -num-cores=1")
-    print(f"target: {target}  (threads: {bench.THREADS}, both sides)", flush=True)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"target: {target}  (threads: {bench.THREADS}, both sides; {os.cpu_count()} cores, "
+          f"load average {load})", flush=True)  # fmt: skip
     only = set(filter(None, opts.only.split(",")))
     todo = [("mm512", "matmul 512^3", lambda: matmul(512), 64),
             ("mm1024", "matmul 1024^3", lambda: matmul(1024), 64),
