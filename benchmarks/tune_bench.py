@@ -102,9 +102,13 @@ def interleaved(fns: list[Callable[[], object]], rounds: int) -> list[float]:
 
 
 def runner() -> ms.LocalRunner:
-    """One measurement per repeat, three repeats, slow candidates cut at 5 s, on the same
-    number of threads as the other side (the runner's default is every usable core)."""
-    return ms.LocalRunner(timeout_s=5.0, number=1, repeat=3, num_threads=bench.THREADS)
+    """Three repeats of at least 20 ms each (a kernel of microseconds is run many times, so one
+    hiccup of a shared machine does not make the rules' schedule look slow), slow candidates
+    cut at 5 s, on the same number of threads as the other side (the runner's default is
+    every usable core)."""
+    return ms.LocalRunner(
+        timeout_s=5.0, number=1, repeat=3, min_repeat_ms=20.0, num_threads=bench.THREADS
+    )
 
 
 def tune(func: tc.ir.PrimFunc, target: tc.Target, trials: int, strategy: str, seed: int,
