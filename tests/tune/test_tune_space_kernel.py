@@ -16,6 +16,7 @@ from tilecraft.tune.postproc import (
     default_postprocs,
     keys,
 )
+from tilecraft.tune.postproc.checks import recomputed_reduction
 from tilecraft.tune.space import MultiLevelTiling, PostOrderApply, default_space
 
 AVX512 = tc.Target("cpu -mcpu=avx512 -num-cores=1")
@@ -141,3 +142,22 @@ def test_every_store_block_kind_keeps_contiguous_vectors() -> None:
                 _assert_contiguous(sch.func)
                 checked += bool(_vector_stores(sch.func))
     assert checked
+
+
+def _row_shift(m: int = 4, n: int = 16) -> tc.ir.PrimFunc:
+    x = tc.te.placeholder((m, n), "float32", name="x")
+    k = tc.te.reduce_axis((0, n), name="k")
+    mx = tc.te.compute((m,), lambda i: tc.te.max(x[i, k], axis=k), name="mx")
+    y = tc.te.compute((m, n), lambda i, j: x[i, j] - mx[i], name="y")
+    return tc.te.create_prim_func([x, y])
+
+
+@pytest.mark.parametrize(("depth", "dropped"), [(0, False), (1, True)])
+def test_a_reduction_recomputed_per_element_is_dropped(depth: int, dropped: bool) -> None:
+    func = _row_shift()
+    sch = Schedule(func)
+    sch.compute_at(sch.get_block("mx"), sch.get_loops(sch.get_block("y"))[depth])
+    tc.testing.check_numeric(sch.func, func)
+    assert (recomputed_reduction(sch.func) == "mx") is dropped
+    failed = apply_postprocs(sch, default_postprocs(AVX2))
+    assert failed == ("disallow_recomputed_reduction" if dropped else None)
