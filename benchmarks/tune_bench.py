@@ -12,8 +12,8 @@ On one thread for both sides (``BENCH_THREADS`` defaults to 1; ``OPENBLAS_CORETY
   trials on matmul 1024^3, neither seeded with the rules' schedule: the best time of each,
   median over seeds (three; one with ``--quick``).
 
-Every time is measured in this process, interleaved, median of ``--rounds``; on a shared
-machine read the ratios.
+Every time is measured in this process after tuning, numpy, tuned and rules timed in turn
+round by round, median of ``--rounds``; on a shared machine read the ratios.
 
     python benchmarks/tune_bench.py [--quick] [--rounds N]
 """
@@ -56,7 +56,7 @@ def layer_norm(
     x = tc.te.placeholder((m, n), "float32", name="x")
     g = tc.te.placeholder((n,), "float32", name="g")
     b = tc.te.placeholder((n,), "float32", name="b")
-    y = tc.topi.layer_norm(x, g, b, axis=[-1], epsilon=1e-5)
+    y = tc.topi.layer_norm(x, g, b, axis=[-1], eps=1e-5)
     rng = np.random.default_rng(0)
     args = [rng.random((m, n), dtype=np.float32), rng.random(n, dtype=np.float32),
             rng.random(n, dtype=np.float32), np.zeros((m, n), "f4")]  # fmt: skip
@@ -84,18 +84,31 @@ def softmax(m: int, n: int) -> tuple[tc.ir.PrimFunc, Callable[..., Any], list[np
 
 def seconds(fn: Callable[[], object], rounds: int) -> float:
     """Median of ``rounds`` timings of ``fn`` (after one warm-up call)."""
-    fn()
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
+    return interleaved([fn], rounds)[0]
+
+
+def interleaved(fns: list[Callable[[], object]], rounds: int) -> list[float]:
+    """Median of ``rounds`` timings of each of ``fns``, timed in turn round by round (after a
+    warm-up call each), so a change of the machine's load hits every side alike."""
+    for fn in fns:
         fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(rounds):
+        for fn, out in zip(fns, times, strict=True):
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
 
 
 def runner() -> ms.LocalRunner:
-    """One measurement per repeat, three repeats, slow candidates cut at 5 s."""
-    return ms.LocalRunner(timeout_s=5.0, number=1, repeat=3)
+    """Three repeats of at least 20 ms each (a kernel of microseconds is run many times, so one
+    hiccup of a shared machine does not make the rules' schedule look slow), slow candidates
+    cut at 5 s, on the same number of threads as the other side (the runner's default is
+    every usable core)."""
+    return ms.LocalRunner(
+        timeout_s=5.0, number=1, repeat=3, min_repeat_ms=20.0, num_threads=bench.THREADS
+    )
 
 
 def tune(func: tc.ir.PrimFunc, target: tc.Target, trials: int, strategy: str, seed: int,
@@ -120,7 +133,6 @@ def best_secs(db: ms.Database) -> float:
 def report(name: str, make: Any, target: tc.Target, trials: int, rounds: int) -> None:
     """Tune one workload and print its figures."""
     func, ref, args, flops = make
-    np_secs = seconds(lambda: ref(*args[:-1]), rounds)
     rules = rules_candidate(func, target, name)
     rules_lib = tc.build(rules.mod, target) if rules is not None else None
     db, wall = tune(func, target, trials, "evolutionary", 0, True)
@@ -129,13 +141,15 @@ def report(name: str, make: Any, target: tc.Target, trials: int, rounds: int) ->
     lib = tc.build(sch.mod, target)
     lib["main"](*args)
     np.testing.assert_allclose(args[-1], ref(*args[:-1]), rtol=1e-3, atol=1e-3)
-    tuned = seconds(lambda: lib["main"](*args), rounds)
+    sides: list[Callable[[], object]] = [lambda: ref(*args[:-1]), lambda: lib["main"](*args)]
+    if rules_lib is not None:
+        sides.append(lambda: rules_lib["main"](*args))
+    np_secs, tuned, *rest = interleaved(sides, rounds)
     gf = flops / 1e9
     line = f"{name}: tuned {gf / tuned:7.2f} GFLOP/s  numpy {gf / np_secs:7.2f}  " \
            f"tuned/numpy {np_secs / tuned:5.2f}x"  # fmt: skip
-    if rules_lib is not None:
-        rules_secs = seconds(lambda: rules_lib["main"](*args), rounds)
-        line += f"  rules {gf / rules_secs:7.2f}  tuned/rules {rules_secs / tuned:5.2f}x"
+    if rest:
+        line += f"  rules {gf / rest[0]:7.2f}  tuned/rules {rest[0] / tuned:5.2f}x"
     n = len(db.get_all_tuning_records())
     print(f"{line}\n    {n} trials, tuning {wall:6.1f} s total, {wall / max(n, 1):5.2f} s/trial",
           flush=True)  # fmt: skip
@@ -165,7 +179,9 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma list: mm512,mm1024,ln,sm,cmp")
     opts = parser.parse_args()
     target = tc.Target("cpu -num-cores=1")
-    print(f"target: {target}  (threads: {bench.THREADS}, both sides)", flush=True)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"target: {target}  (threads: {bench.THREADS}, both sides; {os.cpu_count()} cores, "
+          f"load average {load})", flush=True)  # fmt: skip
     only = set(filter(None, opts.only.split(",")))
     todo = [("mm512", "matmul 512^3", lambda: matmul(512), 64),
             ("mm1024", "matmul 1024^3", lambda: matmul(1024), 64),

@@ -81,7 +81,7 @@ def test_cache_and_pack_choices_are_sampled_and_change_the_program() -> None:
             key = dict(inst.attrs).get("key")
             if inst.kind == "annotate" and key in seen:
                 seen[key].add(by_output[id(inst.inputs[1])].decision)
-    assert seen[keys.WRITE_CACHE] == {0, 1, 2}
+    assert seen[keys.WRITE_CACHE] == {0, 1, 2, keys.REGISTER_TILE}
     assert seen[keys.PACK] == {0, 1, 2}
     (sch,) = default_space(CPU).generate(func, CPU, seed=0)
     fixed = sch.trace

@@ -9,6 +9,7 @@ from . import keys as keys
 from .base import Postproc as Postproc
 from .base import apply_postprocs as apply_postprocs
 from .checks import DisallowDynamicLoop as DisallowDynamicLoop
+from .checks import DisallowRecomputedReduction as DisallowRecomputedReduction
 from .checks import VerifyGPUCode as VerifyGPUCode
 from .rewrite_parallel_vectorize_unroll import (
     RewriteParallelVectorizeUnroll as RewriteParallelVectorizeUnroll,
@@ -21,7 +22,8 @@ from .rewrite_unbound_block import RewriteUnboundBlock as RewriteUnboundBlock
 def default_postprocs(target: Target | str | None = None) -> list[Postproc]:
     """The postprocessors of ``target``, in order: drop dynamic loops, apply the sampled write
     caches and packing of tiled blocks, rewrite the sampled parallel / vectorize / unroll
-    annotations, take reduction inits out of their loops and, for GPUs, bind unbound blocks and drop
+    annotations, take reduction inits out of their loops, for CPUs drop reductions recomputed
+    under a loop they do not depend on; for GPUs bind unbound blocks and drop
     code the GPU lowering refuses."""
     tgt = as_target(target)
     out: list[Postproc] = [
@@ -32,4 +34,6 @@ def default_postprocs(target: Target | str | None = None) -> list[Postproc]:
     ]
     if backend_of(tgt).needs_gpu_schedule:
         out += [RewriteUnboundBlock(tgt), VerifyGPUCode(tgt)]
+    else:  # GPU threads share a reduction across loops it does not index
+        out.append(DisallowRecomputedReduction())
     return out

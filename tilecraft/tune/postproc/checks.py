@@ -1,9 +1,21 @@
-"""Postprocessors that only check: no dynamic loops, GPU code within the device's limits."""
+"""Postprocessors that only check: no dynamic loops, no reduction recomputed under a loop it
+does not depend on, GPU code within the device's limits."""
 
 from __future__ import annotations
 
 from ...errors import BuildError, LowerError
-from ...ir import For, IntImm, Node, PrimFunc, post_order_visit
+from ...ir import (
+    BlockRealize,
+    For,
+    IntImm,
+    IterKind,
+    Node,
+    PrimFunc,
+    Var,
+    Visitor,
+    collect_vars,
+    post_order_visit,
+)
 from ...runtime.backend import backend_of
 from ...schedule import Schedule
 from ...target import Target, as_target
@@ -31,6 +43,54 @@ class DisallowDynamicLoop(Postproc):
     def apply(self, sch: Schedule) -> bool:
         """False when a loop extent is symbolic."""
         return not has_dynamic_loop(sch.func)
+
+
+class _Recomputed(Visitor):
+    """Finds a reduction block under a loop (of more than one iteration) that none of its
+    iterator bindings uses: every iteration of that loop computes the same reduction again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loops: list[Var] = []
+        self.found: str | None = None
+
+    def visit_For(self, node: For) -> None:  # noqa: N802
+        """Track the enclosing loops."""
+        counted = not (isinstance(node.extent, IntImm) and node.extent.value <= 1)
+        if counted:
+            self.loops.append(node.loop_var)
+        self.visit(node.body)
+        if counted:
+            self.loops.pop()
+
+    def visit_BlockRealize(self, node: BlockRealize) -> None:  # noqa: N802
+        """Check a reduction block against the loops around it; go on inside."""
+        block = node.block
+        if self.loops and any(iv.kind is IterKind.REDUCE for iv in block.iter_vars):
+            used = {id(v) for value in node.iter_values for v in collect_vars(value)}
+            if any(id(lp) not in used for lp in self.loops):
+                self.found = self.found or block.name
+        self.generic_visit(node)
+
+
+def recomputed_reduction(func: PrimFunc) -> str | None:
+    """The name of a reduction block that runs again for every iteration of a loop it does not
+    depend on (a row's max computed at each element of the row), or None."""
+    finder = _Recomputed()
+    finder.visit(func.body)
+    return finder.found
+
+
+class DisallowRecomputedReduction(Postproc):
+    """Drop candidates that recompute a reduction under a loop it does not depend on (a
+    sampled compute location inside the consumer's row: quadratic work, often past the
+    runner's timeout, that the search would pay a measurement to learn)."""
+
+    name = "disallow_recomputed_reduction"
+
+    def apply(self, sch: Schedule) -> bool:
+        """False when a reduction block is recomputed."""
+        return recomputed_reduction(sch.func) is None
 
 
 class VerifyGPUCode(Postproc):

@@ -5,15 +5,32 @@ Before: a block (or the root block, standing for every leaf block under it) carr
 :data:`~.keys.UNROLL_EXPLICIT`) annotations with int values.
 After: for each such leaf block, the longest run of outer serial loops binding only spatial
 iterators whose extents multiply to at most the parallel value (the first such loop in any
-case) is fused and parallelized; from the inside, the run within the vectorize value is
-fused and vectorized; the outermost loop gets
+case) is fused and parallelized; the innermost loop is vectorized when it is serial, binds a
+spatial iterator and steps the block's written element by one (stride 1 in the output: a
+contiguous vector, never a gather across rows; the C compiler strip-mines any extent), with
+the vectorize value above 1; the outermost loop gets
 ``pragma_auto_unroll_max_step``; the annotations are gone. A step a loop nest does not
 allow is skipped (meaning never changes); a value that is not an int drops the candidate.
 """
 
 from __future__ import annotations
 
-from ...ir import Block, BlockRealize, Expr, For, ForKind, IntImm, IterKind, Var, post_order_visit
+from ...arith import evaluate
+from ...arith.evaluate import EvaluationError
+from ...ir import (
+    Block,
+    BlockRealize,
+    BufferStore,
+    Expr,
+    For,
+    ForKind,
+    IntImm,
+    IterKind,
+    Var,
+    collect_vars,
+    post_order_visit,
+    substitute,
+)
 from ...lower import AUTO_UNROLL, UNROLL_EXPLICIT
 from ...schedule import BlockRV, LoopRV, Schedule
 from .base import Postproc
@@ -80,6 +97,44 @@ def _run(
     return run
 
 
+def _step(index: Expr, var: Var) -> int | None:
+    """How far ``index`` moves when ``var`` goes from 0 to 1 (every other variable 0)."""
+    env: dict[Var, int] = dict.fromkeys(collect_vars(index), 0)
+    try:
+        at0 = evaluate(index, env)
+        env[var] = 1
+        at1 = evaluate(index, env)
+    except EvaluationError:
+        return None
+    return int(at1) - int(at0)
+
+
+def contiguous_innermost(sch: Schedule, leaf: BlockRV) -> LoopRV | None:
+    """The innermost loop of ``leaf`` when it is serial, of constant extent above 1, binds only
+    spatial iterators and moves the written element by one along the output's last dimension
+    (and not at all along the others); else None."""
+    loops = sch.get_loops(leaf)
+    if not loops:
+        return None
+    node = sch.get(loops[-1])
+    realize: BlockRealize = sch.get_realize(leaf)
+    store = realize.block.body
+    if not isinstance(node, For) or node.kind is not ForKind.SERIAL:
+        return None
+    if not isinstance(node.extent, IntImm) or node.extent.value < 2:
+        return None
+    if id(node.loop_var) in reduce_vars(sch, leaf) or not isinstance(store, BufferStore):
+        return None
+    if not store.indices:
+        return None
+    binding = {iv.var: value for iv, value in zip(realize.block.iter_vars, realize.iter_values,
+                                                   strict=True)}  # fmt: skip
+    steps = [_step(substitute(i, binding), node.loop_var) for i in store.indices]
+    if steps[-1] != 1 or any(s != 0 for s in steps[:-1]):
+        return None
+    return loops[-1]
+
+
 def _apply_to_leaf(sch: Schedule, leaf: BlockRV, anns: dict[str, int]) -> None:
     reduce = reduce_vars(sch, leaf)
     if anns.get(PARALLEL, 0) > 1:
@@ -89,11 +144,9 @@ def _apply_to_leaf(sch: Schedule, leaf: BlockRV, anns: dict[str, int]) -> None:
             if fused is not None:
                 sch.try_(sch.parallel, fused)
     if anns.get(VECTORIZE, 0) > 1:
-        run = _run(sch, sch.get_loops(leaf)[::-1], anns[VECTORIZE], reduce, False)[::-1]
-        if run:
-            fused = run[0] if len(run) == 1 else sch.try_(sch.fuse, *run).value_or(None)
-            if fused is not None:
-                sch.try_(sch.vectorize, fused)
+        inner = contiguous_innermost(sch, leaf)
+        if inner is not None:
+            sch.try_(sch.vectorize, inner)
     loops = sch.get_loops(leaf)
     if anns.get(UNROLL, 0) > 0 and loops:
         sch.try_(sch.annotate, loops[0], AUTO_UNROLL, anns[UNROLL])

@@ -7,8 +7,12 @@ After: with ``PACK`` 1 or 2, the streamed operand (the read indexed by the block
 spatial iterator and a reduction iterator) is copied (``cache_read``) under the last loop of
 the second spatial level (1) or of the first reduction level (2), into a panel whose
 dimension of that iterator is innermost (``transform_layout`` when it was not); with
-``WRITE_CACHE`` L >= 1 the block accumulates into a local buffer written back under the last
-loop of spatial level L. The annotations are gone. A step a block does not allow is skipped
+``WRITE_CACHE`` L >= 1 the reduction levels outside spatial level L are first moved just
+inside it, and the block accumulates into a local buffer written back under the last loop of
+spatial level L; when that buffer is the innermost spatial tile (the register tile, L = the
+number of spatial levels minus one) its row loops are unrolled and PACK 2 means under the
+first spatial level (the first reduction level now lies inside the register tile's loops).
+The annotations are gone. A step a block does not allow is skipped
 (the candidate keeps its meaning); a value that is not an int drops the candidate.
 """
 
@@ -25,15 +29,6 @@ def _value(v: object) -> int | None:
     if isinstance(v, Expr):
         v = v.value if isinstance(v, IntImm) else None
     return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _level_ends(structure: str, n_s: int, n_r: int) -> list[tuple[str, int]]:
-    """(kind, index of the last loop) of every level in ``structure``."""
-    ends, pos = [], -1
-    for c in structure:
-        pos += n_s if c == "S" else n_r
-        ends.append((c, pos))
-    return ends
 
 
 def _streamed_read(block: Block) -> tuple[int, int] | None:
@@ -81,21 +76,53 @@ def _node(sch: Schedule, block: BlockRV) -> Block:
     return node
 
 
+def _levels(loops: list[LoopRV], structure: str, n_s: int, n_r: int) -> list[list[LoopRV]]:
+    """The loops of each level of ``structure``, outermost first."""
+    out, pos = [], 0
+    for c in structure:
+        width = n_s if c == "S" else n_r
+        out.append(loops[pos : pos + width])
+        pos += width
+    return out
+
+
+def _hoisted(structure: str, cache: int) -> list[int]:
+    """Level indices in their new order: with a write cache under spatial level ``cache``, the
+    reduction levels outside it move just inside it (the local tile sees the whole reduction)."""
+    s_idx = [i for i, c in enumerate(structure) if c == "S"]
+    if not 1 <= cache <= len(s_idx):
+        return list(range(len(structure)))
+    cut = s_idx[cache - 1]
+    outer = [i for i in range(cut + 1) if structure[i] == "S"]
+    return outer + [i for i in range(len(structure)) if i not in outer]
+
+
 def _rewrite(sch: Schedule, block: BlockRV, structure: str, cache: int, pack: int) -> None:
     node = _node(sch, block)
     n_s = sum(iv.kind is IterKind.SPATIAL for iv in node.iter_vars)
     n_r = len(node.iter_vars) - n_s
     loops = sch.get_loops(block)
-    if len(loops) != structure.count("S") * n_s + structure.count("R") * n_r:
+    if len(loops) != structure.count("S") * n_s + structure.count("R") * n_r or not n_s:
         return  # the nest is not the tiling any more
-    ends = _level_ends(structure, n_s, n_r)
-    s_ends = [pos for c, pos in ends if c == "S" and pos >= 0]
-    r_ends = [pos for c, pos in ends if c == "R" and pos >= 0]
-    pack_at = {1: s_ends[1:2], 2: r_ends[0:1]}.get(pack, [])
-    if pack_at:
-        _pack(sch, block, loops[pack_at[0]])
-    if 1 <= cache <= len(s_ends) and n_s:
-        sch.try_(localize_output, sch, block, sch.get_loops(block)[s_ends[cache - 1]])
+    levels = _levels(loops, structure, n_s, n_r)
+    order = _hoisted(structure, cache)
+    if order != sorted(order) and not sch.try_(
+        sch.reorder, *(lp for i in order for lp in levels[i])
+    ):
+        return  # the reduction cannot move inside: leave the candidate as it is
+    ends = {i: levels[i][-1] for i in range(len(structure)) if levels[i]}
+    s_idx = [i for i, c in enumerate(structure) if c == "S"]
+    r_idx = [i for i, c in enumerate(structure) if c == "R"]
+    hoisted = bool(r_idx) and order.index(r_idx[0]) > order.index(s_idx[min(cache, len(s_idx)) - 1])
+    if pack == 1 and len(s_idx) > 1:
+        _pack(sch, block, ends[s_idx[1]])
+    elif pack == 2 and r_idx:
+        _pack(sch, block, ends[s_idx[0]] if hoisted and cache >= 1 else ends[r_idx[0]])
+    if 1 <= cache <= len(s_idx):
+        done = sch.try_(localize_output, sch, block, ends[s_idx[cache - 1]]).value_or(False)
+        if done and cache == len(s_idx) - 1:
+            for row in levels[s_idx[-1]][:-1]:  # the register tile's rows
+                sch.try_(sch.unroll, row)
 
 
 class RewriteTilingCache(Postproc):

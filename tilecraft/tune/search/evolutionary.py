@@ -95,7 +95,7 @@ class EvolutionarySearch(SearchStrategy):
     def __init__(
         self,
         *,
-        population_size: int = 64,
+        population_size: int = 32,
         init_measured_ratio: float = 0.2,
         num_generations: int = 3,
         mutation_prob: float = 0.85,
