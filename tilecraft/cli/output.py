@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -28,7 +29,7 @@ def _rich_console() -> Any | None:
         console = importlib.import_module("rich.console")
     except ImportError:
         return None
-    return console.Console(file=click.get_text_stream("stdout"), soft_wrap=True)
+    return console.Console(file=sys.stdout, soft_wrap=True)  # the stream click is writing to
 
 
 def plain_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
