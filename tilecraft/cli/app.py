@@ -38,7 +38,7 @@ class CommandError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # click declares it on the class
 
     def show(self, file: Any = None) -> None:
         """Print ``error: <message>`` on stderr."""
@@ -131,7 +131,7 @@ class TilecraftGroup(click.Group):
         rows = []
         for name in names:
             if name in COMMANDS:
-                text = click.utils.make_default_short_help(COMMANDS[name][1], limit)
+                text = _short_help(COMMANDS[name][1], limit)
             else:
                 cmd = self.commands[name]
                 text = cmd.get_short_help_str(limit)
@@ -170,3 +170,14 @@ def cli(traceback: bool, verbose: bool) -> None:
 def main() -> None:
     """The console script's entry point (``tilecraft`` and ``python -m tilecraft``)."""
     cli(prog_name="tilecraft")
+
+
+def _short_help(doc: str, limit: int) -> str:
+    """The first line of ``doc``, cut at a word to at most ``limit`` characters."""
+    words = (doc.strip().splitlines() or [""])[0].split()
+    text = ""
+    for word in words:
+        if len(text) + len(word) + 1 > max(limit, 10):
+            return text + "..."
+        text = f"{text} {word}" if text else word
+    return text
