@@ -21,13 +21,13 @@ from .op import (
     GraphError,
     attr_axes,
     attr_int,
-    broadcast_shapes,
     dims_equal,
     float_dtype,
     norm_axis,
     register_op,
-    same_dtype,
 )
+from .op_types import _binary as binary_type  # the same rules as the core binary ops
+from .op_types import _compare as compare_type
 from .op_types import reduce_axes
 
 Types = Sequence[TensorType]
@@ -61,16 +61,6 @@ def _unary_float(op: str, ts: Types, attrs: Attrs) -> TensorType:
 
 def _unary_bool(op: str, ts: Types, attrs: Attrs) -> TensorType:
     return TensorType(ts[0].shape, to_dtype("bool"))
-
-
-def _binary_same(op: str, ts: Types, attrs: Attrs) -> TensorType:
-    dt = same_dtype(op, ts)
-    return TensorType(broadcast_shapes(op, ts[0].shape, ts[1].shape), dt)
-
-
-def _binary_bool(op: str, ts: Types, attrs: Attrs) -> TensorType:
-    same_dtype(op, ts)
-    return TensorType(broadcast_shapes(op, ts[0].shape, ts[1].shape), to_dtype("bool"))
 
 
 def _clip(op: str, ts: Types, attrs: Attrs) -> TensorType:
@@ -225,9 +215,9 @@ def _register() -> None:
     for name in UNARY_BOOL:
         register_op(name, (1, 1), _unary_bool)
     for name in BINARY_SAME:
-        register_op(name, (2, 2), _binary_same)
+        register_op(name, (2, 2), binary_type)
     for name in BINARY_BOOL:
-        register_op(name, (2, 2), _binary_bool)
+        register_op(name, (2, 2), compare_type)
     for name in REDUCE_SAME:
         register_op(name, (1, 1), _reduce_same)
     for name in REDUCE_BOOL:
