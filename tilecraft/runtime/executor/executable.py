@@ -41,12 +41,15 @@ class Executable:
         programs: Mapping[str, GraphProgram],
         lib: Any,
         target: Target | str,
+        *,
+        emulated: bool = False,
     ) -> None:
         self.mod = mod
         self.lib = lib
         self.target = target
         self.functions = {
-            n: GraphFunction(p, func=mod.functions.get(n)) for n, p in programs.items()
+            n: GraphFunction(p, func=mod.functions.get(n), emulated=emulated)
+            for n, p in programs.items()
         }
         # graph function -> entry symbol of those with a plain C entry but no native one
         self.plain_only: dict[str, str] = {}
@@ -193,16 +196,17 @@ def build_executable(
     tgt = as_target(target)
     mode = emulate_mode(emulate)
     per_call = bounds_check or mode is EmulateMode.RACECHECK
+    emulated = mode is not EmulateMode.OFF
     externs = not per_call and any(p.has_extern_steps for p in programs.values())
     if not prims.functions and not externs:
-        return Executable(mod, programs, None, tgt)
+        return Executable(mod, programs, None, tgt, emulated=emulated)
     backend = backend_of(tgt, mode, bounds_check=bounds_check)
     if not prims.functions and not backend.hosts_graph_entries:
-        return Executable(mod, programs, None, tgt)
+        return Executable(mod, programs, None, tgt, emulated=emulated)
     # (a program of external calls only still gets a library: its plain C entry)
     if not backend.hosts_graph_entries:
-        return Executable(mod, programs, backend.build(prims, tgt), tgt)
-    exe = Executable(mod, programs, None, tgt)
+        return Executable(mod, programs, backend.build(prims, tgt), tgt, emulated=emulated)
+    exe = Executable(mod, programs, None, tgt, emulated=emulated)
     entries = [
         (f.program, formats)
         for f in exe.functions.values()
