@@ -5,8 +5,9 @@ entry of a small Llama-style layer (symbolic sequence length) are exported, unpa
 :func:`tilecraft.runtime.export.extract_c` (the header) or plain ``unzip`` semantics, and run
 by ``data/run_exported.c`` compiled with gcc against the header and ``dlopen``-ing the
 library; its outputs match the executable's and numpy's. A model whose GEMMs go to BLAS
-(``DispatchLibrary``) has no plain C entry: ``require_c_entry`` refuses to export it and
-``write_c_header`` says why.
+(``DispatchLibrary``) runs from C too: the program sets the cblas routines with
+``tc_set_extern`` (from the scipy-openblas32 wheel's library, ``dlopen``-ed); before that
+the entry refuses with ``TC_ERR_EXTERN``.
 """
 
 from __future__ import annotations
@@ -76,15 +77,22 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_from_c(
-    driver: Path, unpacked: Path, func: str, inputs: list[np.ndarray], out_ndim: int
+    driver: Path,
+    unpacked: Path,
+    func: str,
+    inputs: list[np.ndarray],
+    out_ndim: int,
+    env: dict[str, str] | None = None,
 ) -> tuple[np.ndarray, str]:
-    """Run ``func`` of the unpacked library from C; (raw float32 output, the program's line)."""
+    """Run ``func`` of the unpacked library from C; (raw float32 output, the program's line).
+
+    ``env``: more environment variables (``TC_BLAS_LIB``, ``TC_BLAS_PREFIX``)."""
     args = [str(driver), str(unpacked), func, str(out_ndim), str(unpacked / "y.bin")]
     for i, x in enumerate(inputs):
         path = unpacked / f"x{i}.bin"
         np.ascontiguousarray(x, np.float32).tofile(path)
         args += [str(path), ",".join(str(d) for d in x.shape)]
-    done = subprocess.run(args, capture_output=True, text=True, env={"PATH": ""})
+    done = subprocess.run(args, capture_output=True, text=True, env={"PATH": "", **(env or {})})
     assert done.returncode == 0, done.stderr
     return np.fromfile(unpacked / "y.bin", np.float32), done.stdout.strip()
 
@@ -168,27 +176,131 @@ def test_manifest_names_the_c_entry(tmp_path: Path) -> None:
     assert header == write_c_header(path, tmp_path / "h.h").read_text()
 
 
-def test_blas_steps_have_no_c_entry(tmp_path: Path) -> None:
-    pytest.importorskip("scipy_openblas32")
+def _blas_env() -> dict[str, str]:
+    """What the C program needs to find the cblas routines: the wheel's library and prefix."""
+    wheel = pytest.importorskip("scipy_openblas32")
+    lib = sorted(Path(wheel.get_lib_dir()).glob(f"*{wheel.get_library()}*.so"))[0]
+    return {"TC_BLAS_LIB": str(lib), "TC_BLAS_PREFIX": "scipy_"}
+
+
+def test_blas_dispatched_model_runs_from_c(driver: Path, tmp_path: Path) -> None:
+    env = _blas_env()
     from tilecraft import rules as dl
     from tilecraft.dispatch import DispatchLibrary
     from tilecraft.graph import get_pipeline
 
-    mod, params = MLP().export({"forward": {"x": nn.spec.Tensor((4, 16), "float32")}})
+    mod, params = MLP().export({"forward": {"x": nn.spec.Tensor(("batch", 16), "float32")}})
     target = tc.Target("cpu")
     with target:
         mod = DispatchLibrary()(get_pipeline("default", params=params)(mod))
         mod = dl.ApplyDefaultSchedule(*dl.cpu.default_rules())(mod)
     exe = tc.build(mod, target)
-    assert exe["forward"].program.has_extern_steps
-    with pytest.raises(ExportError, match=r"no plain C entry for graph function forward: .*blas"):
+    assert [s.func for s in exe["forward"].program.steps if s.is_extern] == ["blas.gemm"] * 2
+    path = exe.export_library(tmp_path / "blas.tc", require_c_entry=True)
+    unpacked = extract_c(path, tmp_path / "blas")
+    header = (unpacked / "include" / "tilecraft_model.h").read_text()
+    assert 'calls cblas_sgemm: tc_set_extern("cblas_sgemm", fn) first' in header
+    assert "int tc_set_extern(const char* name, void* fn);" in header
+    loaded = tc.runtime.load_module(path)  # Python still runs it, through its own BLAS
+    rng = np.random.default_rng(4)
+    for batch in (3, 17):
+        x = rng.standard_normal((batch, 16)).astype(np.float32)
+        raw, line = run_from_c(driver, unpacked, "forward", [x], 2, env)
+        assert line.split()[:2] == ["before_weights", "-5"]
+        assert line.endswith(f"externs 1 shape {batch} 8")
+        out = raw.reshape(batch, 8)
+        np.testing.assert_allclose(out, exe["forward"](x), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(out, loaded["forward"](x), rtol=1e-6, atol=1e-6)
+        h = np.maximum(x.astype(np.float64) @ params["fc1.weight"].T + params["fc1.bias"], 0)
+        ref = h @ params["fc2.weight"].T + params["fc2.bias"]
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("trans_a", "trans_b", "a_shape", "b_shape"),
+    [
+        (False, False, (3, 5, 7), (7, 4)),  # the batch folds into M
+        (True, False, (3, 7, 5), (7, 4)),  # transposed A: one call per batch
+        (False, True, (3, 5, 7), (3, 4, 7)),  # both batched
+        (True, True, (7, 5), (3, 4, 7)),  # only B batched
+        (False, False, (5, 0), (0, 4)),  # K = 0: zeros
+    ],
+)
+def test_extern_only_gemm_layouts_run_from_c(
+    driver: Path,
+    tmp_path: Path,
+    trans_a: bool,
+    trans_b: bool,
+    a_shape: tuple[int, ...],
+    b_shape: tuple[int, ...],
+) -> None:
+    env = _blas_env()
+    from tilecraft.graph.script import parse
+
+    at_shape = (*a_shape[:-2], a_shape[-1], a_shape[-2]) if trans_a else a_shape
+    bt_shape = (*b_shape[:-2], b_shape[-1], b_shape[-2]) if trans_b else b_shape
+    out_shape = (*(a_shape[:-2] or b_shape[:-2]), at_shape[-2], bt_shape[-1])
+    script = f"""
+@R.function
+def forward(a: R.Tensor({a_shape}, "float32"), b: R.Tensor({b_shape}, "float32")) -> R.Tensor({out_shape}, "float32"):
+    with R.dataflow():
+        y = R.call_extern('blas.gemm', (a, b), out_sinfo=R.Tensor({out_shape}, "float32"), trans_a={trans_a}, trans_b={trans_b})
+        R.output(y)
+    return y
+"""  # noqa: E501
+    exe = tc.build(tc.IRModule({"forward": parse(script)}), tc.Target("cpu"))
+    assert exe.lib is not None  # no kernel, but a library holding the plain C entry
+    path = exe.export_library(tmp_path / "gemm.tc", require_c_entry=True)
+    unpacked = extract_c(path, tmp_path / "gemm")
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    raw, line = run_from_c(driver, unpacked, "forward", [a, b], len(out_shape), env)
+    assert line.endswith("externs 1 shape " + " ".join(map(str, out_shape)))
+    out = raw.reshape(out_shape)
+    at = np.swapaxes(a, -1, -2) if trans_a else a
+    bt = np.swapaxes(b, -1, -2) if trans_b else b
+    np.testing.assert_allclose(out, at @ bt, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out, exe["forward"](a, b), rtol=1e-6, atol=1e-6)
+
+
+def test_unset_blas_routine_is_an_error_code_not_a_crash(driver: Path, tmp_path: Path) -> None:
+    _blas_env()
+    from tilecraft.dispatch import DispatchLibrary
+    from tilecraft.graph import get_pipeline
+
+    mod, params = MLP().export({"forward": {"x": nn.spec.Tensor((2, 16), "float32")}})
+    with tc.Target("cpu"):
+        mod = DispatchLibrary()(get_pipeline("default", params=params)(mod))
+    path = tc.build(mod, "cpu").export_library(tmp_path / "m.tc", require_c_entry=True)
+    unpacked = extract_c(path, tmp_path / "m")
+    x = np.zeros((2, 16), np.float32)
+    np.ascontiguousarray(x).tofile(unpacked / "x0.bin")
+    args = [str(driver), str(unpacked), "forward", "2", str(unpacked / "y.bin"),
+            str(unpacked / "x0.bin"), "2,16"]  # fmt: skip
+    # no BLAS given: the entry refused with TC_ERR_EXTERN (checked by the program), which
+    # then reports that it has no library to take the routine from
+    done = subprocess.run(args, capture_output=True, text=True, env={"PATH": ""})
+    assert done.returncode == 6, done.stderr
+    assert "BLAS: set TC_BLAS_LIB" in done.stderr
+    with zipfile.ZipFile(path) as zf:
+        (f,) = json.loads(zf.read("manifest.json"))["functions"]
+    assert f["c_refused"] is None
+    assert f["c_entry"]["symbol"] == "tc_forward"
+
+
+def test_bounds_checked_blas_build_says_why_it_has_no_c_entry(tmp_path: Path) -> None:
+    _blas_env()
+    from tilecraft.dispatch import DispatchLibrary
+    from tilecraft.graph import get_pipeline
+
+    mod, params = MLP().export({"forward": {"x": nn.spec.Tensor((2, 16), "float32")}})
+    with tc.Target("cpu"):
+        mod = DispatchLibrary()(get_pipeline("default", params=params)(mod))
+    exe = tc.build(mod, "cpu", bounds_check=True)
+    with pytest.raises(ExportError, match=r"forward: .*'blas.gemm'.*bounds-checked"):
         exe.export_library(tmp_path / "refused.tc", require_c_entry=True)
     assert not (tmp_path / "refused.tc").exists()
-    path = exe.export_library(tmp_path / "blas.tc")  # still loads from Python
-    x = np.ones((4, 16), np.float32)
-    np.testing.assert_array_equal(tc.runtime.load_module(path)["forward"](x), exe["forward"](x))
-    with pytest.raises(ExportError, match=r"no plain C entry \(forward: .*DispatchLibrary"):
-        write_c_header(path, tmp_path / "h.h")
 
 
 def test_header_compiles_as_cxx_and_documents_the_layout(tmp_path: Path, driver: Any) -> None:

@@ -164,7 +164,7 @@ class _Emitter:
         self,
         prog: GraphProgram,
         param_formats: Sequence[tuple[str, ...]],
-        kernels: Sequence[Kernel],
+        kernels: Sequence[Kernel | None],
         symbol: str,
     ) -> None:
         self.prog = prog
@@ -269,6 +269,9 @@ class _Emitter:
     def kernel_scalars_and_checks(self) -> None:
         self.scalars: list[list[str]] = []
         for n, (step, kernel) in enumerate(zip(self.prog.steps, self.kernels, strict=True)):
+            if kernel is None:  # an external routine: it reads its extents from its arrays
+                self.scalars.append([])
+                continue
             types = [self._slot_type(a) for a in step.args] + [self.step_types[n]]
             params = kernel.func.params
             if len(params) != len(types) or not all(isinstance(p, Buffer) for p in params):
@@ -394,6 +397,8 @@ class _Emitter:
         self.emit(f"  const int64_t profile = ctx[{lay.PROFILE}];")
         self.emit("  int64_t t0 = profile ? tcg__now() : 0;")
         for n, (step, kernel) in enumerate(zip(self.prog.steps, self.kernels, strict=True)):
+            if kernel is None:
+                raise Unsupported(f"the external routine {step.func!r} runs through Python")
             ptrs = [self.pointer(a) for a in step.args] + [self.pointer(step.out)]
             args = ", ".join([*ptrs, *self.scalars[n]])
             self.emit(f"  {kernel.symbol}({args});")
@@ -415,10 +420,11 @@ def _kernel_var(kvars: dict[int, str], v: Var) -> str:
 def graph_source(
     prog: GraphProgram,
     param_formats: Sequence[tuple[str, ...]],
-    kernels: Sequence[Kernel],
+    kernels: Sequence[Kernel | None],
     symbol: str,
 ) -> tuple[str, ContextLayout]:
-    """The C entry ``symbol`` of graph program ``prog`` calling ``kernels`` (one per step).
+    """The C entry ``symbol`` of graph program ``prog`` calling ``kernels`` (one per step;
+    None for an external routine's step, which this entry does not support).
 
     ``param_formats`` lists, per parameter, the buffer-protocol formats an argument may have
     (its dtype's; the runtime knows them). Returns the text and its context block's layout.

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 from ..ir import DataType, Expr, IntImm, Var
 from ..lower.graph_program import GraphProgram, TensorSpec
+from . import graph_c_extern as ext
 from .graph_c import Kernel, Unsupported, _c_int, _Emitter, extent_c
 
 PARAM_MEMBER = "params/{function}/{index}.npy"
@@ -36,7 +37,10 @@ PARAM_MEMBER = "params/{function}/{index}.npy"
 ENTRY_PREFIX = "tcg_graph_"
 """The CPython entry of graph function ``X`` is ``tcg_graph_X``; its C entry is ``tc_X``."""
 
-GLOBAL_SYMBOLS = ("tc_load_weights", "tc_free_weights", "tc_weights_error", "tc_error_string")
+GLOBAL_SYMBOLS = (
+    "tc_load_weights", "tc_free_weights", "tc_weights_error", "tc_error_string",
+    *ext.GLOBAL_SYMBOLS,
+)  # fmt: skip
 
 DTYPE_CODES = {
     "bool": 1, "int8": 2, "int16": 3, "int32": 4, "int64": 5, "uint8": 6, "uint16": 7,
@@ -51,7 +55,9 @@ ERRORS = {
     "TC_ERR_SHAPE": (-3, "an extent differs from what the model takes, or overflows"),
     "TC_ERR_NULL": (-4, "a NULL data pointer, shape or workspace"),
     "TC_ERR_WEIGHTS": (-5, "weights not loaded, or tc_load_weights failed"),
-}
+    "TC_ERR_EXTERN": (-6, "an external library routine is not set (tc_set_extern), or an "
+                          "unknown routine name"),
+}  # fmt: skip
 
 TENSOR_DOC = """\
 /* A tensor as the entries take it: C-contiguous (row-major, no padding) elements at `data`,
@@ -111,9 +117,16 @@ static int64_t tc__align(int64_t bytes, int* err) {{
 class _CEmitter(_Emitter):
     """The plain C entry of one graph function (reuses the CPython entry's checks)."""
 
-    def __init__(self, prog: GraphProgram, kernels: Sequence[Kernel], entry_symbol: str) -> None:
+    def __init__(
+        self, prog: GraphProgram, kernels: Sequence[Kernel | None], entry_symbol: str
+    ) -> None:
         super().__init__(prog, [() for _ in range(prog.num_params)], kernels, entry_symbol)
         self.names = c_names(entry_symbol)
+        self.gemms = {  # external steps (graph_c_extern): BLAS through caller-set pointers
+            n: ext.GemmCall(prog, n, s, self.graph_var)
+            for n, s in enumerate(prog.steps)
+            if s.is_extern
+        }
         self.ret_type: TensorSpec = prog.slot_types[prog.ret_slot]
         if prog.ret_slot in prog.const_of_slot:
             raise Unsupported("the result is a constant")
@@ -205,11 +218,20 @@ class _CEmitter(_Emitter):
         self.params()
         self.kernel_scalars_and_checks()
         self.step_sizes()
+        for gemm in self.gemms.values():
+            self.decls.extend(gemm.declare())
+            for line in gemm.check():
+                self.emit(line)
         self.offsets()
         self.check_output()
+        for index in sorted({g.index for g in self.gemms.values()}):
+            self.fail(f"!tc__extern[{index}]", "TC_ERR_EXTERN")
         for n, (step, kernel) in enumerate(zip(self.prog.steps, self.kernels, strict=True)):
             ptrs = [self.pointer(a) for a in step.args] + [self.pointer(step.out)]
-            self.emit(f"{kernel.symbol}({', '.join([*ptrs, *self.scalars[n]])});")
+            if kernel is None:
+                self.emit(self.gemms[n].call(*ptrs))
+            else:
+                self.emit(f"{kernel.symbol}({', '.join([*ptrs, *self.scalars[n]])});")
         entry, ws_size, out_shape, run, weights = self.names
         sig = "const tc_tensor* inputs, int n_inputs"
         return "\n".join(
@@ -242,8 +264,11 @@ class _CEmitter(_Emitter):
         )
 
 
-def entry_source(prog: GraphProgram, kernels: Sequence[Kernel], entry_symbol: str) -> str:
+def entry_source(prog: GraphProgram, kernels: Sequence[Kernel | None], entry_symbol: str) -> str:
     """The plain C entry of ``prog`` whose CPython entry is ``entry_symbol``.
+
+    ``kernels`` has one entry per step: the compiled kernel, or None for an external
+    routine's step (:mod:`tilecraft.codegen.graph_c_extern`).
 
     Raises
     ------
@@ -356,6 +381,17 @@ _HEADER_USE = """\
  * one call at a time: calls on different threads need their own workspaces and outputs.
  * tc_load_weights and tc_free_weights must not run while a call runs. Weights that are not
  * bound at compile time are ordinary inputs. A failed check writes nothing.
+ *
+ * GEMMs sent to BLAS (DispatchLibrary) call a cblas routine the program supplies, once,
+ * before the first call (the library links no BLAS; a function below says which it calls):
+ *
+ *   void* blas = dlopen("libopenblas.so", RTLD_NOW);      (or link against any LP64 cblas)
+ *   tc_set_extern("cblas_sgemm", dlsym(blas, "cblas_sgemm"));     0, or TC_ERR_EXTERN
+ *
+ * The scipy-openblas32 wheel's library (python -c "import scipy_openblas32 as s;
+ * print(s.get_lib_dir())") names it "scipy_cblas_sgemm". tc_extern_names() lists the
+ * routines this library calls (0-terminated); a call whose routine is not set returns
+ * TC_ERR_EXTERN and runs nothing. BLAS threads are the BLAS library's own setting.
  */
 """
 
@@ -385,6 +421,8 @@ def c_header(
         "void tc_free_weights(void);",
         "const char* tc_weights_error(void);",
         "const char* tc_error_string(int code);",
+        "int tc_set_extern(const char* name, void* fn);",
+        "const char* const* tc_extern_names(void);",
     ]
     for prog, symbol in programs:
         entry, ws_size, out_shape, *_ = c_names(symbol)
@@ -393,6 +431,8 @@ def c_header(
         for i, name in enumerate(prog.param_names):
             lines.append(f" *   inputs[{i}] {name}: {_spec(prog.slot_types[i])}")
         lines.append(f" *   outputs[0]: {_spec(prog.slot_types[prog.ret_slot])}")
+        for routine in ext.used_routines([prog]):
+            lines.append(f' *   calls {routine}: tc_set_extern("{routine}", fn) first')
         lines.append(" */")
         parts += [
             "",

@@ -9,7 +9,9 @@ domain) is, over spatial iterators ``(*batch, i, j)`` and one reduction iterator
 where ``A`` is a parameter indexed ``(*batch, i, k)``, ``(i, k)`` or transposed (``k`` before
 ``i``), ``B`` likewise with ``j`` (a weight ``(N, K)`` is the transposed layout), both of the
 result's float dtype (float32, float64), each dimension indexed by one iterator over the
-buffer's whole extent. Then either ``C`` is the output parameter and the block is all there is
+buffer's whole extent. A library may also take narrower operands read through a cast to the
+accumulator's dtype (``float16`` products summed in ``float32``: ``dtypes`` of
+:func:`match_gemm`). Then either ``C`` is the output parameter and the block is all there is
 (a plain matmul, batched matmul or linear layer without bias), or ``C`` is an intermediate
 buffer that only the later blocks read: those blocks are the *epilogue* (bias, activation),
 returned as a PrimFunc of their own taking ``(C, *inputs it reads, out)``.
@@ -17,6 +19,7 @@ returned as a PrimFunc of their own taking ``(C, *inputs it reads, out)``.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from ..ir import (
@@ -24,6 +27,7 @@ from ..ir import (
     Buffer,
     BufferLoad,
     BufferStore,
+    Cast,
     Expr,
     FloatImm,
     For,
@@ -42,7 +46,8 @@ from ..ir import (
 )
 from ..ir.stmt import Block, BlockRealize
 
-_DTYPES = ("float32", "float64")
+BLAS_DTYPES = frozenset({("float32", "float32"), ("float64", "float64")})
+"""(operand dtype, accumulator dtype) pairs cblas GEMMs take."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class GemmMatch:
     trans_b: bool
     epilogue: PrimFunc | None
     epilogue_inputs: tuple[int, ...]
+    dtype: str  # of the GEMM's result: its accumulator's
 
 
 def _same_extent(a: Expr, b: Expr) -> bool:
@@ -105,7 +111,7 @@ def _update(blk: Block) -> tuple[Buffer, BufferLoad, BufferLoad] | str:
         return "the first block is not a reduction with an init"
     c = body.buffer
     zero = init.value
-    if init.buffer is not c or not (isinstance(zero, FloatImm) and zero.value == 0.0):
+    if init.buffer is not c or not (isinstance(zero, (FloatImm, IntImm)) and zero.value == 0):
         return "the reduction does not start from zero"
     v = body.value
     if not isinstance(v, Add):
@@ -113,13 +119,18 @@ def _update(blk: Block) -> tuple[Buffer, BufferLoad, BufferLoad] | str:
     acc, prod = (v.a, v.b) if isinstance(v.a, BufferLoad) and v.a.buffer is c else (v.b, v.a)
     if not (isinstance(acc, BufferLoad) and acc.buffer is c and isinstance(prod, Mul)):
         return "the reduction is not C += X * Y"
-    x, y = prod.a, prod.b
+    x, y = _uncast(prod.a, c), _uncast(prod.b, c)
     if not (isinstance(x, BufferLoad) and isinstance(y, BufferLoad)):
         return "the product does not multiply two buffer loads (a cast or a scalar in between)"
     idx = list(body.indices)
     if [*acc.indices] != idx or [*init.indices] != idx:  # identity on the same Var objects
         return "the accumulator is not indexed like the result"
     return c, x, y
+
+
+def _uncast(e: Expr, c: Buffer) -> Expr:
+    """``e`` without a cast to the accumulator's dtype."""
+    return e.value if isinstance(e, Cast) and e.dtype == c.dtype else e
 
 
 def _operand(
@@ -140,8 +151,13 @@ def _operand(
     return tail == [row, k]
 
 
-def match_gemm(func: PrimFunc) -> GemmMatch | str:
-    """The GEMM at the head of ``func``, or why there is none (see the module docstring)."""
+def match_gemm(
+    func: PrimFunc, dtypes: Collection[tuple[str, str]] = BLAS_DTYPES
+) -> GemmMatch | str:
+    """The GEMM at the head of ``func``, or why there is none (see the module docstring).
+
+    ``dtypes`` lists the (operand dtype, accumulator dtype) pairs the library takes.
+    """
     root = func.body
     if not isinstance(root, BlockRealize) or not all(isinstance(p, Buffer) for p in func.params):
         return "not a function of buffers under a root block"
@@ -162,8 +178,13 @@ def match_gemm(func: PrimFunc) -> GemmMatch | str:
         return update
     c, x, y = update
     ivars = [iv.var for iv in blk.iter_vars]
-    if str(c.dtype) not in _DTYPES or any(ld.buffer.dtype != c.dtype for ld in (x, y)):
-        return f"the GEMM is not float32 or float64 throughout (result {c.dtype})"
+    pairs = {(str(ld.buffer.dtype), str(c.dtype)) for ld in (x, y)}
+    if len(pairs) != 1 or not pairs <= set(dtypes):
+        operands = " and ".join(sorted({k for k, _ in pairs}))
+        takes = ", ".join(f"{a} -> {b}" for a, b in sorted(dtypes))
+        return (
+            f"the library takes no {operands} operands accumulated in {c.dtype} (it takes {takes})"
+        )
     store = blk.body
     assert isinstance(store, BufferStore)  # _update checked
     if list(store.indices) != ivars[:-1]:
@@ -179,7 +200,7 @@ def match_gemm(func: PrimFunc) -> GemmMatch | str:
         return "an operand is computed inside the function (a fused prologue)"
     ia, ib = params.index(a.buffer), params.index(b.buffer)
     if c is params[-1] and len(stmts) == 1:
-        return GemmMatch(ia, ib, trans_a, trans_b, None, ())
+        return GemmMatch(ia, ib, trans_a, trans_b, None, (), str(c.dtype))
     return _split(func, root, stmts[1:], c, ia, ib, trans_a, trans_b)
 
 
@@ -226,4 +247,4 @@ def _split(
     # its own variables and buffers: a module's functions share no definitions
     epilogue = from_json(to_json(shared))
     assert isinstance(epilogue, PrimFunc)
-    return GemmMatch(ia, ib, trans_a, trans_b, epilogue, used)
+    return GemmMatch(ia, ib, trans_a, trans_b, epilogue, used, str(c.dtype))

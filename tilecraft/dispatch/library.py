@@ -8,13 +8,16 @@ calling fused PrimFuncs). For each PrimFunc called by a graph function:
    it, so the order is the user's: ``DispatchLibrary`` then ``ApplyDatabase`` then the rules
    sends every GEMM to the library; the rules first leave nothing for dispatch to take.
 2. **Match a GEMM at its head** (:func:`~tilecraft.dispatch._gemm.match_gemm`): a plain matmul,
-   batched matmul or linear layer (either weight layout), float32 or float64.
+   batched matmul or linear layer (either weight layout) of the dtypes the library takes: BLAS
+   float32 or float64; cuBLAS also float16 and bfloat16 operands accumulated in float32 (the
+   form fp16 matmuls legalize to). Other dtypes (int8, ...) are declined with the reason.
 3. **Rewrite its calls**: ``y = call_tir(f, args)`` becomes
-   ``y = call_extern("blas.gemm", (a, b), trans_a=.., trans_b=..)``; when ``f`` fuses a bias or
+   ``y = call_extern("blas.gemm", (a, b), trans_a=.., trans_b=..)`` (``"cublas.gemm"`` for
+   cuBLAS); when ``f`` fuses a bias or
    an activation after the GEMM, ``g = call_extern(...)`` then ``y = call_tir(f_epilogue, (g,
    ..))``, the epilogue a new, unscheduled PrimFunc of our own (the rules or a database
    schedule it).
-   The call runs on the target's ``-num-cores`` BLAS threads (attribute ``num_threads``).
+   A BLAS call runs on the target's ``-num-cores`` threads (attribute ``num_threads``).
 4. **Mark the replaced function** ``tc.scheduled = "dispatch:<library>"``: it stays in the
    module (what the library computes, for inspection and for comparing against a tuned
    kernel), every scheduling pass leaves it alone, and the build does not compile it while no
@@ -27,8 +30,10 @@ for ``ApplyDatabase`` and the rules (the report says why). ``DispatchLibrary(dat
 then ``ApplyDatabase``, then the rules is the tuner's choice per function.
 
 The extern call reads its extents from the arrays at run time, so symbolic extents (batch,
-sequence length) work unchanged. Without the library the pass raises
-:class:`~tilecraft.runtime.executor.extern.ExternLibraryError` naming the extra to install.
+sequence length) work unchanged. Without BLAS the pass raises
+:class:`~tilecraft.runtime.executor.extern.ExternLibraryError` naming the extra to install;
+cuBLAS is loaded when a real (not emulated) CUDA build runs, with the same error
+(:mod:`tilecraft.runtime.executor.extern_cublas`), so emulated builds need no GPU library.
 """
 
 from __future__ import annotations
@@ -48,17 +53,26 @@ from ..graph.ir import (
     graph_functions,
     rebuild,
 )
-from ..ir import Attrs, Expr, IRModule, PrimFunc
+from ..ir import Attrs, Expr, IRModule, PrimFunc, dtype
 from ..ir.scheduled import by_dispatch, mark_scheduled
 from ..ir.transform import ModulePass
 from ..rules.apply import scheduled_reason
 from ..runtime.executor.extern import load_blas
 from ..target import Target, as_target
-from ._gemm import GemmMatch, match_gemm
+from ._gemm import BLAS_DTYPES, GemmMatch, match_gemm
 
-LIBRARIES = ("blas",)
+LIBRARIES = ("blas", "cublas")
 """The libraries this pass dispatches to."""
-GEMM_ROUTINE = {"blas": "blas.gemm"}
+GEMM_ROUTINE = {"blas": "blas.gemm", "cublas": "cublas.gemm"}
+TARGET_KIND = {"blas": "cpu", "cublas": "cuda"}
+"""The target kind each library runs on."""
+GEMM_DTYPES = {
+    "blas": BLAS_DTYPES,
+    "cublas": BLAS_DTYPES
+    | {("float16", "float32"), ("bfloat16", "float32"), ("float16", "float16")},
+}
+"""(operand dtype, accumulator dtype) pairs each library takes (cuBLAS accumulates float16
+in float32 even for a float16 result)."""
 
 
 class _Timed(Protocol):
@@ -99,7 +113,8 @@ class DispatchLibrary(ModulePass):
     Parameters
     ----------
     library
-        ``"blas"``: OpenBLAS's cblas GEMM on the CPU (``pip install 'tilecraft[blas]'``).
+        ``"blas"``: OpenBLAS's cblas GEMM on the CPU (``pip install 'tilecraft[blas]'``);
+        ``"cublas"``: cuBLAS on CUDA targets (``pip install 'tilecraft[cublas]'``).
     database
         A tuning database: dispatch only the GEMMs whose library measurement is faster than
         their best tuned record (None: every GEMM).
@@ -112,7 +127,7 @@ class DispatchLibrary(ModulePass):
     Raises
     ------
     DispatchError
-        For an unknown library, or when the current target is not a CPU.
+        For an unknown library, or a current target of another kind than the library's.
     ExternLibraryError
         When the library is not installed (the message names the extra).
     """
@@ -130,15 +145,18 @@ class DispatchLibrary(ModulePass):
     def transform_module(self, mod: IRModule) -> IRModule:
         """The module with the GEMMs of its graph functions sent to the library."""
         target = Target.current()
-        if target is not None and target.kind != "cpu":
+        kind = TARGET_KIND[self.library]
+        if (target.kind if target is not None else "cpu") != kind:
+            where = "the CPU" if kind == "cpu" else "CUDA GPUs"
             raise DispatchError(
-                f"DispatchLibrary({self.library!r}) runs GEMMs on the CPU; the current target "
-                f"is {target}"
+                f"DispatchLibrary({self.library!r}) runs GEMMs on {where}; the current target "
+                f"is {target or 'none (the CPU)'}"
             )
-        load_blas()  # a missing library is an error naming the extra, before anything changes
+        if self.library == "blas":
+            load_blas()  # a missing library is an error naming the extra, before any change
         self.report = DispatchReport()
         tgt = as_target(target)
-        self._threads = tgt.num_cores
+        self._threads = tgt.num_cores if self.library == "blas" else 0
         matches = self._matches(mod, tgt)
         if not matches:
             return mod
@@ -169,7 +187,8 @@ class DispatchLibrary(ModulePass):
             if name not in called:
                 continue
             why = scheduled_reason(func)
-            m = match_gemm(func) if why is None else f"already scheduled ({why})"
+            dtypes = GEMM_DTYPES[self.library]
+            m = match_gemm(func, dtypes) if why is None else f"already scheduled ({why})"
             if not isinstance(m, str):
                 m = self._slower(func, target) or m
             if isinstance(m, str):
@@ -206,26 +225,28 @@ class DispatchLibrary(ModulePass):
                 bindings.append(b)
                 continue
             a, bb = v.args[m.a], v.args[m.b]
-            attrs = Attrs(
-                {"trans_a": m.trans_a, "trans_b": m.trans_b, "num_threads": self._threads}
-            )
+            config: dict[str, bool | int] = {"trans_a": m.trans_a, "trans_b": m.trans_b}
+            if self.library == "blas":
+                config["num_threads"] = self._threads
+            attrs = Attrs(config)
             if m.epilogue is None:
                 bindings.append(Binding(b.var, CallExtern(routine, (a, bb), b.var.type, attrs)))
                 continue
-            gemm = TensorVar(f"{b.var.name}_gemm", _gemm_type(a.type, bb.type, m, b.var.type))
+            gemm = TensorVar(f"{b.var.name}_gemm", _gemm_type(a.type, bb.type, m))
             bindings.append(Binding(gemm, CallExtern(routine, (a, bb), gemm.type, attrs)))
             rest = (gemm, *(v.args[n] for n in m.epilogue_inputs))
             bindings.append(Binding(b.var, CallTIR(epilogues[v.func], rest, b.var.type)))
         return rebuild(g, bindings)
 
 
-def _gemm_type(a: TensorType, b: TensorType, m: GemmMatch, out: TensorType) -> TensorType:
-    """The type of the GEMM result: batch extents of the batched operand, M of A, N of B."""
+def _gemm_type(a: TensorType, b: TensorType, m: GemmMatch) -> TensorType:
+    """The type of the GEMM result: batch extents of the batched operand, M of A, N of B, the
+    accumulator's dtype."""
     rank = max(a.ndim, b.ndim)
     batch: Sequence[Expr] = a.shape[:-2] if a.ndim == rank else b.shape[:-2]
     rows = a.shape[-1] if m.trans_a else a.shape[-2]
     cols = b.shape[-2] if m.trans_b else b.shape[-1]
-    return TensorType((*batch, rows, cols), out.dtype)
+    return TensorType((*batch, rows, cols), dtype(m.dtype))
 
 
 def _fresh(base: str, taken: set[str]) -> str:

@@ -6,6 +6,11 @@
  * fails with TC_ERR_WEIGHTS (when the model has weights), that a wrong extent, a missing
  * workspace and a wrong input count are refused, then runs FUNC on the float32 inputs read
  * from the raw files and writes its float32 output to OUT.bin; prints the output's shape.
+ *
+ * A library calling BLAS routines (tc_extern_names() not empty) must refuse to run with
+ * TC_ERR_EXTERN until they are set; they are then taken from the library the environment
+ * variable TC_BLAS_LIB names, under the symbol prefix TC_BLAS_PREFIX (may be empty), and set
+ * with tc_set_extern.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -20,11 +25,36 @@ typedef const char* (*code_text_fn)(int);
 typedef int64_t (*ws_fn)(const tc_tensor*, int);
 typedef int (*shape_fn)(const tc_tensor*, int, int64_t*);
 typedef int (*run_fn)(const tc_tensor*, int, tc_tensor*, int, void*);
+typedef int (*set_extern_fn)(const char*, void*);
+typedef const char* const* (*extern_names_fn)(void);
 
 static void* need(void* lib, const char* name) {
   void* f = dlsym(lib, name);
   if (!f) { fprintf(stderr, "missing symbol %s\n", name); exit(2); }
   return f;
+}
+
+/* Check that unset routines refuse to run, then set them from TC_BLAS_LIB; how many. */
+static int set_externs(void* lib, run_fn run, tc_tensor* in, int n_in, tc_tensor* out,
+                       void* ws) {
+  extern_names_fn names = (extern_names_fn)need(lib, "tc_extern_names");
+  set_extern_fn set = (set_extern_fn)need(lib, "tc_set_extern");
+  int count = 0;
+  while (names()[count]) ++count;
+  if (!count) return 0;
+  if (run(in, n_in, out, 1, ws) != TC_ERR_EXTERN) { fprintf(stderr, "extern unset\n"); exit(4); }
+  if (set("no_such_routine", 0) != TC_ERR_EXTERN) { fprintf(stderr, "extern name\n"); exit(4); }
+  const char* path = getenv("TC_BLAS_LIB");
+  const char* prefix = getenv("TC_BLAS_PREFIX");
+  void* blas = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : 0;
+  if (!blas) { fprintf(stderr, "BLAS: set TC_BLAS_LIB (%s)\n", path ? dlerror() : ""); exit(6); }
+  char symbol[256];
+  for (int i = 0; i < count; ++i) {
+    snprintf(symbol, sizeof symbol, "%s%s", prefix ? prefix : "", names()[i]);
+    void* fn = dlsym(blas, symbol);
+    if (!fn || set(names()[i], fn) != TC_OK) { fprintf(stderr, "no %s\n", symbol); exit(6); }
+  }
+  return count;
 }
 
 static float* read_floats(const char* path, int64_t n) {
@@ -98,13 +128,15 @@ int main(int argc, char** argv) {
   in[0].dtype = TC_DTYPE_FLOAT64;
   if (run(in, n_in, &out, 1, ws) != TC_ERR_TYPE) { fprintf(stderr, "dtype\n"); return 4; }
   in[0].dtype = TC_DTYPE_FLOAT32;
+  int externs = set_externs(lib, run, in, n_in, &out, ws);
 
   rc = run(in, n_in, &out, 1, ws);
   if (rc) { fprintf(stderr, "run: %s\n", error_string(rc)); return 5; }
   FILE* f = fopen(argv[4], "wb");
   if (!f || fwrite(y, sizeof(float), (size_t)n_out, f) != (size_t)n_out) return 2;
   fclose(f);
-  printf("before_weights %d workspace %lld shape", before, (long long)ws_bytes);
+  printf("before_weights %d workspace %lld externs %d shape", before, (long long)ws_bytes,
+         externs);
   for (int d = 0; d < out_ndim; ++d) printf(" %lld", (long long)oshape[d]);
   printf("\n");
   ((void (*)(void))need(lib, "tc_free_weights"))();

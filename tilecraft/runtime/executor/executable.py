@@ -41,13 +41,18 @@ class Executable:
         programs: Mapping[str, GraphProgram],
         lib: Any,
         target: Target | str,
+        *,
+        emulated: bool = False,
     ) -> None:
         self.mod = mod
         self.lib = lib
         self.target = target
         self.functions = {
-            n: GraphFunction(p, func=mod.functions.get(n)) for n, p in programs.items()
+            n: GraphFunction(p, func=mod.functions.get(n), emulated=emulated)
+            for n, p in programs.items()
         }
+        # graph function -> entry symbol of those with a plain C entry but no native one
+        self.plain_only: dict[str, str] = {}
         if lib is not None:
             for f in self.functions.values():
                 f.attach_kernels(lib.__getitem__)
@@ -189,18 +194,23 @@ def build_executable(
     """
     prims = kernel_prim_funcs(mod)
     tgt = as_target(target)
-    if not prims.functions:
-        return Executable(mod, programs, None, tgt)
     mode = emulate_mode(emulate)
-    backend = backend_of(tgt, mode, bounds_check=bounds_check)
-    if not backend.hosts_graph_entries:
-        return Executable(mod, programs, backend.build(prims, tgt), tgt)
-    exe = Executable(mod, programs, None, tgt)
     per_call = bounds_check or mode is EmulateMode.RACECHECK
+    emulated = mode is not EmulateMode.OFF
+    externs = not per_call and any(p.has_extern_steps for p in programs.values())
+    if not prims.functions and not externs:
+        return Executable(mod, programs, None, tgt, emulated=emulated)
+    backend = backend_of(tgt, mode, bounds_check=bounds_check)
+    if not prims.functions and not backend.hosts_graph_entries:
+        return Executable(mod, programs, None, tgt, emulated=emulated)
+    # (a program of external calls only still gets a library: its plain C entry)
+    if not backend.hosts_graph_entries:
+        return Executable(mod, programs, backend.build(prims, tgt), tgt, emulated=emulated)
+    exe = Executable(mod, programs, None, tgt, emulated=emulated)
     entries = [
         (f.program, formats)
         for f in exe.functions.values()
-        if (formats := f.param_formats()) is not None
+        if (formats := f.param_formats()) is not None or f.program.has_extern_steps
     ]
     _attach(exe, build_native(prims, [] if per_call else entries, tgt, mode, bounds_check))
     return exe
@@ -209,6 +219,7 @@ def build_executable(
 def _attach(exe: Executable, native: NativeBuild) -> None:
     """Give ``exe`` the compiled library and its graph functions their native entries."""
     exe.lib = native.lib
+    exe.plain_only = dict(native.plain_only)
     for name, f in exe.functions.items():
         f.attach_kernels(native.lib.__getitem__)
         if name in native.entries:

@@ -13,6 +13,11 @@ from them (so symbolic extents need nothing more). The routines:
     when only ``A`` is batched (and not transposed: the batch folds into M), the
     strided-batched call when both are, a loop of calls when only ``B`` is.
 
+``"cublas.gemm"`` (attributes ``trans_a``, ``trans_b``)
+    The same product on CUDA targets, in cuBLAS (float16/bfloat16 operands accumulate in
+    float32): :mod:`tilecraft.runtime.executor.extern_cublas`; in an emulated build it runs
+    on the host with numpy.
+
 BLAS is OpenBLAS from the ``scipy-openblas32`` wheel (``pip install 'tilecraft[blas]'``),
 loaded once through ctypes; its symbols carry the wheel's ``scipy_`` prefix. Without the wheel
 :func:`load_blas` raises :class:`ExternLibraryError` naming the extra.
@@ -164,7 +169,7 @@ def blas_gemm(
             )  # fmt: skip
 
 
-def _gemm_kernel(attrs: Mapping[str, Any]) -> ExternKernel:
+def _gemm_kernel(attrs: Mapping[str, Any], emulated: bool) -> ExternKernel:
     trans_a, trans_b = bool(attrs.get("trans_a", False)), bool(attrs.get("trans_b", False))
     threads = attrs.get("num_threads", 0)
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
@@ -179,15 +184,26 @@ def _gemm_kernel(attrs: Mapping[str, Any]) -> ExternKernel:
     return run
 
 
-ROUTINES: dict[str, Callable[[Mapping[str, Any]], ExternKernel]] = {"blas.gemm": _gemm_kernel}
-"""Routine name -> a factory of its kernel from the step's attributes."""
+def _cublas_kernel(attrs: Mapping[str, Any], emulated: bool) -> ExternKernel:
+    from .extern_cublas import cublas_kernel  # it imports this module's error class
 
-ROUTINE_ARITY = {"blas.gemm": 2}
+    return cublas_kernel(attrs, emulated)
+
+
+ROUTINES: dict[str, Callable[[Mapping[str, Any], bool], ExternKernel]] = {
+    "blas.gemm": _gemm_kernel,
+    "cublas.gemm": _cublas_kernel,
+}
+"""Routine name -> a factory of its kernel from the step's attributes and whether the build
+is emulated (arrays in host memory)."""
+
+ROUTINE_ARITY = {"blas.gemm": 2, "cublas.gemm": 2}
 """Routine name -> how many input tensors it takes."""
 
 
-def extern_kernel(name: str, attrs: Mapping[str, Any]) -> ExternKernel:
-    """The callable ``kernel(*inputs, out)`` of routine ``name`` configured by ``attrs``.
+def extern_kernel(name: str, attrs: Mapping[str, Any], *, emulated: bool = False) -> ExternKernel:
+    """The callable ``kernel(*inputs, out)`` of routine ``name`` configured by ``attrs``
+    (``emulated``: a GPU routine runs on the host arrays of an emulated build).
 
     Raises
     ------
@@ -199,4 +215,4 @@ def extern_kernel(name: str, attrs: Mapping[str, Any]) -> ExternKernel:
     factory = ROUTINES.get(name)
     if factory is None:
         raise GraphError(f"unknown external routine {name!r}; known: {sorted(ROUTINES)}")
-    return factory(attrs)
+    return factory(attrs, emulated)

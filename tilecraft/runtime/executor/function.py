@@ -59,7 +59,8 @@ class GraphFunction:
 
     Bound parameters (the program's constants) are not arguments: their arrays live in the
     program. ``kernels`` are the compiled kernels, one per step (see
-    :meth:`attach_kernels`); ``func`` is the function the program was lowered from (the
+    :meth:`attach_kernels`; ``emulated``: the build is emulated, so external GPU routines
+    run on host arrays); ``func`` is the function the program was lowered from (the
     graph layer's, kept for callers that inspect it; never read here).
     """
 
@@ -68,8 +69,11 @@ class GraphFunction:
         program: GraphProgram,
         kernels: Sequence[Callable[..., Any]] = (),
         func: BaseFunc | None = None,
+        *,
+        emulated: bool = False,
     ) -> None:
         self.program = program
+        self.emulated = emulated  # GPU library routines run on host arrays
         self.func = func
         self.name = program.name
         self.steps = program.steps
@@ -105,7 +109,9 @@ class GraphFunction:
             When an external routine's library is not installed (the message names the extra).
         """
         self.kernels = [
-            extern_kernel(s.func, dict(s.extern)) if s.extern is not None else lookup(s.func)
+            extern_kernel(s.func, dict(s.extern), emulated=self.emulated)
+            if s.extern is not None
+            else lookup(s.func)
             for s in self.steps
         ]
 

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ...codegen import graph_c_abi as abi
+from ...codegen import graph_c_extern
 from ...codegen.graph_c import (
     PRELUDE,
     ContextLayout,
@@ -212,11 +213,13 @@ class NativeBuild:
 
     lib: Module
     entries: dict[str, tuple[str, ContextLayout]]  # graph function -> (symbol, layout)
+    # graph function -> entry symbol, for those with a plain C entry only (external calls)
+    plain_only: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def build_native(
     prims: IRModule,
-    programs: Sequence[tuple[GraphProgram, Sequence[tuple[str, ...]]]],
+    programs: Sequence[tuple[GraphProgram, Sequence[tuple[str, ...]] | None]],
     target: Target,
     emulate: EmulateArg,
     bounds_check: bool = False,
@@ -224,7 +227,9 @@ def build_native(
     """Compile the kernels of ``prims`` and an entry per graph program into one library.
 
     ``programs`` pairs each program with its parameters' buffer formats
-    (:func:`buffer_formats`). A graph function whose entry cannot be generated
+    (:func:`buffer_formats`), or None for a program the Python executor runs that gets a
+    plain C entry only (one calling external routines, :mod:`~tilecraft.codegen.graph_c_extern`:
+    :attr:`NativeBuild.plain_only`). A graph function whose entry cannot be generated
     (:class:`~tilecraft.codegen.graph_c.Unsupported`) gets none; the Python executor runs
     it. The kernels are lowered and emitted by the target's backend
     (:func:`~tilecraft.runtime.backend.backend_of`; for a CUDA target with ``emulate`` True or
@@ -237,29 +242,35 @@ def build_native(
     taken = set(emitted.symbols.values())
     parts = [emitted.text, PRELUDE]
     entries: dict[str, tuple[str, ContextLayout]] = {}
+    plain_only: dict[str, str] = {}
     plain: list[tuple[GraphProgram, str, str]] = []  # program, entry symbol, plain C entry
     if api_table() is not None and not taken & set(abi.GLOBAL_SYMBOLS):
         for prog, formats in programs:
             kernels = [
+                None if s.is_extern else
                 Kernel(originals[s.func], lowered[s.func], emitted.symbols[s.func])
                 for s in prog.steps
-            ]
+            ]  # fmt: skip
             symbol = _fresh_symbol(f"{abi.ENTRY_PREFIX}{prog.name}", taken)
             try:  # the CPython entry and the plain C one (tilecraft.codegen.graph_c_abi)
-                text, layout = graph_source(prog, formats, kernels, symbol)
+                native = None if formats is None else graph_source(prog, formats, kernels, symbol)
                 plain.append((prog, symbol, abi.entry_source(prog, kernels, symbol)))
             except Unsupported:
                 continue
             taken.update((symbol, *abi.c_names(symbol)))
-            parts.append(text)
-            entries[prog.name] = (symbol, layout)
+            if native is None:
+                plain_only[prog.name] = symbol
+            else:
+                parts.append(native[0])
+                entries[prog.name] = (symbol, native[1])
     if plain:
-        parts += [abi.prelude(), *(text for *_, text in plain)]
+        used = graph_c_extern.used_routines([prog for prog, *_ in plain])
+        parts += [abi.prelude(), graph_c_extern.prelude(used), *(text for *_, text in plain)]
         parts.append(abi.weights_source([(prog, symbol) for prog, symbol, _ in plain]))
     unit = dataclasses.replace(emitted, text="\n".join(parts) + "\n")
     lib = backend.load(backend.compile(unit, target))
     assert isinstance(lib, Module)
-    return NativeBuild(lib, entries)
+    return NativeBuild(lib, entries, plain_only)
 
 
 def _fresh_symbol(base: str, taken: set[str]) -> str:

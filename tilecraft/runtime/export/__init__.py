@@ -30,8 +30,9 @@
     pointer, shape pointer, ndim, dtype code), and ``tc_load_weights(dir)``, which reads the
     ``params/`` members of the library unpacked into ``dir`` (``unzip``, or
     :func:`extract_c`); the manifest's ``c_header`` names it and each function's ``c_entry``
-    its symbols, or ``c_refused`` why it has none (a program with external library calls:
-    ``DispatchLibrary``'s BLAS steps run through Python). The entries are compiled with the
+    its symbols, or ``c_refused`` why it has none (a race-checked or bounds-checked build).
+    ``DispatchLibrary``'s BLAS steps call cblas routines the C program sets with
+    ``tc_set_extern`` (:mod:`tilecraft.codegen.graph_c_extern`). The entries are compiled with the
     kernels at build time, so exporting needs no compiler; ``export_library(path,
     require_c_entry=True)`` refuses a model without them; :func:`write_c_header` writes the
     header alone.

@@ -85,7 +85,10 @@ def export_library(
         members["kernels/artifact.json"] = json.dumps(message).encode()
         lib_entry = {"kind": artifact.kind, "file": lib_name, "artifact": "kernels/artifact.json"}
         kernels = _kernel_entries(artifact, lib_name, sha256(binary))
-    functions = [_write_function(name, f, members) for name, f in exe.functions.items()]
+    functions = [
+        _write_function(name, f, exe.plain_only.get(name), members)
+        for name, f in exe.functions.items()
+    ]
     header = _write_c_header(exe, target, artifact, functions, members)
     refused = [f"{f['name']}: {f['c_refused']}" for f in functions if f["c_entry"] is None]
     if require_c_entry and refused:
@@ -157,7 +160,9 @@ def _kernel_entries(artifact: Artifact, lib_name: str, digest: str) -> list[dict
     ]
 
 
-def _write_function(name: str, f: Any, members: dict[str, bytes]) -> dict[str, Any]:
+def _write_function(
+    name: str, f: Any, plain_only: str | None, members: dict[str, bytes]
+) -> dict[str, Any]:
     program: GraphProgram = f.program
     doc = f"graph/{name}.json"
     members[doc] = program_to_json(program).encode()
@@ -174,23 +179,29 @@ def _write_function(name: str, f: Any, members: dict[str, bytes]) -> dict[str, A
         lay = f.native.layout
         native = {"symbol": f.native.symbol,
                   "layout": [lay.num_vars, lay.num_consts, lay.num_steps]}  # fmt: skip
-    c_entry, c_refused = _c_entry(f)
+    c_entry, c_refused = _c_entry(f, plain_only)
     return {"name": name, "program": doc, "constants": constants, "native": native,
             "c_entry": c_entry, "c_refused": c_refused}  # fmt: skip
 
 
-def _c_entry(f: Any) -> tuple[dict[str, str] | None, str | None]:
-    """The plain C entry of graph function ``f`` (its names), or why it has none."""
+def _c_entry(f: Any, plain_only: str | None) -> tuple[dict[str, str] | None, str | None]:
+    """The plain C entry of graph function ``f`` (its names), or why it has none.
+
+    ``plain_only`` is the entry symbol of a function with a plain C entry but no native one
+    (one calling external library routines).
+    """
     program: GraphProgram = f.program
-    if program.has_extern_steps:
+    symbol = f.native.symbol if f.native is not None else plain_only
+    if symbol is None and program.has_extern_steps:
         routines = sorted({s.func for s in program.steps if s.is_extern})
         return None, (
-            f"it calls the external library routines {routines} (DispatchLibrary), which the "
-            "executor reaches through Python; compile without DispatchLibrary for a C entry"
+            f"it calls the external library routines {routines} (DispatchLibrary) and was "
+            "built without a plain C entry for them (a race-checked, bounds-checked or "
+            "non-CPU build, or a routine with no C form)"
         )
-    if f.native is None:
+    if symbol is None:
         return None, "it has no native entry (the Python executor runs it: see the build)"
-    entry, ws_size, out_shape, *_ = abi.c_names(f.native.symbol)
+    entry, ws_size, out_shape, *_ = abi.c_names(symbol)
     return {"symbol": entry, "workspace_size": ws_size, "output_shape": out_shape}, None
 
 
@@ -211,7 +222,7 @@ def _write_c_header(
     for f in functions:
         if f["c_entry"] is not None and f"TC_EXPORT int {f['c_entry']['symbol']}(" not in source:
             f["c_entry"], f["c_refused"] = None, "the library was built without plain C entries"
-    have = [(exe.functions[f["name"]].program, f["native"]["symbol"])
+    have = [(exe.functions[f["name"]].program, abi.ENTRY_PREFIX + f["c_entry"]["symbol"][3:])
             for f in functions if f["c_entry"] is not None]  # fmt: skip
     if not have:
         return None
@@ -368,8 +379,13 @@ def _build(
         for f in manifest["functions"]
         if f["native"] is not None
     }
-    if entries:
-        _attach(exe, NativeBuild(lib, entries))
+    plain_only = {  # a plain C entry and no native one: re-exports keep it
+        f["name"]: abi.ENTRY_PREFIX + f["c_entry"]["symbol"][3:]
+        for f in manifest["functions"]
+        if f["native"] is None and f.get("c_entry")
+    }
+    if entries or plain_only:
+        _attach(exe, NativeBuild(lib, entries, plain_only))
     return exe
 
 
