@@ -173,7 +173,7 @@ def _write_function(name: str, f: Any, members: dict[str, bytes]) -> dict[str, A
     if f.native is not None:
         lay = f.native.layout
         native = {"symbol": f.native.symbol,
-                  "layout": [lay.num_vars, lay.num_consts, lay.num_steps]}  # fmt: skip
+                  "layout": [lay.num_vars, lay.num_consts, lay.num_steps, lay.num_results]}  # fmt: skip
     c_entry, c_refused = _c_entry(f)
     return {"name": name, "program": doc, "constants": constants, "native": native,
             "c_entry": c_entry, "c_refused": c_refused}  # fmt: skip
