@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import IRError
+from ..errors import GraphError, IRError
 from ..ir import (
     Attrs,
     BaseFunc,
@@ -91,7 +91,12 @@ def dim_text(e: Expr) -> str:
         return str(e.value)
     if isinstance(e, Var):
         return e.name
-    return " * ".join(v.name for v in collect_vars(e)) or type(e).__name__
+    from ._shape_text import extent_text  # an expression: its text, such as "(s + 1)"
+
+    try:
+        return str(extent_text(e))
+    except GraphError:
+        return " * ".join(v.name for v in collect_vars(e)) or type(e).__name__
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
