@@ -66,8 +66,11 @@ def _close(out, ref) -> None:
 
 
 def _decode(model, sizes, batch: int = 1) -> None:
+    blk = model.blk
+
     def make(p):
-        return torch.randn(batch, 1, 32), torch.randn(batch, 2, p, 8), torch.randn(batch, 2, p, 8)
+        kv = (batch, blk.kv, p, blk.hd)
+        return torch.randn(batch, 1, blk.h * blk.hd), torch.randn(kv), torch.randn(kv)
 
     auto = torch.export.Dim.AUTO  # torch proves the cache's guards itself (min of strides)
     ep = torch.export.export(model, make(sizes[0]), dynamic_shapes=(None, {2: auto}, {2: auto}))
@@ -89,7 +92,7 @@ def _decode(model, sizes, batch: int = 1) -> None:
             via = fast(*args)
         got = exe["main"](*args)
         assert len(got) == len(via) == 3
-        assert got[1].shape == (batch, 2, p + 1, 8)
+        assert got[1].shape == (batch, blk.kv, p + 1, blk.hd)
         for g, v, r in zip(got, via, ref, strict=True):
             _close(g, r)
             _close(v, r)
