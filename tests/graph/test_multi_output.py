@@ -109,7 +109,7 @@ def test_fusion_keeps_a_result_that_is_used_later() -> None:
     with tc.Target("cpu"):
         mod = get_pipeline("zero")(_result_used_later())
     main = mod["main"]
-    calls = [b for b in main.bindings]
+    calls = list(main.bindings)
     assert len(calls) == 2  # exp alone; add + relu fused
     assert main.rets[0] is calls[0].var
     assert main.rets[1] is calls[1].var

@@ -19,9 +19,9 @@ sure the planned workspace is large enough (calling back into Python to plan it 
 allocates the result with ``numpy.empty``, releases the GIL and calls the kernels in order,
 writing intermediates into the planned storages. A function returning a tuple allocates one
 array per result and returns their tuple; a result that is a parameter, a constant or a
-repeated value is copied into its array after the kernels ran. Any failed check returns ``None`` with
-``ctx[STATUS] = DEFER``: Python then validates the arguments itself, raising the same errors
-as the Python executor (see :mod:`tilecraft.runtime.executor`).
+repeated value is copied into its array after the kernels ran. Any failed check returns
+``None`` with ``ctx[STATUS] = DEFER``: Python then validates the arguments itself, raising the
+same errors as the Python executor (see :mod:`tilecraft.runtime.executor`).
 
 Symbolic extents are evaluated in int64 with overflow and division-by-zero checks (a failure
 defers to Python, which reports it). This module only builds text: the program's memory plan,

@@ -3,8 +3,8 @@
 :func:`lower_graph_function` turns a graph function of ``call_tir`` and constant bindings into
 its lowered form, a :class:`~tilecraft.lower.graph_program.GraphProgram` (slots, constants,
 kernel calls with the slots that die after each, the result slots; a ``call_extern`` becomes
-a step calling the library routine). PrimFuncs marked ``dispatch:<library>`` that no graph function calls
-any more (library dispatch replaced their calls) are not compiled.
+a step calling the library routine). PrimFuncs marked ``dispatch:<library>`` that no graph
+function calls any more (library dispatch replaced their calls) are not compiled.
 :func:`build_graph_module` checks every ``call_tir`` against its PrimFunc, lowers the module's
 graph functions and asks the runtime's executor
 (:func:`~tilecraft.runtime.executor.build_executable`) for an executable.

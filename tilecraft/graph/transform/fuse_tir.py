@@ -134,9 +134,7 @@ def fuse_group(group: Function, funcs: Mapping[str, BaseFunc]) -> PrimFunc:
     for b in group.bindings:
         call, callee = _member_call(group, b, funcs)
         pattern = max(pattern, op_pattern_of(callee))
-        out = bufs[id(b.var)] = _buffer_of(b.var, extents).update(
-            name=_unique(b.var.name, names)
-        )
+        out = bufs[id(b.var)] = _buffer_of(b.var, extents).update(name=_unique(b.var.name, names))
         if b.var is not group.ret:
             allocs.append(out)
         bmap, vmap = _bind_params(callee, [bufs[id(a)] for a in call.args] + [out])

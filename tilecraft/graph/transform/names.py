@@ -103,6 +103,5 @@ def with_extents(t: TensorType, extents: Mapping[str, Var]) -> tuple[Expr, ...]:
     if not extents:
         return t.shape
     return tuple(
-        e if isinstance(e, (IntImm, Var)) else extents.get(str(extent_text(e)), e)
-        for e in t.shape
+        e if isinstance(e, (IntImm, Var)) else extents.get(str(extent_text(e)), e) for e in t.shape
     )

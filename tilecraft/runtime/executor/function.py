@@ -295,9 +295,7 @@ class GraphFunction:
         values, _ = self._bind_inputs(args)
         return native.call(*values[: len(args)])
 
-    def profile(
-        self, *args: Any
-    ) -> tuple[np.ndarray | tuple[np.ndarray, ...], list[StepRecord]]:
+    def profile(self, *args: Any) -> tuple[np.ndarray | tuple[np.ndarray, ...], list[StepRecord]]:
         """Run once and return the result and, per kernel call, its time and output address.
 
         Natively the times are measured around each kernel call in C; in Python (targets
