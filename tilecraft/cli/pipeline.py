@@ -173,7 +173,7 @@ def function_rows(lib: LibraryFile) -> list[dict[str, Any]]:
             {
                 "function": name,
                 "inputs": params,
-                "result": prog.result_type.describe(),
+                "result": prog.describe_result(),
                 "steps": [s.func for s in prog.steps],
                 "constants": len(prog.constants),
             }

@@ -17,9 +17,11 @@ format (dtype), C-contiguity and every static and symbolic extent, binds the sym
 checks the values each kernel will receive (int32 range, extents the kernel computes), makes
 sure the planned workspace is large enough (calling back into Python to plan it when not),
 allocates the result with ``numpy.empty``, releases the GIL and calls the kernels in order,
-writing intermediates into the planned storages. Any failed check returns ``None`` with
-``ctx[STATUS] = DEFER``: Python then validates the arguments itself, raising the same errors
-as the Python executor (see :mod:`tilecraft.runtime.executor`).
+writing intermediates into the planned storages. A function returning a tuple allocates one
+array per result and returns their tuple; a result that is a parameter, a constant or a
+repeated value is copied into its array after the kernels ran. Any failed check returns
+``None`` with ``ctx[STATUS] = DEFER``: Python then validates the arguments itself, raising the
+same errors as the Python executor (see :mod:`tilecraft.runtime.executor`).
 
 Symbolic extents are evaluated in int64 with overflow and division-by-zero checks (a failure
 defers to Python, which reports it). This module only builds text: the program's memory plan,
@@ -74,12 +76,13 @@ class ContextLayout:
     num_vars: int
     num_consts: int
     num_steps: int
+    num_results: int = 1
 
     BUSY = 0  # 1 while a native call runs (guards the workspace)
     PROFILE = 1  # nonzero: record per-step nanoseconds and output addresses
     STATUS = 2  # a NativeStatus after a None return
     REPLAN = 3  # PyObject*: callable planning the workspace for ctx[VARS...]
-    DTYPE = 4  # PyObject*: the result's numpy dtype
+    DTYPE = 4  # PyObject*: the (first) result's numpy dtype
     VARS = 5  # the symbolic extents of the last call, in Function.shape_vars() order
 
     @property
@@ -107,10 +110,14 @@ class ContextLayout:
         """First slot of the per-step output addresses (profiling)."""
         return self.nanos + self.num_steps
 
+    def dtype(self, k: int) -> int:
+        """The slot of result ``k``'s numpy dtype (PyObject*)."""
+        return self.DTYPE if k == 0 else self.addr + self.num_steps + k - 1
+
     @property
     def size(self) -> int:
         """Number of slots."""
-        return self.addr + self.num_steps
+        return self.addr + self.num_steps + self.num_results - 1
 
 
 @dataclass(frozen=True)
@@ -173,7 +180,14 @@ class _Emitter:
         self.kernels = kernels
         self.symbol = symbol
         num_consts = len(set(prog.const_of_slot.values()))
-        self.layout = ContextLayout(len(prog.shape_vars), num_consts, len(prog.steps))
+        self.layout = ContextLayout(
+            len(prog.shape_vars), num_consts, len(prog.steps), len(prog.ret_slots)
+        )
+        # a tuple's result k written directly by a step: that step's output slot -> k
+        self.tuple_of_slot: dict[int, int] = {}
+        if prog.returns_tuple:
+            copied = prog.copied_results()
+            self.tuple_of_slot = {s: k for k, s in enumerate(prog.ret_slots) if not copied[k]}
         self.var_names = {id(v): f"v{i}" for i, v in enumerate(prog.shape_vars)}
         self.lines: list[str] = []
         self.decls: list[str] = []
@@ -193,8 +207,13 @@ class _Emitter:
         self.kernel_scalars_and_checks()
         sizes = self.step_sizes()
         self.workspace(sizes)
-        self.result()
+        if self.prog.returns_tuple:
+            self.tuple_results()
+        else:
+            self.result()
         self.calls()
+        if self.prog.returns_tuple:
+            self.tuple_finish()
         lay = self.layout
         busy, status = f"&ctx[{lay.BUSY}]", f"&ctx[{lay.STATUS}]"
         head = [
@@ -211,6 +230,7 @@ class _Emitter:
             "  tcg_object* result = 0;",
             "  void* result_data = 0;",
             *("  " + d for d in self.decls),
+            *self.tuple_decls(),
         ]
         release = "  for (int i = 0; i < held; ++i) api->release_buffer(&in[i]);"
         tail = [
@@ -222,6 +242,7 @@ class _Emitter:
             f"  return tcg__decline({status}, {int(NativeStatus.DEFER)}, {busy});",
             "fail:",
             release,
+            *self.tuple_cleanup(),
             f"  __atomic_store_n({busy}, 0, __ATOMIC_RELEASE);",
             "  return 0;",
             "}",
@@ -335,7 +356,7 @@ class _Emitter:
         small = [
             f"{size} > ctx[{lay.cap + n}]"
             for n, (size, step) in enumerate(zip(sizes, self.prog.steps, strict=True))
-            if step.out != self.prog.ret_slot
+            if step.out not in self.prog.ret_slots
         ]
         if not small:
             return
@@ -374,7 +395,9 @@ class _Emitter:
             return f"in[{slot}].buf"
         if slot in self.prog.const_of_slot:
             return f"(void*)(intptr_t)ctx[{self.layout.consts + self.prog.const_of_slot[slot]}]"
-        if slot == self.prog.ret_slot:
+        if slot in self.tuple_of_slot:
+            return f"res_data[{self.tuple_of_slot[slot]}]"
+        if not self.prog.returns_tuple and slot == self.prog.ret_slot:
             return "result_data"
         n = next(k for k, s in enumerate(self.prog.steps) if s.out == slot)
         return f"(void*)(intptr_t)ctx[{self.layout.out + n}]"
@@ -406,7 +429,61 @@ class _Emitter:
             self.emit(f"    int64_t t1 = tcg__now(); ctx[{lay.nanos + n}] = t1 - t0; t0 = t1;")
             self.emit(f"    ctx[{lay.addr + n}] = (int64_t)(intptr_t){ptrs[-1]};")
             self.emit("  }")
+        for k, (slot, copied) in enumerate(self._copies()):
+            if copied:
+                src = self.pointer(slot)
+                self.emit(f"  if (rbytes{k}) memcpy(res_data[{k}], {src}, (size_t)rbytes{k});")
         self.emit("  if (released) api->restore_thread(released);")
+        self.emit("}")
+
+    # Step 4 for a tuple: one array per result, copies, the tuple ---------------------------------
+    def _copies(self) -> list[tuple[int, bool]]:
+        if not self.prog.returns_tuple:
+            return []
+        return list(zip(self.prog.ret_slots, self.prog.copied_results(), strict=True))
+
+    def tuple_decls(self) -> list[str]:
+        k = len(self.prog.ret_slots)
+        if not self.prog.returns_tuple:
+            return []
+        return [
+            f"  tcg_object* res[{k}] = {{0}};",
+            f"  void* res_data[{k}] = {{0}};",
+            *(f"  int64_t rbytes{i} = 0;" for i in range(k)),
+        ]
+
+    def tuple_cleanup(self) -> list[str]:
+        if not self.prog.returns_tuple:
+            return []
+        k = len(self.prog.ret_slots)
+        return [f"  for (int k = 0; k < {k}; ++k) if (res[k]) api->decref(res[k]);"]
+
+    def tuple_results(self) -> None:
+        shapes = []
+        for k, slot in enumerate(self.prog.ret_slots):
+            t = self.prog.slot_types[slot]
+            dims = [extent_c(d, self.graph_var) for d in t.shape]
+            size = _c_int(t.itemsize)
+            for d in dims:
+                size = f"tcg__mul({size}, {d}, &err)"
+            self.emit(f"rbytes{k} = {size};")
+            shapes.append((t, dims))
+        self.emit("if (err) goto defer;")  # before any array exists: nothing to release
+        for k, (t, dims) in enumerate(shapes):
+            self.emit("{")
+            self.emit(f"  const int64_t shape[{max(1, t.ndim)}] = {{{', '.join(dims) or '0'}}};")
+            dtype = f"(tcg_object*)(intptr_t)ctx[{self.layout.dtype(k)}]"
+            self.emit(f"  res[{k}] = tcg__result(api, shape, {t.ndim}, {dtype}, &res_data[{k}]);")
+            self.emit(f"  if (!res[{k}]) goto fail;")
+            self.emit("}")
+
+    def tuple_finish(self) -> None:
+        k = len(self.prog.ret_slots)
+        self.emit(f"result = api->tuple_new({k});")
+        self.emit("if (!result) goto fail;")
+        self.emit(f"for (int k = 0; k < {k}; ++k) {{")
+        self.emit("  api->tuple_set_item(result, k, res[k]);  /* steals the reference */")
+        self.emit("  res[k] = 0;")
         self.emit("}")
 
 

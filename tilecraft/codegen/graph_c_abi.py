@@ -9,6 +9,11 @@ entry's name, ``forward`` for a function ``forward``)::
     int64_t tc_X_workspace_size(const tc_tensor* inputs, int n_inputs);
     int     tc_X_output_shape(const tc_tensor* inputs, int n_inputs, int64_t* shape);
 
+A function returning a tuple of ``K`` results takes ``n_outputs == K`` outputs, result ``k``
+in ``outputs[k]``; ``tc_X_output_shape`` writes the extents of every result one after the
+other (result 0's, then result 1's, ...). Each result is written to its own output: one that
+is an input, a weight or another result's value is copied there.
+
 and the library gets ``tc_load_weights(dir)`` / ``tc_free_weights()`` / ``tc_weights_error()``
 (the bound parameters, read from the ``.npy`` members of an exported library unpacked into
 ``dir``: :data:`PARAM_MEMBER`) and ``tc_error_string(code)``. :func:`c_header` writes the
@@ -127,9 +132,13 @@ class _CEmitter(_Emitter):
             for n, s in enumerate(prog.steps)
             if s.is_extern
         }
-        self.ret_type: TensorSpec = prog.slot_types[prog.ret_slot]
-        if prog.ret_slot in prog.const_of_slot:
+        if not prog.returns_tuple and prog.ret_slots[0] in prog.const_of_slot:
             raise Unsupported("the result is a constant")
+        outs = {s.out for s in prog.steps}
+        copied = prog.copied_results() if prog.returns_tuple else (prog.ret_slots[0] not in outs,)
+        self.results = list(zip(prog.ret_slots, copied, strict=True))
+        # a result a step writes directly: that step's output slot -> the output index
+        self.out_of_slot = {s: k for k, (s, c) in enumerate(self.results) if not c}
 
     def fail(self, cond: str, code: str) -> None:
         self.emit(f"if ({cond}) {{ rc = {code}; goto defer; }}")
@@ -168,7 +177,7 @@ class _CEmitter(_Emitter):
         """Each intermediate's offset in the workspace; mode 1 returns the total."""
         self.decls.append("int64_t total = 0;")
         for n, step in enumerate(self.prog.steps):
-            if step.out != self.prog.ret_slot:
+            if step.out not in self.prog.ret_slots:
                 self.decls.append(f"int64_t off{n} = 0;")
                 self.emit(f"off{n} = total;")
                 self.emit(f"total = tcg__add(total, tc__align({self.sizes[n]}, &err), &err);")
@@ -176,41 +185,53 @@ class _CEmitter(_Emitter):
         self.emit("if (mode == 1) { *info = total; return TC_OK; }")
 
     def check_output(self) -> None:
-        """Mode 2 writes the output's shape; mode 0 checks the output tensor."""
-        t = self.ret_type
-        dims = [extent_c(d, self.graph_var) for d in t.shape]
-        self.emit(f"const int64_t shape[{max(1, t.ndim)}] = {{{', '.join(dims) or '0'}}};")
+        """Mode 2 writes the outputs' shapes; mode 0 checks the output tensors."""
+        types = [self.prog.slot_types[s] for s, _ in self.results]
+        dims = [extent_c(d, self.graph_var) for t in types for d in t.shape]
+        self.emit(f"const int64_t shape[{max(1, len(dims))}] = {{{', '.join(dims) or '0'}}};")
         self.emit("if (err) goto defer;")
         self.emit("if (mode == 2) {")
-        self.emit(f"  for (int d = 0; d < {t.ndim}; ++d) info[d] = shape[d];")
+        self.emit(f"  for (int d = 0; d < {len(dims)}; ++d) info[d] = shape[d];")
         self.emit("  return TC_OK;")
         self.emit("}")
-        self.fail("n_out != 1", "TC_ERR_COUNT")
-        self.fail("!out || !out[0].data", "TC_ERR_NULL")
-        code = dtype_code(t.dtype)
-        self.fail(f"out[0].ndim != {t.ndim} || out[0].dtype != {code}", "TC_ERR_TYPE")
-        if t.ndim:
-            self.fail("!out[0].shape", "TC_ERR_NULL")
-        self.emit(
-            f"for (int d = 0; d < {t.ndim}; ++d) if (out[0].shape[d] != shape[d]) goto defer;"
-        )
+        self.fail(f"n_out != {len(types)}", "TC_ERR_COUNT")
+        self.fail("!out", "TC_ERR_NULL")
+        first = 0  # index in `shape` of output k's first extent
+        for k, t in enumerate(types):
+            self.fail(f"!out[{k}].data", "TC_ERR_NULL")
+            code = dtype_code(t.dtype)
+            self.fail(f"out[{k}].ndim != {t.ndim} || out[{k}].dtype != {code}", "TC_ERR_TYPE")
+            if t.ndim:
+                self.fail(f"!out[{k}].shape", "TC_ERR_NULL")
+            self.emit(
+                f"for (int d = 0; d < {t.ndim}; ++d) "
+                f"if (out[{k}].shape[d] != shape[{first} + d]) goto defer;"
+            )
+            first += t.ndim
         self.fail("total > 0 && !ws", "TC_ERR_NULL")
         weights = f"tc__w_{self.names[0][3:]}"
         for c in range(self.layout.num_consts):
             self.fail(f"!{weights}[{c}]", "TC_ERR_WEIGHTS")
-        if self.prog.ret_slot < self.prog.num_params:
+
+    def copy_results(self) -> None:
+        """After the kernels: results that are inputs, weights or repeats, copied to theirs."""
+        first = 0
+        for k, (slot, copied) in enumerate(self.results):
+            t = self.prog.slot_types[slot]
             size = _c_int(t.itemsize)
             for d in range(t.ndim):
-                size = f"tcg__mul({size}, shape[{d}], &err)"
-            self.emit(f"memcpy(out[0].data, in[{self.prog.ret_slot}].data, (size_t)({size}));")
+                size = f"tcg__mul({size}, shape[{first + d}], &err)"
+            first += t.ndim
+            if copied:
+                self.emit(f"memcpy(out[{k}].data, {self.pointer(slot)}, (size_t)({size}));")
 
     def pointer(self, slot: int) -> str:
+        if slot in self.out_of_slot:
+            return f"out[{self.out_of_slot[slot]}].data"
         if slot < self.prog.num_params:
             return f"in[{slot}].data"
         if slot in self.prog.const_of_slot:
             return f"tc__w_{self.names[0][3:]}[{self.prog.const_of_slot[slot]}]"
-        if slot == self.prog.ret_slot:
-            return "out[0].data"
         n = next(k for k, s in enumerate(self.prog.steps) if s.out == slot)
         return f"(void*)((char*)ws + off{n})"
 
@@ -232,6 +253,7 @@ class _CEmitter(_Emitter):
                 self.emit(self.gemms[n].call(*ptrs))
             else:
                 self.emit(f"{kernel.symbol}({', '.join([*ptrs, *self.scalars[n]])});")
+        self.copy_results()
         entry, ws_size, out_shape, run, weights = self.names
         sig = "const tc_tensor* inputs, int n_inputs"
         return "\n".join(
@@ -376,6 +398,10 @@ _HEADER_USE = """\
  *   tc_forward_output_shape(inputs, n_inputs, shape);           the output's extents
  *   tc_forward(inputs, n_inputs, outputs, 1, workspace);        0, or a TC_ERR_* code
  *
+ * A function returning several results takes one output per result (n_outputs is their
+ * count, result k in outputs[k]); its _output_shape writes every result's extents, one result
+ * after the other.
+ *
  * Symbolic extents (a batch size) are read from the inputs' shapes; the workspace size and
  * the output shape depend on them. The workspace (any alignment; 64 bytes is best) belongs to
  * one call at a time: calls on different threads need their own workspaces and outputs.
@@ -426,11 +452,13 @@ def c_header(
     ]
     for prog, symbol in programs:
         entry, ws_size, out_shape, *_ = c_names(symbol)
-        n = prog.num_params
-        lines = [f"/* graph function {prog.name}: {n} inputs, 1 output"]
+        n, k = prog.num_params, len(prog.ret_slots)
+        outputs = "1 output" if k == 1 else f"{k} outputs"
+        lines = [f"/* graph function {prog.name}: {n} inputs, {outputs}"]
         for i, name in enumerate(prog.param_names):
             lines.append(f" *   inputs[{i}] {name}: {_spec(prog.slot_types[i])}")
-        lines.append(f" *   outputs[0]: {_spec(prog.slot_types[prog.ret_slot])}")
+        for j, slot in enumerate(prog.ret_slots):
+            lines.append(f" *   outputs[{j}]: {_spec(prog.slot_types[slot])}")
         for routine in ext.used_routines([prog]):
             lines.append(f' *   calls {routine}: tc_set_extern("{routine}", fn) first')
         lines.append(" */")

@@ -89,7 +89,11 @@ def function_lines(func: Function, name: str, in_module: bool) -> list[str]:
         return cand
 
     params = ", ".join(f"{define(p)}: {type_text(p.type)}" for p in func.params)
-    lines = ["@R.function", f"def {name}({params}) -> {type_text(func.ret.type)}:"]
+    if func.returns_tuple:
+        ret_text = f"R.Tuple({', '.join(type_text(t) for t in func.ret_types)})"
+    else:
+        ret_text = type_text(func.rets[0].type)
+    lines = ["@R.function", f"def {name}({params}) -> {ret_text}:"]
     if func.attrs:
         lines.append(_IND + f"R.func_attr({_lit(func.attrs)})")
     if in_module and any(isinstance(b.value, (CallTIR, CallFunc)) for b in func.bindings):
@@ -102,9 +106,16 @@ def function_lines(func: Function, name: str, in_module: bool) -> list[str]:
             if isinstance(b.value, CallFunc):  # a graph function's call states its type
                 lhs += f": {type_text(b.var.type)}"
             lines.append(_IND * 2 + f"{lhs} = {_value_text(b.value, args, in_module)}")
-        lines.append(_IND * 2 + f"R.output({names[id(func.ret)]})")
-    lines.append(_IND + f"return {names[id(func.ret)]}")
+        lines.append(_IND * 2 + f"R.output({', '.join(names[id(r)] for r in func.rets)})")
+    lines.append(_IND + f"return {_ret_text([names[id(r)] for r in func.rets], func)}")
     return lines
+
+
+def _ret_text(names: list[str], func: Function) -> str:
+    """``a``, ``a, b`` or ``(a,)`` (a tuple of one result)."""
+    if not func.returns_tuple:
+        return names[0]
+    return f"({names[0]},)" if len(names) == 1 else ", ".join(names)
 
 
 def _value_text(

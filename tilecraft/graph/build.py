@@ -2,9 +2,9 @@
 
 :func:`lower_graph_function` turns a graph function of ``call_tir`` and constant bindings into
 its lowered form, a :class:`~tilecraft.lower.graph_program.GraphProgram` (slots, constants,
-kernel calls with the slots that die after each; a ``call_extern`` becomes a step calling
-the library routine). PrimFuncs marked ``dispatch:<library>`` that no graph function calls
-any more (library dispatch replaced their calls) are not compiled.
+kernel calls with the slots that die after each, the result slots; a ``call_extern`` becomes
+a step calling the library routine). PrimFuncs marked ``dispatch:<library>`` that no graph
+function calls any more (library dispatch replaced their calls) are not compiled.
 :func:`build_graph_module` checks every ``call_tir`` against its PrimFunc, lowers the module's
 graph functions and asks the runtime's executor
 (:func:`~tilecraft.runtime.executor.build_executable`) for an executable.
@@ -70,8 +70,8 @@ def lower_graph_function(func: Function) -> GraphProgram:
         else:
             raise BuildError(_leftover_message(func))
     args = [tuple(slots[id(a)] for a in c.args) for c in calls]
-    ret = slots[id(func.ret)]
-    keep = {slots[id(p)] for p in func.params} | {ret} | set(const_of_slot)
+    rets = tuple(slots[id(r)] for r in func.rets)
+    keep = {slots[id(p)] for p in func.params} | set(rets) | set(const_of_slot)
     dead = liveness(args, outs, keep)
     steps = (
         GraphStep(c.func, a, o, d, _extern_attrs(c))
@@ -84,8 +84,9 @@ def lower_graph_function(func: Function) -> GraphProgram:
         tuple(constants),
         const_of_slot,
         tuple(steps),
-        ret,
+        rets,
         tuple(func.shape_vars()),
+        func.returns_tuple,
     )
 
 

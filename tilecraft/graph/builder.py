@@ -78,13 +78,20 @@ class GraphBuilder:
 
     def finish(
         self,
-        ret: TensorVar,
+        ret: TensorVar | Sequence[TensorVar],
         name: str = "main",
         attrs: Mapping[str, Any] | None = None,
         ret_name: str | None = "gv",
     ) -> Function:
-        """The function returning ``ret``; its binding is renamed ``ret_name`` (TVM's ``gv``)."""
+        """The function returning ``ret``; its binding is renamed ``ret_name`` (TVM's ``gv``).
+
+        A sequence of tensors makes a function returning a tuple (its results keep their
+        names).
+        """
         bindings = list(self.bindings)
+        if not isinstance(ret, TensorVar):
+            rets = tuple(ret)
+            return Function(tuple(self.params), tuple(bindings), rets, Attrs(attrs or {}), name)
         if ret_name and any(b.var is ret for b in bindings) and ret_name not in self._names:
             new = TensorVar(ret_name, ret.type)
             bindings = [_replace(b, ret, new) for b in bindings]

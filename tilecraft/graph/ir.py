@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import IRError
+from ..errors import GraphError, IRError
 from ..ir import (
     Attrs,
     BaseFunc,
@@ -91,7 +91,12 @@ def dim_text(e: Expr) -> str:
         return str(e.value)
     if isinstance(e, Var):
         return e.name
-    return " * ".join(v.name for v in collect_vars(e)) or type(e).__name__
+    from ._shape_text import extent_text  # an expression: its text, such as "(s + 1)"
+
+    try:
+        return str(extent_text(e))
+    except GraphError:
+        return " * ".join(v.name for v in collect_vars(e)) or type(e).__name__
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -299,7 +304,13 @@ class Binding(Node):
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Function(BaseFunc):
-    """A graph function: tensor parameters, a dataflow block of bindings and a result.
+    """A graph function: tensor parameters, a dataflow block of bindings and its result(s).
+
+    ``ret`` is one :class:`TensorVar` (the function returns one tensor) or a non-empty tuple
+    of them (it returns a tuple of tensors, ``return a, b``: a model with several outputs).
+    :attr:`rets` is always the tuple, :attr:`returns_tuple` tells the two apart. A result may
+    be a parameter, a constant or the same value as another result; the executor returns
+    each result of a tuple as an array of its own (copying where needed).
 
     ``attrs["num_input"]`` (when present) says how many leading parameters are activations;
     the rest are weights.
@@ -307,7 +318,7 @@ class Function(BaseFunc):
 
     params: tuple[TensorVar, ...]
     bindings: tuple[Binding, ...]
-    ret: TensorVar
+    ret: TensorVar | tuple[TensorVar, ...]
     attrs: Attrs = field(default_factory=Attrs)
     name: str = "main"
 
@@ -315,14 +326,41 @@ class Function(BaseFunc):
         object.__setattr__(self, "params", tuple(self.params))
         object.__setattr__(self, "bindings", tuple(self.bindings))
         object.__setattr__(self, "attrs", as_attrs(self.attrs))
+        if isinstance(self.ret, list):
+            object.__setattr__(self, "ret", tuple(self.ret))
         if not self.name.isidentifier():
             raise IRError(f"Function: name must be an identifier, got {self.name!r}")
         check_well_formed(self)
 
     @property
+    def rets(self) -> tuple[TensorVar, ...]:
+        """The results as a tuple (one entry for a function returning one tensor)."""
+        return self.ret if isinstance(self.ret, tuple) else (self.ret,)
+
+    @property
+    def returns_tuple(self) -> bool:
+        """True when the function returns a tuple of tensors (``return a, b``)."""
+        return isinstance(self.ret, tuple)
+
+    @property
     def ret_type(self) -> TensorType:
-        """The type of the result."""
+        """The type of the result of a function returning one tensor.
+
+        Raises
+        ------
+        IRError
+            When the function returns a tuple (see :attr:`ret_types`).
+        """
+        if isinstance(self.ret, tuple):
+            raise IRError(
+                f"graph function {self.name} returns a tuple of {len(self.ret)}; use ret_types"
+            )
         return self.ret.type
+
+    @property
+    def ret_types(self) -> tuple[TensorType, ...]:
+        """The type of each result."""
+        return tuple(r.type for r in self.rets)
 
     @property
     def body(self) -> tuple[Binding, ...]:
@@ -382,21 +420,28 @@ def check_well_formed(func: Function) -> None:
         if id(b.var) in defined:
             raise IRError(f"{where}: {b.var.name} is bound twice")
         defined.add(id(b.var))
-    if id(func.ret) not in defined:
-        raise IRError(f"{where}: the result {func.ret.name} is not defined in the function")
+    rets = func.ret if isinstance(func.ret, tuple) else (func.ret,)
+    if not rets:
+        raise IRError(f"{where}: returns an empty tuple; a function returns at least one tensor")
+    for n, r in enumerate(rets):
+        what = f"result {n}" if isinstance(func.ret, tuple) else "the result"
+        if not isinstance(r, TensorVar):
+            raise IRError(f"{where}: {what} must be a TensorVar, got {r!r}")
+        if id(r) not in defined:
+            raise IRError(f"{where}: {what} {r.name} is not defined in the function")
 
 
 def rebuild(
     func: Function,
     bindings: Sequence[Binding],
-    ret: TensorVar | None = None,
+    ret: TensorVar | tuple[TensorVar, ...] | None = None,
     attrs: Mapping[str, Any] | None = None,
 ) -> Function:
-    """A copy of ``func`` with new bindings (and optionally result and attrs)."""
+    """A copy of ``func`` with new bindings (and optionally result(s) and attrs)."""
     return Function(
         func.params,
         tuple(bindings),
-        ret or func.ret,
+        func.ret if ret is None else ret,
         as_attrs(attrs) if attrs is not None else func.attrs,
         func.name,
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import te
+from ..arith import Analyzer
 from ..errors import GraphError as GraphError
 from ..ir import Attrs, DataType, Expr, IntImm, Mul, Var, as_expr
 from .ir import TensorType, dim_text
@@ -99,11 +100,14 @@ def _monomial(e: Expr) -> tuple[int, tuple[int, ...]] | None:
 
 
 def dims_equal(a: Expr, b: Expr) -> bool:
-    """True when the two extents are provably equal (constants, the same Var, products)."""
+    """True when the two extents are provably equal (constants, the same Var, products, and
+    sums such as ``s + 1`` and ``1 + s``: a cache grown by one token)."""
     if a is b:
         return True
     ma, mb = _monomial(a), _monomial(b)
-    return ma is not None and ma == mb
+    if ma is not None and mb is not None:
+        return ma == mb
+    return Analyzer().can_prove_equal(a, b)  # sums of extents: their canonical forms
 
 
 def product(shape: Sequence[Expr]) -> tuple[int, tuple[int, ...]] | None:

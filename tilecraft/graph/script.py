@@ -179,7 +179,7 @@ class _GraphParser:
         params = self.params(node, env, svars)
         attrs: Attrs = Attrs()
         bindings: list[Binding] = []
-        ret: TensorVar | None = None
+        ret: TensorVar | tuple[TensorVar, ...] | None = None
         for s in node.body:
             if (
                 isinstance(s, ast.Expr)
@@ -205,10 +205,12 @@ class _GraphParser:
                     bindings.append(self.binding(inner, env, svars))
             elif isinstance(s, ast.Return) and isinstance(s.value, ast.Name):
                 ret = self.lookup(s.value, env)
+            elif isinstance(s, ast.Return) and isinstance(s.value, ast.Tuple) and s.value.elts:
+                ret = tuple(self.lookup(e, env) for e in s.value.elts)
             else:
                 raise self.fail(s, "unexpected statement in a graph function")
         if ret is None:
-            raise self.fail(node, "a graph function ends with `return <var>`")
+            raise self.fail(node, "a graph function ends with `return <var>` or `return a, b`")
         result = ret
         return self.checked(
             node, lambda: Function(tuple(params), tuple(bindings), result, attrs, node.name)

@@ -109,10 +109,14 @@ class GraphProgram:
         Slot of a constant -> its index in :attr:`constants`.
     steps
         The kernel calls in order.
-    ret_slot
-        The slot holding the result.
+    ret_slots
+        The slots holding the results, in order (one for a function returning one tensor;
+        a slot may appear more than once, and may be a parameter's or a constant's).
     shape_vars
         The symbolic extents of the parameters, in order of first appearance.
+    returns_tuple
+        True when the function returns a tuple of :attr:`ret_slots` (even of one); False
+        when it returns the one tensor of ``ret_slots[0]``.
     """
 
     name: str
@@ -121,12 +125,17 @@ class GraphProgram:
     constants: tuple[np.ndarray, ...]
     const_of_slot: Mapping[int, int]
     steps: tuple[GraphStep, ...]
-    ret_slot: int
+    ret_slots: tuple[int, ...]
     shape_vars: tuple[Var, ...]
+    returns_tuple: bool = False
 
     def __post_init__(self) -> None:
         n = len(self.slot_types)
-        slots = [*self.const_of_slot, self.ret_slot]
+        if not self.ret_slots or (len(self.ret_slots) > 1 and not self.returns_tuple):
+            raise LowerError(
+                f"graph program {self.name}: one result, or a tuple of one or more results"
+            )
+        slots = [*self.const_of_slot, *self.ret_slots]
         slots += [s for step in self.steps for s in (*step.args, step.out)]
         if len(self.param_names) > n or any(not 0 <= s < n for s in slots):
             raise LowerError(f"graph program {self.name}: a slot is out of range")
@@ -152,9 +161,49 @@ class GraphProgram:
         return tuple(self.slot_types[s.out] for s in self.steps)
 
     @property
+    def ret_slot(self) -> int:
+        """The slot of the result of a program returning one tensor.
+
+        Raises
+        ------
+        LowerError
+            When the program returns a tuple (see :attr:`ret_slots`).
+        """
+        if self.returns_tuple:
+            raise LowerError(f"graph program {self.name} returns a tuple; use ret_slots")
+        return self.ret_slots[0]
+
+    @property
     def result_type(self) -> TensorSpec:
-        """Shape and dtype of the result."""
+        """Shape and dtype of the result of a program returning one tensor."""
         return self.slot_types[self.ret_slot]
+
+    @property
+    def result_types(self) -> tuple[TensorSpec, ...]:
+        """Shape and dtype of each result."""
+        return tuple(self.slot_types[s] for s in self.ret_slots)
+
+    def describe_result(self) -> str:
+        """``Tensor((n, 4), float32)``, or ``(Tensor(...), Tensor(...))`` for a tuple."""
+        if not self.returns_tuple:
+            return self.result_type.describe()
+        inner = ", ".join(t.describe() for t in self.result_types)
+        return f"({inner},)" if len(self.ret_slots) == 1 else f"({inner})"
+
+    def copied_results(self) -> tuple[bool, ...]:
+        """Per result of a tuple: True when it is returned as a copy of its slot.
+
+        A result gets an array of its own: one computed by a step the first time it
+        appears is that step's output; a parameter, a constant or a repeated result is a
+        copy. (A program returning one tensor returns a parameter as is.)
+        """
+        outs = {s.out for s in self.steps}
+        seen: set[int] = set()
+        copied = []
+        for slot in self.ret_slots:
+            copied.append(slot not in outs or slot in seen)
+            seen.add(slot)
+        return tuple(copied)
 
 
 def liveness(

@@ -11,6 +11,8 @@ program"``, version 1)::
      "constants": [[slot, index, [shape...], "float32"], ...],
      "steps": [["fused_matmul", [0, 3], 4, [0]], ...], "ret_slot": 6}
 
+A program returning a tuple has ``"ret_slots": [6, 7]`` in place of ``"ret_slot"``.
+
 A step calling an external library routine has a fifth entry, its attributes:
 ``["blas.gemm", [0, 3], 4, [0], {"trans_a": false, "trans_b": true}]``.
 
@@ -34,8 +36,7 @@ from .graph_program import GraphProgram, GraphStep, TensorSpec
 
 FORMAT = "tilecraft.graph_program"
 VERSION = 1
-_KEYS = {"format", "version", "name", "param_names", "dtypes", "ir", "constants", "steps",
-         "ret_slot"}  # fmt: skip
+_KEYS = {"format", "version", "name", "param_names", "dtypes", "ir", "constants", "steps"}
 
 
 def program_to_json(program: GraphProgram) -> str:
@@ -54,8 +55,11 @@ def program_to_json(program: GraphProgram) -> str:
         "ir": to_json((shapes, tuple(program.shape_vars))),
         "constants": constants,
         "steps": [_step_json(s) for s in program.steps],
-        "ret_slot": program.ret_slot,
     }
+    if program.returns_tuple:
+        doc["ret_slots"] = list(program.ret_slots)
+    else:
+        doc["ret_slot"] = program.ret_slot
     return json.dumps(doc)
 
 
@@ -83,15 +87,20 @@ def program_from_json(text: str, constants: Sequence[np.ndarray]) -> GraphProgra
         if not all(isinstance(v, Var) for v in shape_vars):
             raise TypeError("shape_vars must be Vars")
         params = tuple(_strs(doc["param_names"]))
-        name, ret = doc["name"], doc["ret_slot"]
-        if not isinstance(name, str) or not isinstance(ret, int):
-            raise TypeError("name must be a string and ret_slot an integer")
+        name = doc["name"]
+        if not isinstance(name, str):
+            raise TypeError("name must be a string")
+        returns_tuple = "ret_slots" in doc
+        rets = _ints(doc["ret_slots"], "ret_slots") if returns_tuple else [doc["ret_slot"]]
+        if not all(isinstance(r, int) and not isinstance(r, bool) for r in rets):
+            raise TypeError("ret_slot must be an integer")
     except (IRError, TypeError, ValueError, KeyError) as e:
         raise LowerError(f"malformed graph program document: {e}") from None
     const_of_slot, arrays = _bind_constants(_constants(doc), constants)
     return GraphProgram(
-        name, params, slot_types, arrays, const_of_slot, steps, ret, tuple(shape_vars)
-    )
+        name, params, slot_types, arrays, const_of_slot, steps, tuple(rets),
+        tuple(shape_vars), returns_tuple,
+    )  # fmt: skip
 
 
 def _document(text: str) -> dict[str, Any]:
@@ -105,8 +114,11 @@ def _document(text: str) -> dict[str, Any]:
         raise LowerError(
             f"graph program document version {doc.get('version')!r}; this reader knows {VERSION}"
         )
-    if set(doc) != _KEYS:
-        raise LowerError(f"graph program document keys {sorted(doc)}, expected {sorted(_KEYS)}")
+    if set(doc) - {"ret_slot"} != _KEYS and set(doc) - {"ret_slots"} != _KEYS:
+        want = sorted([*_KEYS, "ret_slot"])
+        raise LowerError(
+            f"graph program document keys {sorted(doc)}, expected {want} (or ret_slots)"
+        )
     return doc
 
 

@@ -161,13 +161,16 @@ def for_inference(value: Any, where: str) -> Any:
         ) from e
 
 
-def result_like(args: Sequence[Any], result: np.ndarray) -> Any:
+def result_like(args: Sequence[Any], result: np.ndarray | tuple[np.ndarray, ...]) -> Any:
     """``result`` as the kind of tensor the first tensor of ``args`` is, without a copy.
 
     numpy arrays (and anything that is not a DLPack tensor) give ``result`` itself; a DLPack
     tensor gives ``from_dlpack(result)`` of its own library (``torch.from_dlpack`` for a
-    PyTorch tensor), found from the tensor's type so that no library is imported here.
+    PyTorch tensor), found from the tensor's type so that no library is imported here. A
+    tuple of results gives the tuple of each one's conversion.
     """
+    if isinstance(result, tuple):
+        return tuple(result_like(args, r) for r in result)
     for a in args:
         if isinstance(a, np.ndarray):
             return result

@@ -303,3 +303,34 @@ def randomize_batch_norms(model):
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.2, 0.2)
     return model
+
+
+class LlamaDecodeKV(LlamaDecode):
+    """LlamaDecode for a cache whose length is dynamic: the KV heads are repeated the way HF
+    Llama's ``repeat_kv`` does (expand and reshape), which torch.export keeps symbolic in the
+    cache length, where ``repeat_interleave`` adds a guard the export cannot prove."""
+
+    def forward(s, x, k_cache, v_cache):  # x: (B, 1, D); caches: (B, kv, P, hd) -> P + 1
+        b = s.blk
+        B, T, C = x.shape
+        P = k_cache.shape[2]
+        h = b.n1(x)
+        q = b.q(h).view(B, T, b.h, b.hd).transpose(1, 2)
+        k = b.k(h).view(B, T, b.kv, b.hd).transpose(1, 2)
+        v = b.v(h).view(B, T, b.kv, b.hd).transpose(1, 2)
+        cos, sin = b.cos[P : P + T], b.sin[P : P + T]
+        q = q * cos + rot(q) * sin
+        k = k * cos + rot(k) * sin
+        # contiguous new entries: cat then needs no stride comparison with the cache's
+        k_all = torch.cat([k_cache, k.contiguous()], dim=2)
+        v_all = torch.cat([v_cache, v.contiguous()], dim=2)
+        rep = b.h // b.kv
+
+        def repeat_kv(t):
+            n = t.shape[2]
+            return t[:, :, None].expand(B, b.kv, rep, n, b.hd).reshape(B, b.h, n, b.hd)
+
+        y = F.scaled_dot_product_attention(q, repeat_kv(k_all), repeat_kv(v_all))
+        x = x + b.o(y.transpose(1, 2).reshape(B, T, C))
+        h = b.n2(x)
+        return x + b.dn(F.silu(b.g(h)) * b.u(h)), k_all, v_all

@@ -2,7 +2,8 @@
 
 How values are mapped:
 
-- graph inputs become the leading parameters of the graph function ``forward``
+- graph inputs become the leading parameters of the graph function ``forward``, which returns
+  the model's output, or the tuple of its outputs when it has several
   (``attrs["num_input"]`` counts them); a ``dim_param`` dimension becomes a symbolic extent
   of that name (shared by every input naming it), a dimension with neither value nor name
   gets one (``<input>_dim<i>``), and ``shapes=`` overrides any input's shape;
@@ -210,8 +211,8 @@ def from_onnx(
     (IRModule, dict)
         The module holding the graph function ``forward`` (inputs, then weights) and the
         weights as numpy arrays (see the module docstring for how names map). A model with
-        several outputs gives one function per output, all with the same parameters:
-        ``forward`` for the first, ``forward_out1``, ``forward_out2``... for the others.
+        several outputs gives one ``forward`` returning their tuple, in the model's output
+        order (``exe(x)`` returns a tuple of arrays; work the outputs share is done once).
 
     Raises
     ------
@@ -232,18 +233,18 @@ def from_onnx(
     unknown = set(shapes) - {i.name for i in inputs}
     if unknown:
         raise ONNXImportError(f"from_onnx: shapes= names no model input: {sorted(unknown)}")
-    funcs: dict[str, BaseFunc] = {}
-    params: dict[str, np.ndarray] = {}
-    for i, out in enumerate(graph.output):
-        fname = "forward" if i == 0 else f"forward_out{i}"
-        ctx = _convert(onnx, graph, inits, inputs, shapes)
-        ret = ctx.tensor(out.name)
+    ctx = _convert(onnx, graph, inits, inputs, shapes)
+    rets = [ctx.tensor(out.name) for out in graph.output]
+    attrs = {"num_input": len(inputs)}
+    if len(rets) != 1:  # the executor returns inputs and repeats in a tuple as copies
+        func = ctx.bb.finish(rets, name="forward", attrs=attrs)
+    else:
+        ret = rets[0]
         if not any(b.var is ret for b in ctx.bb.bindings):  # an input returned as is
             ret = reshape_copy(ctx, ret)
-        attrs = {"num_input": len(inputs)}
-        funcs[fname] = ctx.bb.finish(ret, name=fname, attrs=attrs)
-        params = ctx.params
-    return IRModule(funcs), params
+        func = ctx.bb.finish(ret, name="forward", attrs=attrs)
+    funcs: dict[str, BaseFunc] = {"forward": func}
+    return IRModule(funcs), ctx.params
 
 
 def _convert(

@@ -5,7 +5,9 @@ inputs become the graph function's leading parameters, then one parameter per pa
 buffer and constant tensor (named after its state-dict key, ``fc1.weight`` -> ``fc1_weight``),
 whose values are returned as numpy arrays. Symbolic dimensions become shape variables named
 as torch names them (``s77``); ``ep.range_constraints`` are kept on the function as
-``attrs["tc.shape_bounds"] = {"s77": (min, max)}`` (max ``-1``: unbounded).
+``attrs["tc.shape_bounds"] = {"s77": (min, max)}`` (max ``-1``: unbounded). A program with
+several outputs becomes one graph function returning their tuple (work they share is
+computed once).
 """
 
 from __future__ import annotations
@@ -59,8 +61,9 @@ def from_exported_program(
     decompose
         Run torch's default decompositions to the Core ATen opset first (default).
     name
-        Name of the graph function. A program with several outputs gives one function per
-        output: ``name`` for the first, ``name_out1``, ``name_out2``... for the others.
+        Name of the graph function. A program with several outputs gives one function
+        returning their tuple (``exe[name](x)`` returns a tuple of arrays); one output gives
+        a function returning that tensor.
 
     Returns
     -------
@@ -85,11 +88,7 @@ def from_exported_program(
     _check_supported(ep)
     inputs, params = _inputs(ep)
     outputs = _outputs(ep)
-    funcs = {}
-    for i in range(len(outputs)):
-        fname = name if i == 0 else f"{name}_out{i}"
-        funcs[fname] = _convert(ep, inputs, outputs[i], fname)
-    return IRModule(funcs), params
+    return IRModule({name: _convert(ep, inputs, outputs, name)}), params
 
 
 def _check_supported(ep: Any) -> None:
@@ -161,7 +160,9 @@ def _shape_vars(ep: Any) -> tuple[dict[str, Var], dict[str, tuple[int, int]]]:
     return syms, bounds
 
 
-def _convert(ep: Any, inputs: list[tuple[str, str, Any]], output: str, fname: str) -> Function:
+def _convert(
+    ep: Any, inputs: list[tuple[str, str, Any]], outputs: list[str], fname: str
+) -> Function:
     syms, bounds = _shape_vars(ep)
     ctx = Context(syms)
     nodes = {n.name: n for n in ep.graph.nodes}
@@ -182,12 +183,18 @@ def _convert(ep: Any, inputs: list[tuple[str, str, Any]], output: str, fname: st
             _convert_node(ctx, node, failures)
     if failures:
         raise UnsupportedOpsError(failures)
-    ret = ctx.env[nodes[output]]
-    if not isinstance(ret, TensorVar):
-        raise TorchFrontendError(f"from_exported_program: output {output} is not a tensor")
+    rets = []
+    for output in outputs:
+        ret = ctx.env[nodes[output]]
+        if not isinstance(ret, TensorVar):
+            raise TorchFrontendError(f"from_exported_program: output {output} is not a tensor")
+        rets.append(ret)
+    attrs = {"num_input": sum(1 for i in inputs if i[2] is None), "tc.shape_bounds": bounds}
+    if len(rets) > 1:  # the executor returns inputs and repeats in a tuple as copies
+        return ctx.bb.finish(rets, name=fname, attrs=attrs)
+    ret = rets[0]
     if not any(b.var is ret for b in ctx.bb.bindings):  # an input returned as is
         ret = ctx.emit("reshape", [ret], {"shape": ctx.shape_attr(ret.type.shape)})
-    attrs = {"num_input": sum(1 for i in inputs if i[2] is None), "tc.shape_bounds": bounds}
     return ctx.bb.finish(ret, name=fname, attrs=attrs)
 
 

@@ -71,17 +71,19 @@ class _Compiled:
         key = tuple(self._key(i, a, torch) for i, a in enumerate(args))
         if key not in self.cache:
             self.cache[key] = self._compile(args, key)
-        exe, names, multi, fixed = self.cache[key]
+        exe, multi, fixed = self.cache[key]
         if not _fits(
             fixed, [args[i] for i in self.inputs]
         ):  # torch kept a dimension dynamo left dynamic
             key = tuple(("v", a) if isinstance(a, int) else self._key(-1, a, torch) for a in args)
             if key not in self.cache:
                 self.cache[key] = self._compile(args, key)
-            exe, names, multi, fixed = self.cache[key]
+            exe, multi, fixed = self.cache[key]
         tensors = [args[i].detach() for i in self.inputs]
-        outs = [exe[n](*tensors) for n in names]  # torch tensors in: torch tensors out
-        return tuple(outs) if multi else outs[0]
+        out = exe["main"](*tensors)  # torch tensors in: torch tensors out
+        if isinstance(out, tuple):  # several outputs: one function returning their tuple
+            return out
+        return (out,) if multi else out
 
     def _key(self, i: int, a: Any, torch: Any) -> Any:
         dyn = self.symbolic.get(i, ())
@@ -116,14 +118,10 @@ class _Compiled:
             params=params,
             database=self.options.get("database"),
         )
-        names = sorted(
-            (n for n in mod.functions if n == "main" or n.startswith("main_out")),
-            key=lambda n: 0 if n == "main" else int(n.removeprefix("main_out")),
-        )
-        return exe, names, multi, _static_extents(ep)
+        return exe, multi, _static_extents(ep)
 
 
-_Entry = tuple[Any, list[str], bool, list[tuple[int | None, ...]]]
+_Entry = tuple[Any, bool, list[tuple[int | None, ...]]]
 
 
 def _static_extents(ep: Any) -> list[tuple[int | None, ...]]:

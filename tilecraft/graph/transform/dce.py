@@ -1,6 +1,6 @@
 """DeadCodeElimination: drop unused bindings and functions nothing calls.
 
-After: every binding of a graph function contributes to its result, and the module holds
+After: every binding of a graph function contributes to one of its results, and the module holds
 only the entry graph functions (those without ``attrs["primitive"]``) and the functions they
 call, directly or through fused groups. A module without graph functions is returned as is.
 """
@@ -13,7 +13,7 @@ from ..ir import CallFunc, CallTIR, Function, graph_functions, rebuild
 
 
 def _live_bindings(func: Function) -> Function:
-    live = {id(func.ret)}
+    live = {id(r) for r in func.rets}  # every result is a root
     keep = []
     for b in reversed(func.bindings):
         if id(b.var) in live:

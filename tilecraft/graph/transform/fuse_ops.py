@@ -48,7 +48,8 @@ def _use_counts(func: Function) -> dict[int, int]:
     for b in func.bindings:
         for a in b.value.args:
             counts[id(a)] = counts.get(id(a), 0) + 1
-    counts[id(func.ret)] = counts.get(id(func.ret), 0) + 1
+    for r in func.rets:  # a result escapes: it is never an intermediate of a group
+        counts[id(r)] = counts.get(id(r), 0) + 1
     return counts
 
 

@@ -32,11 +32,11 @@ from ...ir.transform import ModulePass
 from ..ir import Binding, CallFunc, CallTIR, Function, TensorVar, graph_functions, rebuild
 from ..op import GraphError
 from .annotate_op_pattern import OpPattern, op_pattern_of
-from .names import PrimFuncIndex, detach_shape_vars, fresh_name
+from .names import PrimFuncIndex, detach_shape_vars, fresh_name, unbound_extents, with_extents
 
 
-def _buffer_of(var: TensorVar) -> Buffer:
-    return Buffer(var.name, var.type.shape, var.type.dtype)
+def _buffer_of(var: TensorVar, extents: Mapping[str, Var]) -> Buffer:
+    return Buffer(var.name, with_extents(var.type, extents), var.type.dtype)
 
 
 class _Rewrite(Mutator):
@@ -124,7 +124,8 @@ def _bind_params(
 
 def fuse_group(group: Function, funcs: Mapping[str, BaseFunc]) -> PrimFunc:
     """One PrimFunc computing the primitive graph function ``group``."""
-    bufs: dict[int, Buffer] = {id(p): _buffer_of(p) for p in group.params}
+    extents = unbound_extents([*group.params, *group.rets])  # e.g. only s + 1, never s
+    bufs: dict[int, Buffer] = {id(p): _buffer_of(p, extents) for p in group.params}
     allocs: list[Buffer] = []
     stmts: list[Stmt] = []
     blocks: set[str] = {"root"}
@@ -133,7 +134,7 @@ def fuse_group(group: Function, funcs: Mapping[str, BaseFunc]) -> PrimFunc:
     for b in group.bindings:
         call, callee = _member_call(group, b, funcs)
         pattern = max(pattern, op_pattern_of(callee))
-        out = bufs[id(b.var)] = _buffer_of(b.var).update(name=_unique(b.var.name, names))
+        out = bufs[id(b.var)] = _buffer_of(b.var, extents).update(name=_unique(b.var.name, names))
         if b.var is not group.ret:
             allocs.append(out)
         bmap, vmap = _bind_params(callee, [bufs[id(a)] for a in call.args] + [out])

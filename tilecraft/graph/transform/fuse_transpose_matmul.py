@@ -60,7 +60,7 @@ def fuse_function(func: Function) -> Function:
         bindings.append(b)
     if not changed:
         return func
-    used = {id(a) for b in bindings for a in b.value.args} | {id(func.ret)}
+    used = {id(a) for b in bindings for a in b.value.args} | {id(r) for r in func.rets}
     kept = [b for b in bindings if id(b.var) not in transposes or id(b.var) in used]
     return rebuild(func, kept)
 

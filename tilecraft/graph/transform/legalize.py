@@ -4,6 +4,11 @@ Before: graph functions may hold ``OpCall`` bindings. After: they hold only ``Ca
 ``CallFunc``) bindings; one PrimFunc per distinct call, named after the operator
 (``matmul``, ``matmul1``, ...; ``permute_dims`` gives ``transpose``). A call whose PrimFunc is
 structurally equal to one already in the module reuses it.
+
+A PrimFunc binds its symbolic extents from its buffers' shapes. A call whose tensors have
+only compound extents of some shape variable (``s + 1`` for a KV cache grown by one token,
+never ``s`` alone) is legalized with a variable of its own for each such extent, so the
+kernel takes any extent there (the executor binds it from the graph's ``s + 1``).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from ...ir.transform import ModulePass
 from .. import legalize_ops  # noqa: F401  (registers the legalizations)
 from ..ir import Binding, CallTIR, Function, OpCall, TensorType, TensorVar, graph_functions, rebuild
 from ..op import GraphError, get_op
-from .names import PrimFuncIndex, detach_shape_vars, fresh_name
+from .names import PrimFuncIndex, detach_shape_vars, fresh_name, unbound_extents, with_extents
 
 
 def legalize_call(call: OpCall, out: TensorVar) -> tuple[PrimFunc, tuple[TensorVar, ...]]:
@@ -31,15 +36,7 @@ def legalize_call(call: OpCall, out: TensorVar) -> tuple[PrimFunc, tuple[TensorV
     for a in call.args:
         if all(a is not b for b in args):
             args.append(a)
-    phs = {id(a): te.placeholder(a.type.shape, a.type.dtype, name=a.name) for a in args}
-    try:
-        result = op.legalize([phs[id(a)] for a in call.args], call.attrs, out.type)
-    except GraphError:
-        raise
-    except TilecraftError as e:
-        raise GraphError(f"Legalize: {call.op} at {out.name}: {e}") from e
-    _check_result(call.op, result, out.type)
-    func = te.create_prim_func([*(phs[id(a)] for a in args), result], name=op.func_name)
+    func = _prim_func(call, out, args, unbound_extents([*args, out]))
     extra = [p for p in func.params if isinstance(p, Var)]
     if extra:
         raise GraphError(
@@ -47,6 +44,27 @@ def legalize_call(call: OpCall, out: TensorVar) -> tuple[PrimFunc, tuple[TensorV
             " that its arguments' shapes do not bind"
         )
     return detach_shape_vars(func), tuple(args)
+
+
+def _prim_func(
+    call: OpCall, out: TensorVar, args: list[TensorVar], extents: dict[str, Var]
+) -> PrimFunc:
+    """The PrimFunc of ``call``, each compound extent named in ``extents`` as its Var."""
+    op = get_op(call.op)
+    assert op.legalize is not None  # legalize_call checked
+    phs = {
+        id(a): te.placeholder(with_extents(a.type, extents), a.type.dtype, name=a.name)
+        for a in args
+    }
+    want = TensorType(with_extents(out.type, extents), out.type.dtype)
+    try:
+        result = op.legalize([phs[id(a)] for a in call.args], call.attrs, want)
+    except GraphError:
+        raise
+    except TilecraftError as e:
+        raise GraphError(f"Legalize: {call.op} at {out.name}: {e}") from e
+    _check_result(call.op, result, want)
+    return te.create_prim_func([*(phs[id(a)] for a in args), result], name=op.func_name)
 
 
 def _check_result(op: str, result: te.Tensor, want: TensorType) -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Container, Mapping, Sequence
 
 from ...ir import (
     BaseFunc,
     Buffer,
     Expr,
+    IntImm,
     PrimFunc,
     Var,
     collect_vars,
@@ -15,6 +16,8 @@ from ...ir import (
     structural_hash,
     substitute,
 )
+from .._shape_text import extent_text
+from ..ir import TensorType, TensorVar
 
 
 def fresh_name(taken: Container[str], base: str, sep: str = "") -> str:
@@ -76,3 +79,29 @@ def detach_shape_vars(func: PrimFunc) -> PrimFunc:
     out = substitute(func, vmap)
     assert isinstance(out, PrimFunc)
     return out
+
+
+def unbound_extents(values: Sequence[TensorVar]) -> dict[str, Var]:
+    """A fresh Var per compound extent of ``values``' shapes that a PrimFunc could not bind.
+
+    A PrimFunc binds a shape variable from a buffer extent that is the variable itself. A
+    compound extent (``s + 1``) using a variable that no shape of ``values`` holds alone is
+    given a variable of its own (keyed by its text), so the kernel binds that instead.
+    """
+    bare = {id(e) for v in values for e in v.type.shape if isinstance(e, Var)}
+    out: dict[str, Var] = {}
+    for v in values:
+        for e in v.type.shape:
+            if isinstance(e, (IntImm, Var)) or all(id(x) in bare for x in collect_vars(e)):
+                continue
+            out.setdefault(str(extent_text(e)), Var(f"n{len(out)}", e.dtype))
+    return out
+
+
+def with_extents(t: TensorType, extents: Mapping[str, Var]) -> tuple[Expr, ...]:
+    """``t``'s shape with each compound extent named in ``extents`` replaced by its Var."""
+    if not extents:
+        return t.shape
+    return tuple(
+        e if isinstance(e, (IntImm, Var)) else extents.get(str(extent_text(e)), e) for e in t.shape
+    )

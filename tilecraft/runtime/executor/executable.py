@@ -224,9 +224,9 @@ def _attach(exe: Executable, native: NativeBuild) -> None:
         f.attach_kernels(native.lib.__getitem__)
         if name in native.entries:
             symbol, layout = native.entries[name]
-            dtype = f.program.result_type.numpy_dtype
+            dtypes = [t.numpy_dtype for t in f.program.result_types]
             entry = NativeGraph(
-                native.lib.path, symbol, layout, f.shape_vars, f.constants, dtype, f.memory_plan
+                native.lib.path, symbol, layout, f.shape_vars, f.constants, dtypes, f.memory_plan
             )
             if isinstance(native.lib, EmulatedModule):  # raise what its kernels recorded
                 entry.call = _checked(entry.call, native.lib.check_faults)

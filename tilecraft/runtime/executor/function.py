@@ -77,7 +77,7 @@ class GraphFunction:
         self.func = func
         self.name = program.name
         self.steps = program.steps
-        self.ret_slot = program.ret_slot
+        self.ret_slots = program.ret_slots
         self.const_of_slot = program.const_of_slot
         self.constants = program.constants
         self.shape_vars = list(program.shape_vars)
@@ -90,7 +90,8 @@ class GraphFunction:
 
     def param_formats(self) -> list[tuple[str, ...]] | None:
         """The buffer formats of each parameter for the native entry (None: runs in Python)."""
-        if self.ret_slot in self.const_of_slot or self.program.has_extern_steps:
+        one_constant = not self.program.returns_tuple and self.ret_slots[0] in self.const_of_slot
+        if one_constant or self.program.has_extern_steps:
             return None  # run() copies a constant result and calls the external routines
         formats = []
         for t in self.program.param_types:
@@ -160,7 +161,7 @@ class GraphFunction:
         if plan is None:
             shapes = [self._shape(t, env) for t in self.out_types]
             dtypes = [t.dtype.numpy_name() for t in self.out_types]
-            plan = plan_memory(self.steps, shapes, dtypes, self.ret_slot)
+            plan = plan_memory(self.steps, shapes, dtypes, frozenset(self.ret_slots))
             self._plans[key] = plan
             if len(self._plans) > _PLAN_CACHE_SIZE:
                 self._plans.popitem(last=False)
@@ -184,10 +185,14 @@ class GraphFunction:
             out.append(v)
         return tuple(out)
 
-    def run(self, args: Sequence[Any], on_step: StepHook | None = None) -> np.ndarray:
+    def run(
+        self, args: Sequence[Any], on_step: StepHook | None = None
+    ) -> np.ndarray | tuple[np.ndarray, ...]:
         """Run in Python, one kernel call per step (the reference executor).
 
         ``on_step(kernel, output, seconds)`` is called after each kernel with its output.
+        A function returning a tuple gives a tuple of arrays, each its own (see
+        :meth:`~tilecraft.lower.graph_program.GraphProgram.copied_results`).
         """
         values, env = self._bind_inputs(args)
         for slot, c in self.const_of_slot.items():
@@ -205,10 +210,17 @@ class GraphFunction:
                 on_step(s.func, out, seconds)
             for d in s.free_after:
                 values[d] = None
-        if self.ret_slot in self.const_of_slot:
-            copy: np.ndarray = self.constants[self.const_of_slot[self.ret_slot]].copy()
+        if self.program.returns_tuple:
+            copied = self.program.copied_results()
+            return tuple(
+                np.array(values[s], copy=True) if c else values[s]
+                for s, c in zip(self.ret_slots, copied, strict=True)
+            )
+        ret = self.ret_slots[0]
+        if ret in self.const_of_slot:
+            copy: np.ndarray = self.constants[self.const_of_slot[ret]].copy()
             return copy
-        result: np.ndarray = values[self.ret_slot]
+        result: np.ndarray = values[ret]
         return result
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -230,7 +242,7 @@ class GraphFunction:
             args = self._positional(args, kwargs)
         return result_like(args, self._call(args))
 
-    def _call(self, args: tuple[Any, ...]) -> np.ndarray:
+    def _call(self, args: tuple[Any, ...]) -> np.ndarray | tuple[np.ndarray, ...]:
         """The result as a numpy array: natively when the entry takes the arguments."""
         native = self.native
         if native is not None:
@@ -276,7 +288,9 @@ class GraphFunction:
             )
         return (*args, *(kwargs[n] for n in names[len(args) :]))
 
-    def _retry_native(self, native: NativeGraph, args: Sequence[Any]) -> np.ndarray | None:
+    def _retry_native(
+        self, native: NativeGraph, args: Sequence[Any]
+    ) -> np.ndarray | tuple[np.ndarray, ...] | None:
         """After the entry declined: validate here (raising GraphError), run on the result.
 
         None when the entry declines again (a check only the kernels' own wrappers report)
@@ -287,7 +301,7 @@ class GraphFunction:
         values, _ = self._bind_inputs(args)
         return native.call(*values[: len(args)])
 
-    def profile(self, *args: Any) -> tuple[np.ndarray, list[StepRecord]]:
+    def profile(self, *args: Any) -> tuple[np.ndarray | tuple[np.ndarray, ...], list[StepRecord]]:
         """Run once and return the result and, per kernel call, its time and output address.
 
         Natively the times are measured around each kernel call in C; in Python (targets

@@ -6,20 +6,20 @@ order. Each value has a last use (the step after which nothing reads it: the ste
 assigns every intermediate value a *storage* (one byte block) such that values alive at the
 same time never share one: a value's storage returns to a free list right after its last use
 has run, and a later value takes the smallest free storage that fits (or the largest one,
-grown). The function's result gets its own array, since the caller keeps it.
+grown). Each of the function's results gets its own array, since the caller keeps it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...lower.graph_program import GraphStep
 
-RESULT = -1  # storage index of the function's result: an array of its own
+RESULT = -1  # storage index of a function's result: an array of its own
 
 
 @dataclass(frozen=True)
@@ -66,15 +66,20 @@ def plan_memory(
     steps: Sequence[GraphStep],
     shapes: Sequence[tuple[int, ...]],
     dtypes: Sequence[str],
-    result_slot: int,
+    result_slot: int | Collection[int],
 ) -> MemoryPlan:
-    """Assign storages to the outputs of ``steps`` (see the module docstring)."""
+    """Assign storages to the outputs of ``steps`` (see the module docstring).
+
+    The outputs written to ``result_slot`` (the function's result, or the collection of its
+    results) get arrays of their own.
+    """
+    result_slots = {result_slot} if isinstance(result_slot, int) else set(result_slot)
     sizes: list[int] = []  # capacity of each storage
     free: list[int] = []  # storage indices available now
     holder: dict[int, int] = {}  # slot -> storage index
     storage: list[int] = []
     for step, shape, dt in zip(steps, shapes, dtypes, strict=True):
-        if step.out == result_slot:
+        if step.out in result_slots:
             storage.append(RESULT)
         else:
             need = math.prod(shape) * np.dtype(dt).itemsize

@@ -125,8 +125,8 @@ class NativeGraph:
         The graph function's symbolic extents, in the entry's order.
     constants
         The constants' arrays, by index (kept alive here).
-    result_dtype
-        numpy dtype of the result.
+    result_dtypes
+        numpy dtype of each result (one for a function returning one tensor).
     plan
         ``plan(env) -> MemoryPlan`` for a binding ``id(var) -> value`` (cached by the caller).
     """
@@ -138,7 +138,7 @@ class NativeGraph:
         layout: ContextLayout,
         shape_vars: Sequence[Var],
         constants: Sequence[np.ndarray],
-        result_dtype: np.dtype[Any],
+        result_dtypes: Sequence[np.dtype[Any]],
         plan: PlanFn,
     ) -> None:
         table = api_table()
@@ -148,7 +148,7 @@ class NativeGraph:
         self.layout = layout
         self.shape_vars = list(shape_vars)
         self.constants = list(constants)
-        self.result_dtype = result_dtype
+        self.result_dtypes = list(result_dtypes)
         self.plan = plan
         self.storages: list[np.ndarray] = []
         guard_forks()  # a forked child must not wait for this process's OpenMP threads
@@ -160,13 +160,14 @@ class NativeGraph:
         self.ctx = np.zeros(layout.size, np.int64)
         self.ctx_addr: int = self.ctx.ctypes.data
         # the entry as a builtin function; its self keeps this object (and the block) alive
-        self.call: Callable[..., np.ndarray | None] = _new_function(
+        self.call: Callable[..., np.ndarray | tuple[np.ndarray, ...] | None] = _new_function(
             method_def(), (self.ctx_addr, self)
         )
         self._replan = self.replan  # the entry holds a borrowed pointer to this bound method
         ctx = self.ctx
         ctx[layout.REPLAN] = id(self._replan)
-        ctx[layout.DTYPE] = id(self.result_dtype)
+        for k, dt in enumerate(self.result_dtypes):
+            ctx[layout.dtype(k)] = id(dt)
         for i, arr in enumerate(self.constants):
             ctx[layout.consts + i] = arr.ctypes.data
         ctx[layout.cap : layout.cap + layout.num_steps] = -1  # nothing planned yet

@@ -11,7 +11,8 @@
     sha256, the structural hashes of the function as scheduled and as lowered, and who
     scheduled it (``tc.scheduled``: ``rule:<Name>``, ``database``, ...; ``record``: the
     database record where the function names one); ``functions``: per graph function its
-    program, its constants' members and its native entry (symbol and context layout);
+    program, its constants' members and its native entry (symbol and context layout: extents,
+    constants, steps, results);
     ``params_bound``; ``files``: the sha256 of every other member.
 ``kernels/library.so`` (CPU) or ``kernels/library.cubin`` (CUDA)
     The compiled kernels; a CPU library also holds each graph function's native entry.
@@ -25,7 +26,8 @@
     from them), read with ``allow_pickle=False``.
 ``include/tilecraft_model.h`` (CPU libraries, format 1.2)
     The documented header of the plain C entries (:mod:`tilecraft.codegen.graph_c_abi`): per
-    graph function ``tc_<name>(inputs, n_inputs, outputs, n_outputs, workspace)``,
+    graph function ``tc_<name>(inputs, n_inputs, outputs, n_outputs, workspace)`` (one output
+    per result of a function returning a tuple),
     ``tc_<name>_workspace_size`` and ``tc_<name>_output_shape`` over ``tc_tensor`` (data
     pointer, shape pointer, ndim, dtype code), and ``tc_load_weights(dir)``, which reads the
     ``params/`` members of the library unpacked into ``dir`` (``unzip``, or

@@ -177,8 +177,8 @@ def _write_function(
     native = None
     if f.native is not None:
         lay = f.native.layout
-        native = {"symbol": f.native.symbol,
-                  "layout": [lay.num_vars, lay.num_consts, lay.num_steps]}  # fmt: skip
+        layout = [lay.num_vars, lay.num_consts, lay.num_steps, lay.num_results]
+        native = {"symbol": f.native.symbol, "layout": layout}
     c_entry, c_refused = _c_entry(f, plain_only)
     return {"name": name, "program": doc, "constants": constants, "native": native,
             "c_entry": c_entry, "c_refused": c_refused}  # fmt: skip
