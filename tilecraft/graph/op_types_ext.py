@@ -237,4 +237,6 @@ def _register() -> None:
 
 _register()
 
+from . import ops_index as _ops_index  # noqa: E402, F401  (index_put)
 from . import ops_remap as _ops_remap  # noqa: E402, F401  (cumsum, edge pads, resize, scatter)
+from . import ops_window as _ops_window  # noqa: E402, F401  (n-d pools, col2im, grid_sample)

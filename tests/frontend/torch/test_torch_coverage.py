@@ -2,26 +2,39 @@
 
 import pytest
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
-from tilecraft.frontend.torch import coverage
+from tilecraft.frontend.torch import coverage, from_exported_program  # noqa: E402
+from tilecraft.frontend.torch._errors import UnsupportedOpsError  # noqa: E402
 
-# Core ATen operators that have a meaning at inference but no converter yet. A new torch that
-# adds a Core ATen operator fails the test below until it is supported or listed here.
+# Core ATen operators that have a meaning at inference but no converter yet, with the reason
+# coverage() gives. A new torch that adds a Core ATen operator fails the test below until it
+# is supported or listed here.
 NOT_YET = {
-    "aten::_adaptive_avg_pool3d", "aten::_embedding_bag", "aten::_fft_c2r", "aten::_fft_r2c",
-    "aten::_local_scalar_dense", "aten::avg_pool3d", "aten::col2im", "aten::grid_sampler_2d",
-    "aten::index_put", "aten::masked_scatter", "aten::max_pool3d_with_indices",
-    "aten::nonzero",
-}  # fmt: skip
+    "aten::_fft_c2r": "missing: needs complex dtypes",
+    "aten::_fft_r2c": "missing: needs complex dtypes",
+    "aten::_local_scalar_dense": "missing: needs a tensor's value as a host scalar (.item())",
+    "aten::nonzero": "missing: needs a data-dependent output shape",
+}
 
 
 def test_core_aten_coverage():
     rows = coverage()
     meaningful = [r for r in rows if not r.status.startswith("excluded")]
     supported = [r for r in meaningful if r.status == "supported"]
-    missing = {r.name for r in rows if r.status == "missing"}
-    assert missing - NOT_YET == set(), "Core ATen operators neither supported nor listed"
-    assert NOT_YET - missing == set(), "listed as missing but supported now (or gone)"
+    missing = {r.name: r.status for r in rows if r.status.startswith("missing")}
+    assert set(missing) - set(NOT_YET) == set(), "Core ATen operators neither supported nor listed"
+    assert set(NOT_YET) - set(missing) == set(), "listed as missing but supported now (or gone)"
+    assert missing == NOT_YET, "each missing operator says why"
     print(f"supported Core ATen operators: {len(supported)} of {len(meaningful)}")  # noqa: T201
-    assert len(supported) >= 167
+    assert len(supported) >= 175
+
+
+def test_unsupported_operator_error_says_why():
+    class Nonzero(torch.nn.Module):
+        def forward(self, x):
+            return torch.ops.aten.nonzero(x) + 1
+
+    ep = torch.export.export(Nonzero(), (torch.tensor([0.0, 1.0, 2.0]),))
+    with pytest.raises(UnsupportedOpsError, match=r"aten::nonzero \(needs a data-dependent"):
+        from_exported_program(ep)

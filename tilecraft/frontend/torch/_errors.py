@@ -11,6 +11,15 @@ class TorchFrontendError(TilecraftError):
     """A PyTorch program the importer cannot take (or PyTorch is not installed)."""
 
 
+# Core ATen operators with a meaning at inference that the importer cannot express yet, and why
+WHY_UNSUPPORTED = {
+    "aten::_fft_r2c": "needs complex dtypes",
+    "aten::_fft_c2r": "needs complex dtypes",
+    "aten::nonzero": "needs a data-dependent output shape",
+    "aten::_local_scalar_dense": "needs a tensor's value as a host scalar (.item())",
+}
+
+
 class UnsupportedOpsError(TorchFrontendError):
     """Every operator of a program the importer does not support, in one error.
 
@@ -21,7 +30,8 @@ class UnsupportedOpsError(TorchFrontendError):
         self.missing = missing
         lines = [f"{len(missing)} unsupported operator(s) in the exported program:"]
         for name, places in sorted(missing.items()):
-            lines.append(f"  {name}  ({len(places)}x) at " + "; ".join(places[:3]))
+            why = f" ({WHY_UNSUPPORTED[name]})" if name in WHY_UNSUPPORTED else ""
+            lines.append(f"  {name}{why}  ({len(places)}x) at " + "; ".join(places[:3]))
         super().__init__("\n".join(lines))
 
 

@@ -40,46 +40,6 @@ def _pad_edge(ctx: Context, node: Any) -> TensorVar:
     return ctx.emit("pad_edge", [x], attrs)
 
 
-def _as_2d(ctx: Context, x: TensorVar) -> TensorVar:
-    """``(N, C, L)`` (or ``(C, L)``) as ``(N, C, 1, L)``."""
-    if x.type.ndim == 2:
-        x = ctx.reshape(x, (as_expr(1), *x.type.shape))
-    n, c, length = x.type.shape
-    return ctx.reshape(x, (n, c, as_expr(1), length))
-
-
-def _first(v: Any) -> int:
-    """The one value of a 1-d size argument (an int or a one-element list)."""
-    return int(v) if isinstance(v, int) else int(next(iter(v)))
-
-
-@handles("aten::avg_pool1d")
-def _avg_pool1d(ctx: Context, node: Any) -> TensorVar:
-    x = ctx.tensor(node, 0)
-    k = _first(ctx.arg(node, 1, "kernel_size"))
-    stride = _first(ctx.arg(node, 2, "stride", None) or [k])
-    pad = _first(ctx.arg(node, 3, "padding", [0]))
-    if ctx.arg(node, 4, "ceil_mode", False):
-        raise UnsupportedNodeError("avg_pool1d with ceil_mode")
-    include = bool(ctx.arg(node, 5, "count_include_pad", True))
-    attrs = {"pool_size": (1, k), "strides": (1, stride), "padding": (0, pad)}
-    y = ctx.emit("avg_pool2d", [_as_2d(ctx, x)], {**attrs, "count_include_pad": include})
-    return ctx.reshape(y, ctx.out_shape(node))
-
-
-@handles("aten::adaptive_avg_pool1d")
-def _adaptive_avg_pool1d(ctx: Context, node: Any) -> TensorVar:
-    x = ctx.tensor(node, 0)
-    out = _first(ctx.arg(node, 1, "output_size"))
-    n = x.type.shape[-1]
-    if not isinstance(n, IntImm) or n.value % out:
-        raise UnsupportedNodeError("adaptive_avg_pool1d with windows of unequal size")
-    k = n.value // out
-    attrs = {"pool_size": (1, k), "strides": (1, k), "padding": (0, 0)}
-    y = ctx.emit("avg_pool2d", [_as_2d(ctx, x)], attrs)
-    return ctx.reshape(y, ctx.out_shape(node))
-
-
 @handles("aten::upsample_nearest2d.vec", "aten::upsample_bilinear2d.vec")
 def _upsample(ctx: Context, node: Any) -> TensorVar:
     x = ctx.tensor(node, 0)
@@ -276,3 +236,6 @@ def _topk(ctx: Context, node: Any) -> tuple[TensorVar, TensorVar]:
     values = ctx.emit_shaped("strided_slice", [values], attrs, shape)
     indices = ctx.emit_shaped("strided_slice", [indices], attrs, shape)
     return _moved_back(ctx, values, back), _moved_back(ctx, indices, back)
+
+
+from . import _ops_scatter, _ops_window  # noqa: E402, F401  (more converters)

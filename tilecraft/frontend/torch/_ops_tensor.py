@@ -272,6 +272,23 @@ def _pad(ctx: Context, node: Any) -> TensorVar:
     for i in range(len(pads) // 2):
         before[x.type.ndim - 1 - i], after[x.type.ndim - 1 - i] = pads[2 * i], pads[2 * i + 1]
     if min(pads, default=0) < 0:
-        raise UnsupportedNodeError("constant_pad_nd with negative padding (cropping)")
+        x = _crop(ctx, x, before, after)
+        before, after = [max(b, 0) for b in before], [max(a, 0) for a in after]
+    if not any(before) and not any(after):
+        return x
     attrs = {"pad_before": tuple(before), "pad_after": tuple(after), "value": float(value)}
     return ctx.emit("pad", [x], attrs)
+
+
+def _crop(ctx: Context, x: TensorVar, before: list[int], after: list[int]) -> TensorVar:
+    """``x`` without the elements negative padding removes (torch's cropping pads)."""
+    for d, (b, a) in enumerate(zip(before, after, strict=True)):
+        if min(b, a) >= 0:
+            continue
+        shape = list(x.type.shape)
+        n = shape[d]
+        if not isinstance(n, IntImm):
+            raise UnsupportedNodeError("cropping (negative padding) of a symbolic axis")
+        shape[d] = as_expr(n.value + min(b, 0) + min(a, 0))
+        x = _strided(ctx, x, d, -min(b, 0), 1, tuple(shape))
+    return x

@@ -3,14 +3,15 @@
 Each Core ATen overload (tagged ``torch.Tag.core``) is either supported (a converter exists),
 or excluded because it has no meaning at inference: random (``nondeterministic_seeded``),
 autograd-only (``*_backward``), an ``out=`` variant, or about storage rather than values
-(``as_strided``, ``empty_strided``...). The rest are the ops still to do.
+(``as_strided``, ``empty_strided``...). The rest are missing: with the reason when it is
+known (``missing: needs complex dtypes``), plain ``missing`` for an operator a new torch added.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._errors import import_torch
+from ._errors import WHY_UNSUPPORTED, import_torch
 from ._importer import _ASSERTS, _SYMBOLIC
 from ._registry import HANDLERS
 
@@ -19,7 +20,8 @@ _STORAGE = {"aten::as_strided"}
 
 @dataclass(frozen=True)
 class CoverageRow:
-    """One Core ATen overload: ``status`` is ``supported``, ``excluded: <why>`` or ``missing``."""
+    """One Core ATen overload: ``status`` is ``supported``, ``excluded: <why>``, ``missing:
+    <why>`` or ``missing``."""
 
     name: str
     status: str
@@ -54,6 +56,8 @@ def _status(torch: object, name: str) -> str:
         return "excluded: out= / in-place variant"
     if name in _STORAGE:
         return "excluded: storage layout, not values"
+    if name in WHY_UNSUPPORTED:
+        return f"missing: {WHY_UNSUPPORTED[name]}"
     return "missing"
 
 
