@@ -20,7 +20,14 @@ import numpy as np
 from ...graph import Function, TensorVar
 from ...ir import IRModule, Var
 from ...ir import dtype as to_dtype
-from . import _ops_math, _ops_more, _ops_nn, _ops_tensor  # noqa: F401  (the converters)
+from . import (  # noqa: F401  (the converters)
+    _ops_math,
+    _ops_more,
+    _ops_nn,
+    _ops_scatter,
+    _ops_tensor,
+    _ops_window,
+)
 from ._context import Context, UnsupportedNodeError, torch_dtype_name
 from ._errors import TorchFrontendError, UnsupportedOpsError, import_torch
 from ._registry import HANDLERS

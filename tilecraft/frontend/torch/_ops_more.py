@@ -236,6 +236,3 @@ def _topk(ctx: Context, node: Any) -> tuple[TensorVar, TensorVar]:
     values = ctx.emit_shaped("strided_slice", [values], attrs, shape)
     indices = ctx.emit_shaped("strided_slice", [indices], attrs, shape)
     return _moved_back(ctx, values, back), _moved_back(ctx, indices, back)
-
-
-from . import _ops_scatter, _ops_window  # noqa: E402, F401  (more converters)
