@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,8 +17,9 @@ II, JJ = ir.Var("i", "int32"), ir.Var("j", "int32")
 
 CONST_DOMS = {X: (0, 16), Y: (-8, 8), Z: (0, 5)}
 SETTINGS = settings(
-    max_examples=700, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=250, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
 )
+MANY = settings(SETTINGS, max_examples=3000)  # the ``-m slow`` versions
 
 _BIN = [ir.Add, ir.Sub, ir.Mul, ir.Min, ir.Max]
 _CMP = [ir.LT, ir.LE, ir.GT, ir.GE, ir.EQ, ir.NE]
@@ -104,25 +106,25 @@ def _envs(doms: dict[ir.Var, tuple[int, int]], first: dict[ir.Var, int], seed: i
     return [first, *extra]
 
 
-@SETTINGS
-@given(
-    expr=_exprs([X, Y, Z], []),
-    x=st.integers(*CONST_DOMS[X]).filter(lambda v: v < CONST_DOMS[X][1]),
-    y=st.integers(*CONST_DOMS[Y]).filter(lambda v: v < CONST_DOMS[Y][1]),
-    z=st.integers(*CONST_DOMS[Z]).filter(lambda v: v < CONST_DOMS[Z][1]),
-)
-def test_simplify_const_bounds(expr: ir.Expr, x: int, y: int, z: int) -> None:
+CONST_ARGS = {
+    "expr": _exprs([X, Y, Z], []),
+    "x": st.integers(*CONST_DOMS[X]).filter(lambda v: v < CONST_DOMS[X][1]),
+    "y": st.integers(*CONST_DOMS[Y]).filter(lambda v: v < CONST_DOMS[Y][1]),
+    "z": st.integers(*CONST_DOMS[Z]).filter(lambda v: v < CONST_DOMS[Z][1]),
+}
+SYMBOLIC_ARGS = {"expr": _exprs([II, JJ, N], [N]), "n": st.integers(1, 40), "data": st.data()}
+
+
+def _const_bounds(expr: ir.Expr, x: int, y: int, z: int) -> None:
     env = {X: x, Y: y, Z: z}
     _check(_const_analyzer(), expr, _envs(CONST_DOMS, env, x * 1000 + y * 10 + z))
 
 
-@SETTINGS
-@given(
-    expr=_exprs([II, JJ, N], [N]),
-    n=st.integers(1, 40),
-    data=st.data(),
-)
-def test_simplify_symbolic_bounds(expr: ir.Expr, n: int, data: st.DataObject) -> None:
+test_simplify_const_bounds = SETTINGS(given(**CONST_ARGS)(_const_bounds))
+test_simplify_const_bounds_many = pytest.mark.slow(MANY(given(**CONST_ARGS)(_const_bounds)))
+
+
+def _symbolic_bounds(expr: ir.Expr, n: int, data: st.DataObject) -> None:
     ana = Analyzer()
     ana.bind(N, ir.Range(1, 64))
     ana.bind(II, ir.Range(0, N))
@@ -135,6 +137,12 @@ def test_simplify_symbolic_bounds(expr: ir.Expr, n: int, data: st.DataObject) ->
         nn = rng.randrange(1, 41)
         envs.append({N: nn, II: rng.randrange(nn), JJ: rng.randrange(4 * nn)})
     _check(ana, expr, envs)
+
+
+test_simplify_symbolic_bounds = SETTINGS(given(**SYMBOLIC_ARGS)(_symbolic_bounds))
+test_simplify_symbolic_bounds_many = pytest.mark.slow(
+    MANY(given(**SYMBOLIC_ARGS)(_symbolic_bounds))
+)
 
 
 @settings(max_examples=300, deadline=None, database=None)

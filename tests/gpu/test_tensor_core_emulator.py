@@ -42,7 +42,8 @@ def _schedule(kind: str, func: PrimFunc, cfg: GemmConfig | None = None) -> tc.Sc
     return (schedule_mma_gemm if kind == "mma" else schedule_wmma_gemm)(func, cfg)
 
 
-@pytest.mark.parametrize("mode", [True, "racecheck"])
+# racecheck (which also checks the numbers) in the default run; plain emulation under -m slow
+@pytest.mark.parametrize("mode", [pytest.param(True, marks=pytest.mark.slow), "racecheck"])
 @pytest.mark.parametrize(("kind", "dt", "target"), GEMMS, ids=GEMM_IDS)
 def test_gemm_equals_the_unscheduled_function(
     kind: str, dt: str, target: tc.Target, mode: object
@@ -52,7 +53,11 @@ def test_gemm_equals_the_unscheduled_function(
     check_numeric(sch.func, func, emulate_gpu=mode, target=target, **TOL)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("kind", "dt", "target"), GEMMS, ids=GEMM_IDS)
+@pytest.mark.parametrize(
+    ("kind", "dt", "target"),
+    [GEMMS[0], *(pytest.param(*g, marks=pytest.mark.slow) for g in GEMMS[1:])],
+    ids=GEMM_IDS,
+)
 def test_256_cubed_gemm_under_racecheck(kind: str, dt: str, target: tc.Target) -> None:
     func = make_gemm(256, 256, 256, dt)  # 2x2 blocks, 8 k steps through the pipeline
     check_numeric(_schedule(kind, func).func, func, emulate_gpu="racecheck", target=target, **TOL)
@@ -271,7 +276,7 @@ class _Skip(ir.Mutator):
         return self.generic_visit(s)  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize("mode", [True, "racecheck"])
+@pytest.mark.parametrize("mode", [True, pytest.param("racecheck", marks=pytest.mark.slow)])
 @pytest.mark.parametrize(
     ("op", "match"),
     [("ptx_mma_m16n8k16", r"while thread \(\d+, 0, 0\) waits at warp collective "

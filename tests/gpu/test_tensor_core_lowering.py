@@ -312,8 +312,8 @@ def _inputs(m: int, n: int, k: int, dt: str) -> tuple[np.ndarray, np.ndarray]:
     ("kind", "dt", "target", "pipeline"),
     [
         ("mma", "float16", SM80, True),
-        ("mma", "bfloat16", SM80, True),
-        ("mma", "float16", SM80, False),
+        pytest.param("mma", "bfloat16", SM80, True, marks=pytest.mark.slow),
+        pytest.param("mma", "float16", SM80, False, marks=pytest.mark.slow),
         ("wmma", "float16", SM75, True),
     ],
     ids=["mma-f16", "mma-bf16", "mma-f16-unpipelined", "wmma-f16-sm75"],

@@ -42,7 +42,13 @@ def compile_gemm(kind: str, dtype: str, arch: str) -> tuple[PtxasInfo, int, str]
     return info[kernel.name], threads, src.text
 
 
-@pytest.mark.parametrize(("kind", "dtype", "arch"), CASES, ids=["-".join(c) for c in CASES])
+QUICK = {("mma", "float16", "sm_80"), ("wmma", "float16", "sm_75")}  # the rest under -m slow
+PARAMS = [
+    pytest.param(*c, id="-".join(c), marks=() if c in QUICK else pytest.mark.slow) for c in CASES
+]
+
+
+@pytest.mark.parametrize(("kind", "dtype", "arch"), PARAMS)
 def test_tensor_core_gemm_compiles_without_spills(kind: str, dtype: str, arch: str) -> None:
     stats, threads, text = compile_gemm(kind, dtype, arch)
     limits = tc.Target(f"cuda -arch={arch}").gpu

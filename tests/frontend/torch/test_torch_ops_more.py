@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+# one worker runs the module (--dist loadgroup), so each program is compiled once per run
+pytestmark = pytest.mark.xdist_group("torch_ops_more")
 F = torch.nn.functional
 
 import tilecraft as tc  # noqa: E402

@@ -193,7 +193,7 @@ FULL = {
 
 @pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="nvcc/ptxas not on PATH")
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("arch", ["sm_80", pytest.param("sm_90", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", sorted(FULL))
 def test_compiles_without_spills(name: str, arch: str) -> None:
     target = tc.Target(f"cuda -arch={arch}")

@@ -76,12 +76,17 @@ def test_symbolic_reduction_and_disabled_tensor_cores_get_the_simt_schedule() ->
     assert "mma" not in build_cuda_source(sch.mod, SM80).text
 
 
-CASES = [(nk, arch) for nk in (False, True) for arch in ("sm_75", "sm_80", "sm_90")]
+# one layout and arch in the default run, the other five under -m slow
+CASES = [
+    (nk, arch) if (nk, arch) == (True, "sm_80") else pytest.param(nk, arch, marks=pytest.mark.slow)
+    for nk in (False, True)
+    for arch in ("sm_75", "sm_80", "sm_90")
+]
 
 
 @pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="nvcc/ptxas not on PATH")
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("arch", ["sm_80", pytest.param("sm_90", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("m", [1000, Var("m")], ids=["ragged", "symbolic_m"])
 def test_padded_gemm_compiles_without_spills(arch: str, m: int | Var) -> None:
     target = tc.Target(f"cuda -arch={arch}")

@@ -34,7 +34,7 @@ from tilecraft.schedule.analysis import classify_einsum, normalize_prim_func
 
 SM80, SM90 = tc.Target("cuda -arch=sm_80"), tc.Target("cuda -arch=sm_90")
 SMALL = models.gpu_case_names("small")
-QUICK = ("llama_decode_small_fp16", "resnet18_downsample_small")
+QUICK = ("llama_decode_small_fp16",)
 PIPELINES = ("zero", "default")
 
 
@@ -153,6 +153,7 @@ FULL = models.gpu_case_names("full")
 
 
 @pytest.mark.nvcc
+@pytest.mark.slow
 def test_implicit_gemm_convolutions_compile_without_spills() -> None:
     _ptxas_within_limits("resnet18_downsample", "sm_90", only="matmul")
 
@@ -165,7 +166,11 @@ def test_every_model_kernel_compiles_without_spills(name: str, arch: str) -> Non
     _ptxas_within_limits(name, arch)
 
 
-@pytest.mark.parametrize("pipeline", PIPELINES)
+# the "zero" pipeline's kernels (no fusion into the projections) under -m slow
+QUICK_PIPELINES = ["default", pytest.param("zero", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("pipeline", QUICK_PIPELINES)
 @pytest.mark.parametrize("name", ["llama_decode_tinyllama", "llama_decode_tinyllama_fp16"])
 def test_decode_projections_go_to_gemv_in_either_weight_layout(name: str, pipeline: str) -> None:
     found = 0
@@ -177,7 +182,7 @@ def test_decode_projections_go_to_gemv_in_either_weight_layout(name: str, pipeli
     assert found >= 6  # q, k/v, o (+ residual), gate/up, down (+ residual)
 
 
-@pytest.mark.parametrize("pipeline", PIPELINES)
+@pytest.mark.parametrize("pipeline", QUICK_PIPELINES)
 def test_prefill_fp16_projections_go_to_matmul_on_tensor_cores(pipeline: str) -> None:
     found = 0
     for fname, func in kernels("llama_prefill_tinyllama_fp16", pipeline, "full").prim_funcs():
