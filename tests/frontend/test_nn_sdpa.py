@@ -63,7 +63,8 @@ def test_default_call_and_scale_match_torch() -> None:
     np.testing.assert_allclose(got, torch_sdpa(q, k, v, scale=0.3), rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize(("hq", "hkv"), [(4, 4), (4, 2)])
+# grouped heads (4, 2) with every mask shape by default; (4, 4) under -m slow
+@pytest.mark.parametrize(("hq", "hkv"), [pytest.param(4, 4, marks=pytest.mark.slow), (4, 2)])
 @pytest.mark.parametrize("mask_shape", [(3, 7), (2, 1, 3, 7), (1, 4, 3, 7)])
 def test_bool_and_float_masks_match_torch(hq, hkv, mask_shape) -> None:  # type: ignore[no-untyped-def]
     q, k, v = qkv(hq, hkv, 3, 7)

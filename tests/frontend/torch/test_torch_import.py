@@ -46,6 +46,7 @@ def test_gpt2_block_dynamic_sequence():
     _check(GPT2Block(), torch.randn(2, 8, 32), {1: Dim("s", max=64)}, [8, 5])
 
 
+@pytest.mark.slow  # the default run imports Llama decode with a KV cache (test_torch_multi_output)
 def test_llama_block_dynamic_sequence():
     _check(LlamaBlock(), torch.randn(2, 8, 32), {1: Dim("s", max=64)}, [8, 5])
 
