@@ -166,7 +166,8 @@ def softmax(x: Tensor, axis: int = -1, name: str = "T_softmax") -> Tensor:
     (``exp(x - max)``, in the accumulation dtype), ``T_softmax_expsum`` (its sum) and
     ``T_softmax_norm`` (the result). Each exponential is computed once: the sum and the
     result both read ``T_softmax_exp``, which a schedule keeps per row (in cache). The result
-    multiplies by the reciprocal of the sum, computed once per row, as PyTorch does.
+    multiplies by the reciprocal of the sum (invariant along the row: the C compiler hoists
+    the division out of the row's loop), as PyTorch does.
     """
     ax = normalize_axis(axis, x.ndim)
     mx = _reduce_stage(x, [ax], lambda v, _: v, te_max, f"{name}_maxelem")
