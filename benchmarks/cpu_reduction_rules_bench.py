@@ -3,9 +3,10 @@
 Workloads, all float32: softmax and layer_norm on (4096, 1024) (issue 12 target: at least
 1.5x numpy's speed), RMS norm and a row sum (``x.sum(-1)``) on (4096, 1024), a transpose of
 (4096, 4096) and an elementwise add of two (4096, 4096) arrays; softmax on (333, 5000) and
-(4096, 1024) against ``torch.softmax`` too when torch is installed (issue 19: at least
-torch's speed; torch runs as many threads as tilecraft, the ratio is its time over
-tilecraft's). Each kernel is scheduled by
+(4096, 1024) and (128, 1024) against ``torch.softmax`` too when torch is installed (issue 19:
+at least torch's speed at one thread), at one thread and at every usable core (``1T``/``2T``
+rows: both sides run that many threads, whatever ``--threads`` says; the ratio is torch's time
+over tilecraft's). Each kernel is scheduled by
 the first rule of ``tilecraft.rules.cpu.default_rules()`` that accepts it (the table names
 it) and checked against numpy before timing.
 
@@ -67,6 +68,7 @@ class Workload:
     theirs: Callable[[], object]
     nbytes: int
     target: float | None  # minimum ratio numpy_time / tilecraft_time, None: reported only
+    threads: int | None = None  # both sides' threads while timed; None: the process default
 
 
 def schedule(func: tc.ir.PrimFunc) -> tuple[str, tc.Schedule]:
@@ -131,21 +133,38 @@ def norm_workloads(rows: int, cols: int) -> list[Workload]:
     ]  # fmt: skip
 
 
+def set_threads(n: int) -> None:
+    """Run tilecraft's OpenMP kernels (called from this thread) and torch on ``n`` threads."""
+    import contextlib
+    import ctypes
+
+    with contextlib.suppress(OSError):  # loaded by the kernels when the compiler has OpenMP
+        ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOLOAD).omp_set_num_threads(n)
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(n)
+
+
 def torch_softmax_workloads(shapes: list[tuple[int, int]]) -> list[Workload]:
-    """softmax against ``torch.softmax`` (same thread count) on each (rows, cols), when torch
-    is installed: issue 19 asks for at least torch's speed."""
+    """softmax against ``torch.softmax`` on each (rows, cols), when torch is installed, at one
+    thread and at every usable core: issue 19 asks for at least torch's speed at one."""
     try:
         import torch
     except ImportError:
         return []
-    torch.set_num_threads(_THREADS)
     out = []
     for rows, cols in shapes:
         x = np.random.default_rng(2).standard_normal((rows, cols), dtype=np.float32)
         xt = torch.from_numpy(x)
         X = te.placeholder((rows, cols), "float32", name="x")
-        out.append(workload(f"softmax {rows}x{cols} torch", [X, topi.softmax(X)], [x],
-                            lambda xt=xt: torch.softmax(xt, -1).numpy(), 1.0))  # fmt: skip
+        for threads in sorted({1, _CORES}):
+            goal = 1.0 if threads == 1 else None
+            w = workload(f"softmax {rows}x{cols} torch {threads}T", [X, topi.softmax(X)], [x],
+                         lambda xt=xt: torch.softmax(xt, -1).numpy(), goal)  # fmt: skip
+            w.threads = threads
+            out.append(w)
     return out
 
 
@@ -208,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"numpy {np.__version__}; cores: {_CORES}; tilecraft OMP_NUM_THREADS={_THREADS}; "
           f"removed from env: {removed}; target {tc.Target('cpu').features}")  # fmt: skip
     workloads = [*norm_workloads(args.rows, args.cols),
-                 *torch_softmax_workloads([(333, 5000), (args.rows, args.cols)]),
+                 *torch_softmax_workloads([(333, 5000), (args.rows, args.cols), (128, 1024)]),
                  *data_movement_workloads(args.n)]  # fmt: skip
     header = (f"{'workload':<28}{'rule':<18}{'tilecraft ms':>13}{'GB/s':>7}{'numpy ms':>10}"
               f"{'GB/s':>7}{'ratio':>7}{'target':>8}  met")  # fmt: skip
@@ -216,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * len(header))
     ok = True
     for w in workloads:
+        set_threads(w.threads or _THREADS)
         ours, theirs = measure(w, args.rounds, 5)
         ratio = theirs / ours
         met = w.target is None or ratio >= w.target

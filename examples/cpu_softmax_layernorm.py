@@ -1,11 +1,12 @@
 """Hand-written CPU schedules for row softmax and layer_norm, built with ``tc.Schedule``.
 
 Both operators are row reductions followed by an elementwise stage (``topi.softmax``: max,
-sum of exponentials, normalize; ``topi.layer_norm``: sum, sum of squared deviations,
+exponentials, their sum, normalize; ``topi.layer_norm``: sum, sum of squared deviations,
 normalize). The schedules:
 
 - ``parallel`` the row loop of the last (elementwise) stage and ``compute_at`` every
-  reduction under it, so one thread computes a whole row while it is in cache;
+  other stage under it, so one thread computes a whole row while it is in cache (softmax's
+  exponentials become a row buffer, computed once, read by the sum and the result);
 - turn each row reduction into a vector one: ``split`` the reduce loop by the SIMD width
   ``lanes``, ``rfactor`` the inner part into a ``lanes``-wide partial-result block (its lane
   loop is spatial, hence vectorizable) and fold the ``lanes`` partials afterwards;
@@ -41,10 +42,16 @@ def layer_norm_func(rows: int = 4096, cols: int = 1024, eps: float = 1e-5) -> tc
     return tc.te.create_prim_func([x, gamma, beta, tc.topi.layer_norm(x, gamma, beta, eps=eps)])
 
 
-def _vector_row_reduction(
+def _vector_row_stage(
     sch: tc.Schedule, block: tc.schedule.BlockRV, row: tc.schedule.LoopRV, lanes: int
 ) -> None:
-    """Compute the row reduction ``block`` under ``row`` with ``lanes``-wide partial results."""
+    """Compute ``block`` under ``row``: a row reduction with ``lanes``-wide partial results,
+    an elementwise stage vectorized by ``lanes``."""
+    if all(iv.kind is not tc.ir.IterKind.REDUCE for iv in sch.get(block).iter_vars):
+        sch.compute_at(block, row)
+        _, col_lanes = sch.split(sch.get_loops(block)[-1], factors=[None, lanes])
+        sch.vectorize(col_lanes)
+        return
     _, inner = sch.split(sch.get_loops(block)[-1], factors=[None, lanes])
     partial = sch.rfactor(inner, 1)
     sch.compute_at(block, row)
@@ -55,16 +62,16 @@ def _vector_row_reduction(
 
 
 def schedule_row_normalization(
-    func: tc.ir.PrimFunc, reductions: tuple[str, ...], output: str, *, lanes: int = 16
+    func: tc.ir.PrimFunc, stages: tuple[str, ...], output: str, *, lanes: int = 16
 ) -> tc.Schedule:
-    """Schedule an operator made of row ``reductions`` (producers first) and an ``output`` stage.
+    """Schedule an operator made of row ``stages`` (producers first) and an ``output`` stage.
 
     Parameters
     ----------
     func
         The unscheduled operator with 2-D blocks.
-    reductions
-        Names of the row-reduction blocks, in producer order.
+    stages
+        Names of the row reductions and intermediate elementwise blocks, in producer order.
     output
         Name of the elementwise block that consumes them.
     lanes
@@ -82,21 +89,21 @@ def schedule_row_normalization(
     sch.vectorize(col_lanes)
     sch.parallel(row)
     # consumers first: each compute_at needs every consumer to sit under the row loop already
-    for name in reversed(reductions):
-        _vector_row_reduction(sch, sch.get_block(name), row, lanes)
+    for name in reversed(stages):
+        _vector_row_stage(sch, sch.get_block(name), row, lanes)
     return sch
 
 
 def schedule_softmax(func: tc.ir.PrimFunc, *, lanes: int = 16) -> tc.Schedule:
     """Schedule :func:`softmax_func` (``topi.softmax`` block names)."""
-    reductions = ("T_softmax_maxelem", "T_softmax_expsum")
-    return schedule_row_normalization(func, reductions, "T_softmax_norm", lanes=lanes)
+    stages = ("T_softmax_maxelem", "T_softmax_exp", "T_softmax_expsum")
+    return schedule_row_normalization(func, stages, "T_softmax_norm", lanes=lanes)
 
 
 def schedule_layer_norm(func: tc.ir.PrimFunc, *, lanes: int = 16) -> tc.Schedule:
     """Schedule :func:`layer_norm_func` (``topi.layer_norm`` block names)."""
-    reductions = ("T_layer_norm_sum", "T_layer_norm_var")
-    return schedule_row_normalization(func, reductions, "T_layer_norm", lanes=lanes)
+    stages = ("T_layer_norm_sum", "T_layer_norm_var")
+    return schedule_row_normalization(func, stages, "T_layer_norm", lanes=lanes)
 
 
 def softmax_ref(x: np.ndarray) -> np.ndarray:

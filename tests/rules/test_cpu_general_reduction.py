@@ -130,3 +130,33 @@ def test_softmax_source_keeps_if_conversion() -> None:
         assert "#pragma GCC unroll" not in source
         assert "#pragma omp simd" in source
         tc.testing.check_numeric(sch.func, func, rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_computes_each_exponential_once_into_a_row_buffer() -> None:
+    """``exp(x - max)`` is one stage kept by the rule (not inlined into the sum and the
+    result, which would compute it twice): computed under the row loop into a row buffer,
+    vectorized, and read by the sum's partial vectors and the scaled write."""
+    for preset, lanes in (("avx2", 8), ("avx512", 16)):
+        target = tc.Target(preset)
+        for rows, cols, partials in ((64, 1024, 2 * lanes), (33, 5000, None)):
+            func = unary(topi.softmax, (rows, cols))()
+            sch = GeneralReduction().apply(func, target, False)
+            assert isinstance(sch, tc.Schedule), sch
+            assert one_row_loop(sch) == ("parallel", rows)
+            assert loop_kinds(sch, "T_softmax_exp")[1:] == [("vectorized", cols)]
+            if partials is not None:
+                assert loop_kinds(sch, "T_softmax_expsum_rf")[-1] == ("vectorized", partials)
+            kernel = tc.codegen.c_source(sch.mod, target).split("TC_EXPORT void")[1]
+            assert kernel.count("expf(") == 1
+            if partials is not None:  # a stack row; 5000 floats go on the heap, per row
+                assert f"float T_softmax_exp[{cols}] __attribute__((aligned(64)));" in kernel
+            tc.testing.check_numeric(sch.func, func, rtol=1e-5, atol=1e-6)
+
+
+def test_attention_softmax_computes_each_exponential_once() -> None:
+    func = OPS["attention"][0]()
+    sch = schedule(func)
+    assert {"attention_softmax_exp", "attention_softmax_norm"} <= set(block_names(sch.func))
+    assert one_row_loop(sch) == ("serial", 2 * 13)
+    assert tc.codegen.c_source(sch.mod).split("TC_EXPORT void")[1].count("expf(") == 1
+    check_rule(AVX2, func)

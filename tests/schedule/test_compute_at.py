@@ -178,3 +178,18 @@ def test_reverse_compute_at_clips_the_loops_to_the_consumers_domain() -> None:
     assert "T.where(i0_0 * 40 + ax0_1 < 197)" in text, text
     check_numeric(sch.func, func)
     verify_trace_roundtrip(sch, func)
+
+
+def test_compute_at_drops_a_guarded_unit_loop_with_its_guard() -> None:
+    # softmax over the middle axis of (1, 1, 1): the exponentials are demanded at the
+    # reduction's index 0 and the result's index i1, an extent varying with i1 bounded to 1;
+    # the loop is dropped and its guard must not name it (regression: a free variable)
+    x = tc.te.placeholder((1, 1, 1), "float32", name="x")
+    before = tc.te.create_prim_func([x, tc.topi.softmax(x, axis=1)])
+    sch = Schedule(before)
+    row = sch.get_loops(sch.get_block("T_softmax_norm"))[2]
+    sch.compute_at(sch.get_block("T_softmax_expsum"), row)
+    sch.compute_at(sch.get_block("T_softmax_exp"), row)
+    tc.ir.verify(sch.func)
+    assert_same_result(before, sch.func)
+    verify_trace_roundtrip(sch, before)

@@ -10,10 +10,10 @@ import tilecraft as tc
 from tilecraft.testing import assert_fails_unchanged, check_numeric, verify_trace_roundtrip
 
 EXPECTED = """
-@T.prim_func
 def main(X: T.Buffer((4, 32), "float32"), T_softmax_norm: T.Buffer((4, 32), "float32")):
     with T.block("root"):
         T_softmax_maxelem = T.alloc_buffer((4,), "float32")
+        T_softmax_exp = T.alloc_buffer((4, 32), "float32")
         T_softmax_expsum = T.alloc_buffer((4,), "float32")
         T_softmax_expsum_rf = T.alloc_buffer((4, 8), "float32")
         for i0, k0 in T.grid(4, 32):
@@ -25,17 +25,24 @@ def main(X: T.Buffer((4, 32), "float32"), T_softmax_norm: T.Buffer((4, 32), "flo
                 with T.init():
                     T_softmax_maxelem[vi0] = T.float32("-inf")
                 T_softmax_maxelem[vi0] = T.max(T_softmax_maxelem[vi0], X[vi0, vk0])
+        for i0, i1 in T.grid(4, 32):
+            with T.block("T_softmax_exp"):
+                vi0 = T.axis.spatial(4, i0)
+                vi1 = T.axis.spatial(32, i1)
+                T.reads(X[vi0, vi1], T_softmax_maxelem[vi0])
+                T.writes(T_softmax_exp[vi0, vi1])
+                T_softmax_exp[vi0, vi1] = T.exp(X[vi0, vi1] - T_softmax_maxelem[vi0])
         for i0 in range(4):
             for ax1_0, ax1_1 in T.grid(4, 8):
                 with T.block("T_softmax_expsum_rf"):
                     vi0 = T.axis.spatial(4, i0)
                     vax1_0 = T.axis.reduce(4, ax1_0)
                     vax1_1 = T.axis.spatial(8, ax1_1)
-                    T.reads(X[vi0, vax1_0 * 8 + vax1_1], T_softmax_maxelem[vi0], T_softmax_expsum_rf[vi0, vax1_1])
+                    T.reads(T_softmax_exp[vi0, vax1_0 * 8 + vax1_1], T_softmax_expsum_rf[vi0, vax1_1])
                     T.writes(T_softmax_expsum_rf[vi0, vax1_1])
                     with T.init():
                         T_softmax_expsum_rf[vi0, vax1_1] = T.float32(0.0)
-                    T_softmax_expsum_rf[vi0, vax1_1] = T_softmax_expsum_rf[vi0, vax1_1] + T.exp(X[vi0, vax1_0 * 8 + vax1_1] - T_softmax_maxelem[vi0])
+                    T_softmax_expsum_rf[vi0, vax1_1] = T_softmax_expsum_rf[vi0, vax1_1] + T_softmax_exp[vi0, vax1_0 * 8 + vax1_1]
             for ax1_1 in range(8):
                 with T.block("T_softmax_expsum"):
                     vi0 = T.axis.spatial(4, i0)
@@ -49,9 +56,9 @@ def main(X: T.Buffer((4, 32), "float32"), T_softmax_norm: T.Buffer((4, 32), "flo
                 with T.block("T_softmax_norm"):
                     vi0 = T.axis.spatial(4, i0)
                     vi1 = T.axis.spatial(32, i1)
-                    T.reads(X[vi0, vi1], T_softmax_maxelem[vi0], T_softmax_expsum[vi0])
+                    T.reads(T_softmax_exp[vi0, vi1], T_softmax_expsum[vi0])
                     T.writes(T_softmax_norm[vi0, vi1])
-                    T_softmax_norm[vi0, vi1] = T.exp(X[vi0, vi1] - T_softmax_maxelem[vi0]) / T_softmax_expsum[vi0]
+                    T_softmax_norm[vi0, vi1] = T_softmax_exp[vi0, vi1] * (T.float32(1.0) / T_softmax_expsum[vi0])
 """  # noqa: E501
 
 

@@ -55,7 +55,7 @@ def causal_attention(
     ``q`` is ``(..., S, D)``, ``k`` and ``v`` ``(..., T, D)`` with ``T >= S``: query ``i``
     (the last ``S`` positions of ``T``) attends to keys ``j <= i + T - S``. ``scale``
     defaults to ``1 / sqrt(D)``. Stages: ``name_scores`` (matmul), ``name_masked`` (scale
-    and Select), the three softmax stages and ``name`` (matmul).
+    and Select), the four softmax stages and ``name`` (matmul).
     """
     if q.dtype != k.dtype or q.dtype != v.dtype:
         raise TilecraftError("causal_attention: q, k, v must share a dtype")

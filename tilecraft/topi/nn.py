@@ -160,20 +160,26 @@ def _down(v: Expr, x: Tensor) -> Expr:
 
 
 def softmax(x: Tensor, axis: int = -1, name: str = "T_softmax") -> Tensor:
-    """``exp(x - max) / sum(exp(x - max))`` along ``axis``.
+    """``exp(x - max) * (1 / sum(exp(x - max)))`` along ``axis``.
 
-    Three stages: ``T_softmax_maxelem`` (max), ``T_softmax_expsum`` (sum of exponentials) and
-    ``T_softmax_norm`` (the result; ``name`` prefixes all three).
+    Four stages (``name`` prefixes them all): ``T_softmax_maxelem`` (max), ``T_softmax_exp``
+    (``exp(x - max)``, in the accumulation dtype), ``T_softmax_expsum`` (its sum) and
+    ``T_softmax_norm`` (the result). Each exponential is computed once: the sum and the
+    result both read ``T_softmax_exp``, which a schedule keeps per row (in cache). The result
+    multiplies by the reciprocal of the sum (invariant along the row: the C compiler hoists
+    the division out of the row's loop), as PyTorch does.
     """
     ax = normalize_axis(axis, x.ndim)
     mx = _reduce_stage(x, [ax], lambda v, _: v, te_max, f"{name}_maxelem")
-    es = _reduce_stage(
-        x, [ax], lambda v, idx: irop.exp(_up(v - mx[idx], x)), te_sum, f"{name}_expsum"
-    )
+
+    def exp(*idx: Expr) -> Expr:
+        return irop.exp(_up(x[idx] - mx[_kept(x, [ax], idx)], x))
+
+    ex = compute(x.shape, exp, name=f"{name}_exp")
+    es = _reduce_stage(ex, [ax], lambda v, _: v, te_sum, f"{name}_expsum")
 
     def norm(*idx: Expr) -> Expr:
-        kept = _kept(x, [ax], idx)
-        return _down(irop.exp(_up(x[idx] - mx[kept], x)) / es[kept], x)
+        return _down(ex[idx] * (as_expr(1.0, acc_dtype(x)) / es[_kept(x, [ax], idx)]), x)
 
     return compute(x.shape, norm, name=f"{name}_norm")  # type: ignore[no-any-return]
 

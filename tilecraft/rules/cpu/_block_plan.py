@@ -3,8 +3,11 @@
 * :func:`start`: the common opening of a rule's ``schedule`` — a Schedule of a normalized
   function with blocks (else a :class:`~tilecraft.rules.Decline` with the analysis' reason);
 * :func:`inline_spatial`: inline every intermediate block without reduction into its
-  consumers, except a costly one (it calls ``exp``, ``cos``...) that a consumer reads
-  broadcast: inlining it would recompute it for every element of the broadcast axis;
+  consumers, except a costly one (it calls ``exp``, ``cos``... or divides floats) that a
+  consumer reads broadcast: inlining it would recompute it for every element of the
+  broadcast axis;
+* :func:`shared_costly`: the costly intermediate blocks read by several consumers (softmax's
+  ``exp``, read by the sum and the result): a rule that keeps them computes each value once;
 * :func:`schedule_standalone`: give a block left at the root its own vectorized, parallel nest.
 """
 
@@ -13,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...errors import ScheduleError
-from ...ir import IterKind, PrimFunc, Var
+from ...ir import Buffer, Div, IterKind, Node, PrimFunc, Var, walk
 from ...schedule import BlockRV, Schedule
 from ...schedule.analysis import (
     BlockInfo,
@@ -47,6 +50,30 @@ def start(func: PrimFunc) -> tuple[Schedule, list[BlockInfo]] | Decline:
     return sch, infos
 
 
+def costly(node: Node) -> bool:
+    """Whether ``node`` calls an intrinsic (``exp``...) or divides floats: costly to recompute."""
+    if has_call(node):
+        return True
+    divides = (
+        n
+        for n in walk(node, prune=lambda n: isinstance(n, Buffer))
+        if isinstance(n, Div) and n.dtype.is_float
+    )
+    return next(divides, None) is not None
+
+
+def shared_costly(infos: Sequence[BlockInfo]) -> list[str]:
+    """Names of the costly intermediate spatial blocks that two or more blocks read."""
+    return [
+        info.name
+        for info in infos
+        if not info.is_output
+        and info.is_injective()
+        and costly(info.block.body)
+        and len(consumers(infos, info)) >= 2
+    ]
+
+
 def _broadcast_read(infos: Sequence[BlockInfo], info: BlockInfo) -> bool:
     """Whether a consumer reads ``info``'s output without using all its own iterators."""
     written = {id(w.buffer) for w in info.writes}
@@ -78,7 +105,7 @@ def inline_spatial(
             and info.name not in keep
             and info.is_injective()
             and not info.is_opaque()
-            and not (has_call(info.block.body) and _broadcast_read(infos, info))
+            and not (costly(info.block.body) and _broadcast_read(infos, info))
         )
         if candidate and sch.try_(sch.compute_inline, info.block_rv):
             continue

@@ -4,8 +4,10 @@ Softmax, log-softmax, layer norm, RMS norm, group norm, fused ``add + rms_norm``
 (scores, masked softmax, weighted sum) and similar: every stage works on the same rows, so
 the whole computation of one row can run while the row is in cache. The schedule:
 
-1. inline the elementwise stages (not a costly one read broadcast, such as softmax's
-   ``exp`` normalisation feeding a weighted sum: it would be recomputed per output column);
+1. inline the elementwise stages, except a costly one (``exp``, a division) read broadcast,
+   such as attention's softmax normalisation feeding a weighted sum (it would be recomputed
+   per output column), or read by several stages, such as softmax's ``exp`` read by the sum
+   and the result (each exponential is then computed once, into a row buffer);
 2. pick the *row loops*: the longest run of leading spatial loops of the last block under
    which every other block can be computed (``compute_at``) with no element computed twice
    (each row loop variable binds one of the block's iterators alone) — or of the first
@@ -36,7 +38,13 @@ from ...target import Target
 from ..base import CPURule, Decline
 from ..common import block_node, bound_alone, loop_extent, loop_kinds, loops_below
 from ..common import product as _product
-from ._block_plan import inline_spatial, is_reduction_block, schedule_standalone, start
+from ._block_plan import (
+    inline_spatial,
+    is_reduction_block,
+    schedule_standalone,
+    shared_costly,
+    start,
+)
 from ._vector_config import VectorConfig
 from ._vector_nest import schedule_reduction, schedule_spatial
 
@@ -151,7 +159,7 @@ class GeneralReduction(CPURule):
         why = _why_not(infos)
         if why is not None:
             return Decline(why)
-        blocks = inline_spatial(sch, infos)
+        blocks = inline_spatial(sch, infos, keep=shared_costly(infos))
         work = _product([loop_extent(sch, lp) for lp in sch.get_loops(blocks[-1].block_rv)])
         # Step 2. Row loops of the last block, every stage computed under them.
         rows = _choose_rows(sch, blocks)

@@ -302,8 +302,10 @@ def nest_for(
                     f'cannot bound the extent of iterator "{iv.var.name}"',
                     requires="region extents are bounded over the enclosing loops",
                 )
-            preds.append(LT(lv, ext))
-            ext = b[1]
+            guard, ext = ext, b[1]
+            # a loop bounded to one iteration is dropped: its guard is then ``0 < extent``
+            unit = const_value(ext) == 1 and not preserve_unit_loops
+            preds.append(LT(IntImm(lv.dtype, 0) if unit else lv, guard))
         if const_value(ext) == 1 and not preserve_unit_loops:
             values.append(simplify_index(r.min))
         else:
