@@ -3,7 +3,8 @@
 ``python ray_body.py OUT_JSON WORK_DIR`` starts a local Ray (2 CPUs, one ``tilecraft_device``),
 builds and measures candidates with RayBuilder/RayRunner (good ones and ones that crash,
 hang or compute wrong values), tunes a function end to end with the driver as the only
-database writer, measures a hanging and a good candidate while every new Ray worker process
+database writer, runs ``tilecraft tune --ray`` as a second driver of the cluster (and at an
+address where nothing listens), measures a hanging and a good candidate while every new Ray worker process
 takes longer to start than the measurement's timeout (ray_hooks.py), stops Ray and writes
 what it saw to OUT_JSON.
 """
