@@ -3,7 +3,8 @@
 ``python ray_body.py OUT_JSON WORK_DIR`` starts a local Ray (2 CPUs, one ``tilecraft_device``),
 builds and measures candidates with RayBuilder/RayRunner (good ones and ones that crash,
 hang or compute wrong values), tunes a function end to end with the driver as the only
-database writer, measures a hanging and a good candidate while every new Ray worker process
+database writer, runs ``tilecraft tune --ray`` as a second driver of the cluster (and at an
+address where nothing listens), measures a hanging and a good candidate while every new Ray worker process
 takes longer to start than the measurement's timeout (ray_hooks.py), stops Ray and writes
 what it saw to OUT_JSON.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -107,6 +109,68 @@ def _tune(out: dict[str, object], work_dir: str) -> None:
     out["applied"] = bool(applied["f"].attrs.get("tc.tuned"))
 
 
+CLI_MODEL = """
+from tilecraft.frontend import nn
+
+
+class Tiny(nn.Module):
+    def __init__(self):
+        self.fc = nn.Linear(16, 8)
+        self.relu = nn.ReLU()
+
+    def forward(self, x):
+        return self.relu(self.fc(x))
+
+
+model = Tiny()
+inputs = {"x": nn.spec.Tensor((2, 16), "float32")}
+"""
+
+
+def _cli_tune(folder: str, address: str) -> subprocess.Popen[str]:
+    """``tilecraft tune --trials 2 --ray ADDRESS`` as a process of its own, started."""
+    model = os.path.join(folder, "tiny.py")
+    with open(model, "w") as f:
+        f.write(CLI_MODEL)
+    command = [sys.executable, "-m", "tilecraft", "tune", model, "--trials", "2", "--no-library"]
+    command += ["--ray", address, "-w", os.path.join(folder, "work"), "--json", "-q"]
+    # no C compiler in the command's process: its candidates and its -march can come only
+    # from the Ray workers (started by this process's Ray, with this process's environment)
+    env = {**os.environ, "CC": os.path.join(folder, "no-compiler")}
+    return subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _cli(out: dict[str, object], folder: str) -> None:
+    """The tilecraft command as a second driver of this cluster, and at an address where
+    nothing listens (both at once: most of their time is Python starting up)."""
+    address = ray.get_runtime_context().gcs_address
+    good_dir, bad_dir = os.path.join(folder, "good"), os.path.join(folder, "bad")
+    os.makedirs(good_dir)
+    os.makedirs(bad_dir)
+    clock = time.monotonic()
+    good, bad = _cli_tune(good_dir, address), _cli_tune(bad_dir, "127.0.0.1:1")
+    for name, proc in (("cli_unreachable", bad), ("cli", good)):
+        try:
+            stdout, stderr = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+        out[name] = {"rc": proc.returncode, "stdout": stdout, "stderr": stderr}
+        out[f"{name}_s"] = time.monotonic() - clock
+    out["cli_address"] = address
+    out["cli_work_dir"] = os.path.join(good_dir, "work")
+    out["cli_db_lines"] = _lines(os.path.join(good_dir, "work", "database_tuning_record.json"))
+
+
+def _lines(path: str) -> list[dict[str, object]]:
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
 def _phase(out: dict[str, object], out_path: str, name: str, run: Callable[[], object]) -> object:
     """Run one phase, note its seconds and write what was seen so far (a timed-out run
     still tells which phase it was in)."""
@@ -147,6 +211,8 @@ def main() -> None:
         assert good is not None
         _phase(out, out_path, "run", lambda: _runs(out, good))
         _phase(out, out_path, "tune", lambda: _tune(out, work_dir))
+        cli_dir = tempfile.mkdtemp(prefix="tccli")
+        _phase(out, out_path, "cli", lambda: _cli(out, cli_dir))
         _phase(out, out_path, "slow_start", lambda: _slow_start_runs(out, good))
     finally:
         _phase(out, out_path, "shutdown", ray.shutdown)

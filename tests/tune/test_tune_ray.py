@@ -152,3 +152,54 @@ def test_ray_runner_deadline_excludes_worker_start_up(ray_results: dict[str, obj
     slow_starts = ray_results["slow_starts"]
     assert isinstance(slow_starts, int)
     assert slow_starts >= 2
+
+
+def _cli_result(ray_results: dict[str, object], name: str) -> dict[str, object]:
+    result = ray_results[name]
+    assert isinstance(result, dict)
+    return result
+
+
+def test_cli_tune_on_ray_cluster(ray_results: dict[str, object]) -> None:
+    """``tilecraft tune --trials 2 --ray ADDRESS`` as a second driver of the running cluster.
+
+    The command's process has no C compiler (``CC`` names a missing file): its two candidates
+    were built on the cluster's workers, and its ``-march`` was asked of a measuring node
+    (the host's ``-march`` probe would fail in the command's process).
+    """
+    cli = _cli_result(ray_results, "cli")
+    assert cli["rc"] == 0, cli["stderr"]
+    assert "Traceback" not in str(cli["stderr"])
+    report = json.loads(str(cli["stdout"]))
+    assert report["work_dir"] == ray_results["cli_work_dir"]
+    assert report["target"].startswith("cpu")
+    (task,) = report["tasks"]
+    assert task["task"] == "fused_matmul_add_relu"
+    assert task["trials"] == 2
+    assert task["failed"] == 0
+    assert task["best_s"] > 0
+    assert task["library"] is None  # --no-library
+    # the records are in the work_dir's database, measured, for the report's target
+    records = ray_results["cli_db_lines"]
+    assert isinstance(records, list)
+    assert len(records) == 2
+    assert all(r["error"] is None and min(r["run_secs"]) > 0 for r in records)
+    assert {r["target"] for r in records} == {report["target"]}
+    means = [sum(r["run_secs"]) / len(r["run_secs"]) for r in records]
+    assert task["best_s"] == pytest.approx(min(means), rel=1e-9)
+    assert str(ray_results["cli_address"]).startswith("127.0.0.1:")
+
+
+def test_cli_tune_unreachable_ray_address(ray_results: dict[str, object]) -> None:
+    """``--ray 127.0.0.1:1`` (nothing listens): exit code 1, one ``error:`` line naming the
+    address, no traceback, within seconds (Ray alone would retry for minutes)."""
+    cli = _cli_result(ray_results, "cli_unreachable")
+    assert cli["rc"] == 1
+    assert cli["stdout"] == ""
+    lines = str(cli["stderr"]).strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error: --ray 127.0.0.1:1: cannot connect")
+    assert "Traceback" not in str(cli["stderr"])
+    seconds = ray_results["cli_unreachable_s"]
+    assert isinstance(seconds, float)
+    assert seconds < 60

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import sys
 from collections.abc import Iterator
@@ -12,10 +11,10 @@ from typing import Any
 
 import click
 
-from ..errors import TilecraftError, TuneError
+from ..errors import TilecraftError
 from ..frontend import nn
 from ..target import Target
-from ..tune import Database, RayBuilder, RayRunner, host_march, tune_tasks
+from ..tune import Database, tune_tasks
 from ..tune.progress import should_show
 from ..tune.task import ExtractedTask
 from .app import cli
@@ -179,26 +178,29 @@ def _tune_progress(quiet: bool) -> Iterator[None]:
 
 
 @contextmanager
-def _workers(ray_address: str | None, march: str | None) -> Iterator[dict[str, Any]]:
+def _workers(
+    ray_address: str | None, target: Target, march: str | None
+) -> Iterator[dict[str, Any]]:
     """The builder and runner: local by default, on the Ray cluster at ``ray_address``."""
     if ray_address is None:
         yield {}
         return
-    try:
-        ray = importlib.import_module("ray")
-    except ImportError:
-        raise TuneError("--ray needs Ray: pip install 'tilecraft[distributed]'") from None
-    try:
-        ray.init(address=ray_address)
-    except Exception as e:  # Ray's connection errors: one line, not a traceback
-        raise TuneError(f"--ray {ray_address}: cannot connect: {type(e).__name__}: {e}") from e
-    builder, runner = RayBuilder(march or host_march()), RayRunner()
-    try:
-        yield {"builder": builder, "runner": runner}
-    finally:
-        builder.close()
-        runner.close()
-        ray.shutdown()
+    from .ray_cluster import ray_workers  # imports the tuner's Ray plumbing on first use
+
+    with ray_workers(ray_address, target, march) as workers:
+        yield workers
+
+
+def _check_march(target: Target, ray_address: str | None, march: str | None) -> None:
+    """``--march`` only with ``--ray`` and the host target (a preset fixes its own flags)."""
+    if march is None:
+        return
+    if ray_address is None:
+        raise click.UsageError("--march applies only with --ray")
+    if target.is_gpu or target.mcpu != "native":
+        raise click.UsageError(
+            f"--march applies only to the host target (cpu); {target} fixes its machine flags"
+        )
 
 
 def _task_rows(tasks: list[ExtractedTask], db: Database, target: Target) -> list[dict[str, Any]]:
@@ -277,7 +279,8 @@ def show_tuning_table(as_json: bool, quiet: bool) -> bool:
 @click.option(
     "--march",
     default=None,
-    help="With --ray: -march of the measuring hosts (default: this machine's).",
+    help="With --ray and the host target: -march of the measuring hosts (default: what a "
+    "measuring node reports).",
 )
 @click.option(
     "--library/--no-library",
@@ -309,6 +312,7 @@ def tune_command(
     towards --trials, and tasks at their budget are skipped. On a terminal the
     tuner's live table shows the tasks as they go.
     """
+    _check_march(target, ray_address, march)
     table = show_tuning_table(as_json, quiet)
     progress = Progress(3, quiet)
     with progress.step(f"read {model}"):
@@ -317,7 +321,7 @@ def tune_command(
     with progress.step("extract tasks"):
         tasks = model_tasks(loaded, target, task_names)
     step = progress.step(f"tune {len(tasks)} tasks, {trials} trials", live=True)
-    with step, _tune_progress(quiet or table), _workers(ray_address, march) as workers:
+    with step, _tune_progress(quiet or table), _workers(ray_address, target, march) as workers:
         tune_tasks(
             tasks,
             target,

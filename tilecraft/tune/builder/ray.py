@@ -24,7 +24,9 @@ class RayBuilder(Builder):
     Parameters
     ----------
     march
-        Target architecture of the measuring host (``"x86-64-v3"``, ``"sapphirerapids"``...).
+        Target architecture of the measuring host (``"x86-64-v3"``, ``"sapphirerapids"``...);
+        None: the flags the target itself names (right for a preset such as ``avx2`` or a
+        GPU target; for the host target it means ``-march=native`` of the building worker).
     timeout_s
         Deadline of one build, in seconds, counted from when its task starts running on a
         worker that has imported the compiler (not from its submission: Ray's queueing and
@@ -42,7 +44,7 @@ class RayBuilder(Builder):
 
     def __init__(
         self,
-        march: str,
+        march: str | None,
         *,
         timeout_s: float = 120.0,
         num_cpus: float = 1.0,
