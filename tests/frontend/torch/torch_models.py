@@ -52,7 +52,7 @@ def rot(x):
 
 
 class LlamaBlock(nn.Module):
-    def __init__(s, d=32, h=4, kv=2, maxlen=64):
+    def __init__(s, d=32, h=4, kv=2, maxlen=64, ff=64):
         super().__init__()
         s.h = h
         s.kv = kv
@@ -63,9 +63,9 @@ class LlamaBlock(nn.Module):
         s.o = nn.Linear(d, d, bias=False)
         s.n1 = RMSNorm(d)
         s.n2 = RMSNorm(d)
-        s.g = nn.Linear(d, 64, bias=False)
-        s.u = nn.Linear(d, 64, bias=False)
-        s.dn = nn.Linear(64, d, bias=False)
+        s.g = nn.Linear(d, ff, bias=False)
+        s.u = nn.Linear(d, ff, bias=False)
+        s.dn = nn.Linear(ff, d, bias=False)
         inv = 1.0 / (10000 ** (torch.arange(0, s.hd, 2).float() / s.hd))
         t = torch.arange(maxlen).float()
         f = torch.outer(t, inv)
@@ -92,15 +92,15 @@ class LlamaBlock(nn.Module):
 
 
 class BertLayer(nn.Module):
-    def __init__(s, d=32, h=4):
+    def __init__(s, d=32, h=4, ff=64):
         super().__init__()
         s.h = h
         s.qkv = nn.Linear(d, 3 * d)
         s.o = nn.Linear(d, d)
         s.ln1 = nn.LayerNorm(d, eps=1e-12)
         s.ln2 = nn.LayerNorm(d, eps=1e-12)
-        s.f1 = nn.Linear(d, 64)
-        s.f2 = nn.Linear(64, d)
+        s.f1 = nn.Linear(d, ff)
+        s.f2 = nn.Linear(ff, d)
 
     def forward(s, x):
         B, T, C = x.shape
@@ -165,13 +165,13 @@ class ViTBlock(nn.Module):
 class ViTPatchBlock(nn.Module):
     """Patch embedding (conv 16x16 stride 16), class token, position embedding, one block."""
 
-    def __init__(s, d=32, image=32, patch=16):
+    def __init__(s, d=32, image=32, patch=16, h=4, ff=64):
         super().__init__()
         n = (image // patch) ** 2
         s.embed = nn.Conv2d(3, d, patch, stride=patch)
         s.cls = nn.Parameter(torch.randn(1, 1, d) * 0.02)
         s.pos = nn.Parameter(torch.randn(1, n + 1, d) * 0.02)
-        s.block = ViTBlock(d)
+        s.block = ViTBlock(d, h, ff)
         s.ln = nn.LayerNorm(d, eps=1e-6)
         s.head = nn.Linear(d, 10)
 
@@ -268,9 +268,9 @@ class LlamaDecode(nn.Module):
     RMSNorm, SiLU-gated MLP; returns the output and the grown caches.
     """
 
-    def __init__(s, d=32, h=4, kv=2, maxlen=64):
+    def __init__(s, d=32, h=4, kv=2, maxlen=64, ff=64):
         super().__init__()
-        s.blk = LlamaBlock(d, h, kv, maxlen)
+        s.blk = LlamaBlock(d, h, kv, maxlen, ff)
 
     def forward(s, x, k_cache, v_cache):  # x: (B, 1, D); caches: (B, kv, P, hd)
         b = s.blk
