@@ -4,9 +4,10 @@ The models are the importer tests' plain-PyTorch ones with random weights, at th
 the models they stand for (``--size real``, the default): a GPT-2 block (768, 12 heads), a
 Llama decoder block at TinyLlama's widths (2048, 32 query and 4 KV heads, 5632
 intermediate) for a 64-token prefill and for one token decoded against a 63-entry KV cache,
-a BERT-base layer, ViT-B/16's patch embedding plus one block on a 224x224 image, ResNet-18's
-stem and basic blocks and MobileNetV2's inverted residuals (reduced width); ``--size small``
-runs them all at width 128 and 64x64 images. Each runs in fp32 through ``torch.export`` +
+a BERT-base layer, ViT-B/16's patch embedding plus one block on a 224x224 image, and
+torchvision's ResNet-18 and MobileNetV2 whole on one 224x224 image; ``--size small`` runs
+them at width 128 (ResNet-18's stem and blocks, MobileNetV2's first inverted residuals)
+and 64x64 images. Each runs in fp32 through ``torch.export`` +
 ``tc.compile`` (the CPU rules), torch eager, ``torch.compile`` (inductor; skipped with the
 reason when it fails to compile here) and onnxruntime on the ``torch.onnx.export`` of the
 model (``intra_op_num_threads`` = the thread count). Outputs are checked against eager
@@ -67,8 +68,8 @@ def models(torch: Any, size: str) -> dict[str, tuple[Any, tuple[Any, ...]]]:
         "Llama decode kv63": (tm.LlamaDecodeKV(**llama), (torch.randn(1, 1, 2048), *cache)),
         "BERT-base layer s64": (tm.BertLayer(768, 12, 3072), (torch.randn(1, 64, 768),)),
         "ViT-B/16 patch+blk 224": (tm.ViTPatchBlock(768, 224, 16, 12, 3072), image),
-        "ResNet-18 blocks w16 224": (tm.randomize_batch_norms(tm.ResNetStem(16)), image),
-        "MobileNetV2 blocks 224": (tm.randomize_batch_norms(tm.MobileNetV2Blocks()), image),
+        "ResNet-18 224": (tm.randomize_batch_norms(tm.ResNet18()), image),
+        "MobileNetV2 224": (tm.randomize_batch_norms(tm.MobileNetV2()), image),
     }
 
 

@@ -6,8 +6,8 @@ The Llama block (prefill: RoPE, grouped-query heads by ``repeat_interleave``, wh
 as ``Tile``; decode: a KV cache of symbolic length, three outputs) and the ViT patch
 embedding plus block (``nn.MultiheadAttention``'s shape arithmetic, a ``flatten(2)`` of a
 symbolic batch) run at small width by default; the GPT-2 block, the Llama block at TinyLlama's
-widths, BERT-base, ViT-B/16 on 224x224 images and the ResNet-18 and MobileNetV2 blocks are
-``slow``.
+widths, BERT-base, ViT-B/16 on 224x224 images, the ResNet-18 and MobileNetV2 blocks and
+both networks whole are ``slow``.
 """
 
 from __future__ import annotations
@@ -195,3 +195,15 @@ def test_tile_over_a_symbolic_axis_matches_onnxruntime() -> None:
     for n in (1, 4):
         x = _randn(n, n, 3, 2)
         np.testing.assert_array_equal(exe(x), sess.run(None, {"x": x})[0])
+
+
+@pytest.mark.slow
+def test_resnet18_whole() -> None:
+    torch.manual_seed(0)
+    _images(tm.randomize_batch_norms(tm.ResNet18()), 224, [2, 3])
+
+
+@pytest.mark.slow
+def test_mobilenet_v2_whole() -> None:
+    torch.manual_seed(0)
+    _images(tm.randomize_batch_norms(tm.MobileNetV2()), 224, [2, 3])

@@ -5,7 +5,8 @@ once with ``tc.compile`` and matches torch eager at two sizes (1e-4 relative, fp
 runs through ``torch.compile(backend="tilecraft")`` at two sizes, the same axis marked
 dynamic (one symbolic compile). The models run at reduced width and, for the GPT-2 block, the
 Llama block (prefill and KV-cache decode), the BERT-base layer and the ViT-B/16 patch
-embedding plus block, at their real widths. Compiling them all takes minutes on a shared
+embedding plus block, at their real widths, and torchvision's ResNet-18 and MobileNetV2
+whole on 224x224 images. Compiling them all takes minutes on a shared
 two-core machine, so the full set is marked ``slow`` (``pytest -m slow``); the default run
 keeps the regression tests, through ``tc.compile`` only."""
 
@@ -171,3 +172,27 @@ def test_llama_block_tinyllama_widths_decode_kv_cache_dynamic_length():
 
     auto = Dim.AUTO  # torch proves the cache's guards itself
     _check(model, make, (None, {2: auto}, {2: auto}), [37, 200])
+
+
+# torchvision's ResNet-18 and MobileNetV2 whole (11,689,512 and 3,504,872 parameters, as
+# torchvision's), written in plain PyTorch, on 224x224 images
+
+
+def _image224(n):
+    return (torch.randn(n, 3, 224, 224),)
+
+
+@pytest.mark.slow
+def test_resnet18_whole_dynamic_batch():
+    torch.manual_seed(0)
+    model = tm.randomize_batch_norms(tm.ResNet18())
+    assert sum(p.numel() for p in model.parameters()) == 11_689_512
+    _check(model, _image224, ({0: Dim("b", max=64)},), [2, 3])
+
+
+@pytest.mark.slow
+def test_mobilenet_v2_whole_dynamic_batch():
+    torch.manual_seed(0)
+    model = tm.randomize_batch_norms(tm.MobileNetV2())
+    assert sum(p.numel() for p in model.parameters()) == 3_504_872
+    _check(model, _image224, ({0: Dim("b", max=64)},), [2, 3])

@@ -334,3 +334,47 @@ class LlamaDecodeKV(LlamaDecode):
         x = x + b.o(y.transpose(1, 2).reshape(B, T, C))
         h = b.n2(x)
         return x + b.dn(F.silu(b.g(h)) * b.u(h)), k_all, v_all
+
+
+class ResNet18(nn.Module):
+    """torchvision's ResNet-18 (layers [2, 2, 2, 2] of BasicBlock, widths 64 to 512)."""
+
+    def __init__(s, classes=1000, w=64):
+        super().__init__()
+        s.conv = nn.Conv2d(3, w, 7, 2, 3, bias=False)
+        s.bn = nn.BatchNorm2d(w)
+        stages, cin = [], w
+        for i, cout in enumerate((w, 2 * w, 4 * w, 8 * w)):
+            stride = 1 if i == 0 else 2
+            stages += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout)]
+            cin = cout
+        s.layers = nn.Sequential(*stages)
+        s.fc = nn.Linear(cin, classes)
+
+    def forward(s, x):
+        x = F.max_pool2d(F.relu(s.bn(s.conv(x))), 3, 2, 1)
+        x = s.layers(x)
+        return s.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class MobileNetV2(nn.Module):
+    """torchvision's MobileNetV2 (width 1.0): its 17 inverted residuals, 1280-wide head."""
+
+    SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                (6, 160, 3, 2), (6, 320, 1, 1))  # (expand t, channels c, repeats n, stride s)
+
+    def __init__(s, classes=1000):
+        super().__init__()
+        layers = [nn.Conv2d(3, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU6()]
+        cin = 32
+        for t, c, n, stride in s.SETTINGS:
+            for i in range(n):
+                layers.append(InvertedResidual(cin, c, stride if i == 0 else 1, t))
+                cin = c
+        layers += [nn.Conv2d(cin, 1280, 1, bias=False), nn.BatchNorm2d(1280), nn.ReLU6()]
+        s.features = nn.Sequential(*layers)
+        s.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(1280, classes))
+
+    def forward(s, x):
+        x = F.adaptive_avg_pool2d(s.features(x), 1).flatten(1)
+        return s.classifier(x)
