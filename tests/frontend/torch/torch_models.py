@@ -360,8 +360,15 @@ class ResNet18(nn.Module):
 class MobileNetV2(nn.Module):
     """torchvision's MobileNetV2 (width 1.0): its 17 inverted residuals, 1280-wide head."""
 
-    SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
-                (6, 160, 3, 2), (6, 320, 1, 1))  # (expand t, channels c, repeats n, stride s)
+    SETTINGS = (
+        (1, 16, 1, 1),
+        (6, 24, 2, 2),
+        (6, 32, 3, 2),
+        (6, 64, 4, 2),
+        (6, 96, 3, 1),
+        (6, 160, 3, 2),
+        (6, 320, 1, 1),
+    )  # (expand t, channels c, repeats n, stride s)
 
     def __init__(s, classes=1000):
         super().__init__()
