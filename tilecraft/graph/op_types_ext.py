@@ -176,6 +176,8 @@ def _strided_slice(op: str, ts: Types, attrs: Attrs) -> TensorType:
     begin = attrs.get("begin", 0)
     if not isinstance(begin, (int, str)) or isinstance(begin, bool):
         raise GraphError(f"{op}: attribute 'begin' must be an int or extent text, got {begin!r}")
+    if isinstance(begin, str):  # its shape variables must be in scope, as the shape's are
+        parse_extent(begin, {v.name: v for t in ts for v in collect_vars_of_shape(t.shape)})
     for d, (a, b) in enumerate(zip(x.shape, shape, strict=True)):
         if d != axis and not dims_equal(a, b):
             raise GraphError(f"{op}: the result differs from {x.describe()} outside axis {axis}")

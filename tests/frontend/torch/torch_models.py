@@ -52,7 +52,7 @@ def rot(x):
 
 
 class LlamaBlock(nn.Module):
-    def __init__(s, d=32, h=4, kv=2, maxlen=64):
+    def __init__(s, d=32, h=4, kv=2, maxlen=64, ff=64):
         super().__init__()
         s.h = h
         s.kv = kv
@@ -63,9 +63,9 @@ class LlamaBlock(nn.Module):
         s.o = nn.Linear(d, d, bias=False)
         s.n1 = RMSNorm(d)
         s.n2 = RMSNorm(d)
-        s.g = nn.Linear(d, 64, bias=False)
-        s.u = nn.Linear(d, 64, bias=False)
-        s.dn = nn.Linear(64, d, bias=False)
+        s.g = nn.Linear(d, ff, bias=False)
+        s.u = nn.Linear(d, ff, bias=False)
+        s.dn = nn.Linear(ff, d, bias=False)
         inv = 1.0 / (10000 ** (torch.arange(0, s.hd, 2).float() / s.hd))
         t = torch.arange(maxlen).float()
         f = torch.outer(t, inv)
@@ -92,15 +92,15 @@ class LlamaBlock(nn.Module):
 
 
 class BertLayer(nn.Module):
-    def __init__(s, d=32, h=4):
+    def __init__(s, d=32, h=4, ff=64):
         super().__init__()
         s.h = h
         s.qkv = nn.Linear(d, 3 * d)
         s.o = nn.Linear(d, d)
         s.ln1 = nn.LayerNorm(d, eps=1e-12)
         s.ln2 = nn.LayerNorm(d, eps=1e-12)
-        s.f1 = nn.Linear(d, 64)
-        s.f2 = nn.Linear(64, d)
+        s.f1 = nn.Linear(d, ff)
+        s.f2 = nn.Linear(ff, d)
 
     def forward(s, x):
         B, T, C = x.shape
@@ -165,13 +165,13 @@ class ViTBlock(nn.Module):
 class ViTPatchBlock(nn.Module):
     """Patch embedding (conv 16x16 stride 16), class token, position embedding, one block."""
 
-    def __init__(s, d=32, image=32, patch=16):
+    def __init__(s, d=32, image=32, patch=16, h=4, ff=64):
         super().__init__()
         n = (image // patch) ** 2
         s.embed = nn.Conv2d(3, d, patch, stride=patch)
         s.cls = nn.Parameter(torch.randn(1, 1, d) * 0.02)
         s.pos = nn.Parameter(torch.randn(1, n + 1, d) * 0.02)
-        s.block = ViTBlock(d)
+        s.block = ViTBlock(d, h, ff)
         s.ln = nn.LayerNorm(d, eps=1e-6)
         s.head = nn.Linear(d, 10)
 
@@ -268,9 +268,9 @@ class LlamaDecode(nn.Module):
     RMSNorm, SiLU-gated MLP; returns the output and the grown caches.
     """
 
-    def __init__(s, d=32, h=4, kv=2, maxlen=64):
+    def __init__(s, d=32, h=4, kv=2, maxlen=64, ff=64):
         super().__init__()
-        s.blk = LlamaBlock(d, h, kv, maxlen)
+        s.blk = LlamaBlock(d, h, kv, maxlen, ff)
 
     def forward(s, x, k_cache, v_cache):  # x: (B, 1, D); caches: (B, kv, P, hd)
         b = s.blk
@@ -334,3 +334,54 @@ class LlamaDecodeKV(LlamaDecode):
         x = x + b.o(y.transpose(1, 2).reshape(B, T, C))
         h = b.n2(x)
         return x + b.dn(F.silu(b.g(h)) * b.u(h)), k_all, v_all
+
+
+class ResNet18(nn.Module):
+    """torchvision's ResNet-18 (layers [2, 2, 2, 2] of BasicBlock, widths 64 to 512)."""
+
+    def __init__(s, classes=1000, w=64):
+        super().__init__()
+        s.conv = nn.Conv2d(3, w, 7, 2, 3, bias=False)
+        s.bn = nn.BatchNorm2d(w)
+        stages, cin = [], w
+        for i, cout in enumerate((w, 2 * w, 4 * w, 8 * w)):
+            stride = 1 if i == 0 else 2
+            stages += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout)]
+            cin = cout
+        s.layers = nn.Sequential(*stages)
+        s.fc = nn.Linear(cin, classes)
+
+    def forward(s, x):
+        x = F.max_pool2d(F.relu(s.bn(s.conv(x))), 3, 2, 1)
+        x = s.layers(x)
+        return s.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class MobileNetV2(nn.Module):
+    """torchvision's MobileNetV2 (width 1.0): its 17 inverted residuals, 1280-wide head."""
+
+    SETTINGS = (
+        (1, 16, 1, 1),
+        (6, 24, 2, 2),
+        (6, 32, 3, 2),
+        (6, 64, 4, 2),
+        (6, 96, 3, 1),
+        (6, 160, 3, 2),
+        (6, 320, 1, 1),
+    )  # (expand t, channels c, repeats n, stride s)
+
+    def __init__(s, classes=1000):
+        super().__init__()
+        layers = [nn.Conv2d(3, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU6()]
+        cin = 32
+        for t, c, n, stride in s.SETTINGS:
+            for i in range(n):
+                layers.append(InvertedResidual(cin, c, stride if i == 0 else 1, t))
+                cin = c
+        layers += [nn.Conv2d(cin, 1280, 1, bias=False), nn.BatchNorm2d(1280), nn.ReLU6()]
+        s.features = nn.Sequential(*layers)
+        s.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(1280, classes))
+
+    def forward(s, x):
+        x = F.adaptive_avg_pool2d(s.features(x), 1).flatten(1)
+        return s.classifier(x)

@@ -336,7 +336,9 @@ class Module:
         (IRModule, dict)
             The module of graph functions (inputs first, then one parameter per weight, named
             ``fc1_weight`` for ``fc1.weight``; ``attrs["num_input"]`` counts the inputs) and the
-            weights as numpy arrays, keyed by dotted name in registration order.
+            weights as numpy arrays, keyed by dotted name in registration order. A method
+            returning a tuple (or list) of tensors is one function returning their tuple;
+            its compiled entry returns a tuple.
         """
         params = self.named_parameters()
         named = list(params)
@@ -375,11 +377,27 @@ class Module:
             _TRACE.builder = None
             for _, p in named:
                 p._var = None
-        if not isinstance(out, Tensor):
-            raise FrontendError(
-                f"export: {method} must return one nn tensor, got {type(out).__name__}"
-            )
-        return bb.finish(out.var, method, {"num_input": len(args)})
+        ret = _result_vars(method, out)
+        return bb.finish(ret, method, {"num_input": len(args)})
+
+
+def _result_vars(method: str, out: Any) -> TensorVar | tuple[TensorVar, ...]:
+    """What ``forward`` returned as the graph function's result: one tensor, or a tuple (or
+    list) of tensors, which the function returns as a tuple."""
+    if isinstance(out, Tensor):
+        return out.var
+    if isinstance(out, (tuple, list)) and out and all(isinstance(t, Tensor) for t in out):
+        return tuple(t.var for t in out)
+    if isinstance(out, (tuple, list)):
+        kinds = ", ".join(type(t).__name__ for t in out) or "nothing"
+        raise FrontendError(
+            f"export: {method} must return an nn tensor or a non-empty tuple of nn tensors, "
+            f"got a {type(out).__name__} of {kinds}"
+        )
+    raise FrontendError(
+        f"export: {method} must return an nn tensor or a tuple of nn tensors, "
+        f"got {type(out).__name__}"
+    )
 
 
 def _host_array(value: Any, where: str) -> np.ndarray:

@@ -198,14 +198,16 @@ class Context:
         args: Sequence[TensorVar],
         attrs: Mapping[str, Any],
         shape: Sequence[Dim],
+        uses: Sequence[Dim] = (),
     ) -> TensorVar:
         """Bind an operator whose result ``shape`` is given (``broadcast_to``,
         ``strided_slice``, ``arange``...), adding graph inputs that bring the shape variables
-        it names into scope."""
+        it names (and those of the other extents its attributes ``uses``) into scope."""
         exprs = [as_expr(d) if isinstance(d, int) else d for d in shape]
         have = {v.name for a in args for v in collect_vars_of_shape(a.type.shape)}
         extra: list[TensorVar] = []
-        for want in collect_vars_of_shape(exprs):
+        used = [as_expr(d) if isinstance(d, int) else d for d in uses]
+        for want in collect_vars_of_shape([*exprs, *used]):
             if want.name in have:
                 continue
             carrier = next((p for p in self.bb.params if any(v is want for v in _vars(p))), None)

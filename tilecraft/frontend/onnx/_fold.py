@@ -97,6 +97,16 @@ def _numeric_div(a: object, b: object) -> object:
     return _int_div(a, b)
 
 
+def _mod(ctx: Context, node: Node, args: Arrays) -> list[np.ndarray]:
+    """``Mod``: the divisor's sign (numpy's mod), or the dividend's with ``fmod=1``; the two
+    agree on symbolic extents, which are non-negative."""
+    fn = np.fmod if node.attr_int("fmod", 0) else np.mod
+    a, b = _present(ctx, args, 2)
+    if not symbolic(a) and not symbolic(b):
+        return [np.asarray(fn(a, b)).astype(a.dtype)]
+    return _binary(lambda x, y: x % y)(ctx, node, args)  # type: ignore[operator]
+
+
 def _compare(name: str) -> Fold:
     def fold(ctx: Context, node: Node, args: Arrays) -> list[np.ndarray]:
         a, b = _present(ctx, args, 2)
@@ -136,6 +146,7 @@ FOLDS: dict[str, Fold] = {
     "Sub": _binary(lambda a, b: a - b),  # type: ignore[operator]
     "Mul": _binary(lambda a, b: a * b),  # type: ignore[operator]
     "Div": _binary(_numeric_div),
+    "Mod": _mod,
     "Max": _binary(lambda a, b: np.maximum(np.asarray(a), np.asarray(b))),
     "Min": _binary(lambda a, b: np.minimum(np.asarray(a), np.asarray(b))),
     "Equal": _compare("equal"),

@@ -62,13 +62,27 @@ def _reshape(ctx: Context, node: Node) -> list[Value]:
     if sum(1 for d in out if isinstance(d, int) and d == -1) > 1:
         raise ctx.error(f"more than one -1 in the target shape {target}")
     if -1 in [d for d in out if isinstance(d, int)]:
-        total = simplify(_prod(cur))
-        known = simplify(_prod([d for d in out if not (isinstance(d, int) and d == -1)]))
-        rest = simplify(total // known) if not isinstance(known, int) or known else 0
+        rest = _remaining_extent(cur, [d for d in out if not (isinstance(d, int) and d == -1)])
         out = [rest if isinstance(d, int) and d == -1 else d for d in out]
     if isinstance(data, np.ndarray):
         return [data.reshape([int(d) for d in out])]  # type: ignore[arg-type]
     return [reshape_to(ctx, data, out)]
+
+
+def _remaining_extent(cur: Sequence[Dim], known: Sequence[Dim]) -> Dim:
+    """The extent of a reshape's -1: the element count of ``cur`` over the product of the
+    ``known`` target extents, the extents the two share cancelled first (``(b * 32 * 2 * 2)
+    // (b * 32)`` is 4, which the simplifier cannot see through the symbolic ``b``)."""
+    factors = list(cur)
+    other: list[Dim] = []
+    for d in known:
+        same = next((i for i, f in enumerate(factors) if _dims_equal(f, d)), None)
+        if same is None:
+            other.append(d)
+        else:
+            factors.pop(same)
+    total, rest = simplify(_prod(factors)), simplify(_prod(other))
+    return simplify(total // rest) if not isinstance(rest, int) or rest else 0
 
 
 def _prod(dims: Sequence[Dim]) -> Dim:
@@ -220,7 +234,8 @@ def slice_axis(ctx: Context, x: TensorVar, axis: int, b: Dim, e: Dim, s: int) ->
         return x
     shape = [*dims[:axis], count, *dims[axis + 1 :]]
     begin = extent_text(as_expr(start))
-    return ctx.emit_shaped("strided_slice", [x], {"axis": axis, "begin": begin, "step": s}, shape)
+    attrs = {"axis": axis, "begin": begin, "step": s}
+    return ctx.emit_shaped("strided_slice", [x], attrs, shape, uses=[start])
 
 
 def _slice(ctx: Context, node: Node) -> list[Value]:
@@ -287,6 +302,27 @@ def _expand(ctx: Context, node: Node) -> list[Value]:
         shape = np.broadcast_shapes(data.shape, tuple(int(d) for d in target))  # type: ignore[arg-type]
         return [np.broadcast_to(data, shape).copy()]
     return [broadcast_to(ctx, ctx.tensor(node.inputs[0]), target)]
+
+
+def _tile(ctx: Context, node: Node) -> list[Value]:
+    """``Tile``: each axis ``a`` repeated ``repeats[a]`` times, as a new outer axis
+    broadcast to the repeat count then merged into ``a``."""
+    data = ctx.value(node.inputs[0])
+    reps = ctx.ints(node.inputs[1], "repeats")
+    if isinstance(data, np.ndarray):
+        return [np.tile(data, reps)]
+    dims = dims_of(data)
+    if len(reps) != len(dims) or any(r < 0 for r in reps):
+        raise ctx.error(f"Tile needs one repeat count >= 0 per axis, got {reps}")
+    x = data
+    for a, r in enumerate(reps):
+        if r == 1:
+            continue
+        cur = dims_of(x)
+        x = reshape_to(ctx, x, [*cur[:a], 1, *cur[a:]])
+        x = broadcast_to(ctx, x, [*cur[:a], r, *cur[a:]])
+        x = reshape_to(ctx, x, [*cur[:a], simplify(r * cur[a]), *cur[a + 1 :]])
+    return [x]
 
 
 def _constant_of_shape(ctx: Context, node: Node) -> list[Value]:
@@ -391,6 +427,7 @@ CONVERTERS: dict[str, Converter] = {
     "Slice": _slice,
     "Split": _split,
     "Expand": _expand,
+    "Tile": _tile,
     "ConstantOfShape": _constant_of_shape,
     "Range": _range,
     "Constant": _constant,
