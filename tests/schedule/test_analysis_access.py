@@ -111,15 +111,17 @@ def main(B: T.Buffer((8,), "float32")):
 
 def test_producers_consumers_outputs_of_softmax() -> None:
     infos = _infos(WORKLOADS["softmax_symbolic"]())
-    mx, es, norm = infos
+    mx, ex, es, norm = infos  # max, exp (computed once), sum of exp, normalised
 
     def names(bs: list[an.BlockInfo]) -> list[str]:
         return [b.name for b in bs]
 
     assert names(an.producers(infos, mx)) == []
-    assert names(an.producers(infos, es)) == ["T_softmax_maxelem"]
-    assert names(an.producers(infos, norm)) == ["T_softmax_maxelem", "T_softmax_expsum"]
-    assert names(an.consumers(infos, mx)) == ["T_softmax_expsum", "T_softmax_norm"]
+    assert names(an.producers(infos, ex)) == ["T_softmax_maxelem"]
+    assert names(an.producers(infos, es)) == ["T_softmax_exp"]
+    assert names(an.producers(infos, norm)) == ["T_softmax_exp", "T_softmax_expsum"]
+    assert names(an.consumers(infos, mx)) == ["T_softmax_exp"]
+    assert names(an.consumers(infos, ex)) == ["T_softmax_expsum", "T_softmax_norm"]
     assert names(an.consumers(infos, norm)) == []
     assert names(an.output_blocks(infos)) == ["T_softmax_norm"]
 

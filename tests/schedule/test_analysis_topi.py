@@ -118,8 +118,9 @@ EXPECTED: dict[str, tuple[str, list[str]]] = {
         "COMM_REDUCE",
         [
             "T_softmax_maxelem SR COMM_REDUCE max/inner reads x",
-            "T_softmax_expsum SR COMM_REDUCE sum/inner reads x",
-            "T_softmax_norm SS BROADCAST reads x out",
+            "T_softmax_exp SS BROADCAST reads x",  # each exponential computed once
+            "T_softmax_expsum SR COMM_REDUCE sum/inner reads T_softmax_exp",
+            "T_softmax_norm SS BROADCAST reads T_softmax_exp out",
         ],
     ),
     "log_softmax": (
@@ -407,8 +408,9 @@ EXPECTED: dict[str, tuple[str, list[str]]] = {
             "attention_scores SSSR OUT_EWISE_FUSABLE einsum SIJ=q:SIK*k:SJK sum/inner reads q",
             "attention_masked SSS ELEMWISE reads attention_scores",
             "attention_softmax_maxelem SSR COMM_REDUCE max/inner reads attention_masked",
-            "attention_softmax_expsum SSR COMM_REDUCE sum/inner reads attention_masked",
-            "attention_softmax_norm SSS BROADCAST reads attention_masked",
+            "attention_softmax_exp SSS BROADCAST reads attention_masked",
+            "attention_softmax_expsum SSR COMM_REDUCE sum/inner reads attention_softmax_exp",
+            "attention_softmax_norm SSS BROADCAST reads attention_softmax_exp",
             "attention SSSR OUT_EWISE_FUSABLE einsum SIJ=attention_softmax_norm:SIK*v:SKJ"
             " sum/inner reads attention_softmax_norm out",
         ],
