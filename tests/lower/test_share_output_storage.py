@@ -3,8 +3,7 @@ writes element-wise, only where that provably keeps the meaning."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -12,8 +11,7 @@ import pytest
 import tilecraft as tc
 from tilecraft import te, topi
 from tilecraft.ir import Allocate, PrimFunc, walk
-from tilecraft.lower import lower
-from tilecraft.lower import share_output_storage as sos
+from tilecraft.lower import PassContext, lower
 from tilecraft.lower.pipeline import cpu_pipeline
 from tilecraft.lower.share_output_storage import ShareOutputStorage
 from tilecraft.rules.cpu import GeneralReduction
@@ -60,15 +58,9 @@ def allocated(func: PrimFunc) -> set[str]:
     return {n.buffer.name for n in walk(func.body) if isinstance(n, Allocate)}
 
 
-@contextlib.contextmanager
-def sharing_off() -> Iterator[None]:
+def sharing_off() -> PassContext:
     """Lower without the pass (the function as it was before it)."""
-    keep = sos.ShareOutputStorage.transform_function
-    sos.ShareOutputStorage.transform_function = lambda self, func: func  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        sos.ShareOutputStorage.transform_function = keep  # type: ignore[method-assign]
+    return PassContext(config={"lower.share_output_storage": False})
 
 
 def unshared(func: PrimFunc) -> Callable[..., np.ndarray]:
@@ -260,3 +252,51 @@ def test_softmax_writes_exp_into_the_output_row(preset: str) -> None:
         assert "malloc" not in kernel
         row = f"T_softmax_norm[((i0 * {cols}) + i1)]"
         assert f"{row} = ({row} * (1.0f / T_softmax_expsum[0]));" in kernel
+
+
+def test_config_turns_the_pass_off() -> None:
+    func = parse(ROW.format(last=SCALE))
+    with sharing_off():
+        assert "B" in allocated(lower(func))
+        assert "float B[16]" in tc.codegen.c_source(func)
+    assert "float B[16]" not in tc.codegen.c_source(func)
+
+
+def test_keeps_a_local_register_tile() -> None:
+    """A ``local`` buffer is a tile the schedule keeps in registers (here a matmul's
+    accumulators, copied out element-wise): it stays."""
+    a, b = (te.placeholder((32, 32), "float32", name=n) for n in "AB")
+    sch = tc.Schedule(te.create_prim_func([a, b, topi.matmul(a, b)]))
+    mm = sch.get_block("matmul")
+    i, j, k = sch.get_loops(mm)
+    io, ii = sch.split(i, [None, 4])
+    jo, ji = sch.split(j, [None, 16])
+    sch.reorder(io, jo, k, ii, ji)
+    sch.reverse_compute_at(sch.cache_write(mm, 0, "local"), jo)
+    assert "matmul_local" in allocated(lower(sch.func))
+
+
+def test_declines_a_tile_that_is_not_a_contiguous_run_of_the_output() -> None:
+    func = parse("""
+@T.prim_func
+def main(x: T.Buffer((16, 16), "float32"), y: T.Buffer((16, 16), "float32")):
+    for io, jo in T.grid(4, 4):
+        B = T.allocate((4, 4), "float32")
+        for i, j in T.grid(4, 4):
+            B[i, j] = x[io * 4 + i, jo * 4 + j] * T.float32(2.0)
+        for i, j in T.grid(4, 4):
+            y[io * 4 + i, jo * 4 + j] = B[i, j] + T.float32(1.0)
+""")
+    assert "B" in allocated(share(func))
+    whole_rows = parse("""
+@T.prim_func
+def main(x: T.Buffer((16, 16), "float32"), y: T.Buffer((16, 16), "float32")):
+    for io in range(4):
+        B = T.allocate((4, 16), "float32")
+        for i, j in T.grid(4, 16):
+            B[i, j] = x[io * 4 + i, j] * T.float32(2.0)
+        for i, j in T.grid(4, 16):
+            y[io * 4 + i, j] = B[i, j] + T.float32(1.0)
+""")
+    assert "B" not in allocated(share(whole_rows))
+    check_same(whole_rows)

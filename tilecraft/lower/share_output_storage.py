@@ -14,7 +14,9 @@ The rewrite is made only when it provably keeps the meaning; otherwise nothing c
   sequences), the last one that mentions ``B``; it is a perfect loop nest (loops from 0) around
   one store ``O[e] = value`` where every load of ``B`` in ``value`` reads ``B[b]`` with the same
   indices ``b``, and nothing else in ``C`` (indices, loop bounds) mentions ``B`` or ``O``;
-- ``O`` and ``B`` have the same dtype and rank, ``off = e - b`` does not change inside the
+- ``O`` and ``B`` have the same dtype and rank, ``B``'s box is one contiguous run of ``O``
+  laid out as in ``B`` (dimensions of extent 1, then one dimension, then ``O``'s whole
+  dimensions: a row, a plane), ``off = e - b`` does not change inside the
   allocation (no loop or ``let`` variable bound there, no buffer load), and ``b`` is a bijective
   map of ``C``'s loops onto ``B``'s whole box: ``C`` reads each element of ``B`` once, at the
   iteration that writes the element of ``O`` it now lives in, and writes all of ``B``'s region
@@ -23,8 +25,10 @@ The rewrite is made only when it provably keeps the meaning; otherwise nothing c
   while it holds ``B``'s values);
 - ``O`` is a parameter the function writes and never reads (an output, never an input: the
   runtime rejects outputs that share memory with another argument), or a buffer allocated
-  around ``B``'s allocation; both live in ``global``/``local`` storage, and ``B`` is not
-  named by a device intrinsic.
+  around ``B``'s allocation; both have ``global`` scope (a ``local`` buffer is a register or
+  scratch tile a schedule chose: it stays), and ``B`` is not named by a device intrinsic.
+
+``PassContext(config={"lower.share_output_storage": False})`` turns the pass off.
 
 Each iteration of a loop around the allocation (a parallel row loop included) gets its own
 ``off``: the region of ``O`` it borrows is the one that iteration's ``C`` writes, which no
@@ -58,10 +62,16 @@ from ..ir import (
     walk,
 )
 from ..ir.expr import DEVICE_INTRINSICS, Call
-from ..ir.transform import FunctionPass
+from ..ir.transform import FunctionPass, PassContext, register_pass_config
 
-SHARED_SCOPES = ("global", "local")
-"""Storage scopes a buffer may borrow from and be borrowed by."""
+SHARE_OUTPUT_STORAGE = register_pass_config(
+    "lower.share_output_storage",
+    bool,
+    True,
+    "let an intermediate buffer live in the storage of the buffer its last stage writes",
+)
+"""Configuration key: ``PassContext(config={"lower.share_output_storage": False})`` keeps every
+allocation."""
 
 
 def _mentions(node: Node, buf: Buffer) -> bool:
@@ -184,6 +194,18 @@ def _offset(
     return tuple(out)
 
 
+def _contiguous_part(buf: Buffer, out: Buffer, ana: Analyzer) -> bool:
+    """True if a box of ``buf``'s shape is one contiguous run of ``out`` (unit dimensions,
+    then one partial dimension, then whole ones), laid out as in ``buf``."""
+    if len(out.shape) != len(buf.shape):
+        return False
+    dims = list(zip(buf.shape, out.shape, strict=True))
+    k = 0
+    while k < len(dims) and ana.can_prove_equal(dims[k][0], 1):
+        k += 1
+    return all(ana.can_prove_equal(b, o) for b, o in dims[k + 1 :])
+
+
 def _stage_reads(stage: Stmt, loops: list[For], store: BufferStore, buf: Buffer) -> bool:
     """True if ``stage`` reads ``buf`` only in its stored value, at one index tuple, and
     reads nothing of the buffer it writes."""
@@ -200,7 +222,7 @@ def _stage_reads(stage: Stmt, loops: list[For], store: BufferStore, buf: Buffer)
 def _plan(alloc: Allocate, targets: Sequence[Buffer]) -> _Share | None:
     """How ``alloc``'s buffer can share a target's storage, or None when unproven."""
     buf = alloc.buffer
-    if buf.scope not in SHARED_SCOPES or _in_device_call(alloc.body, buf):
+    if buf.scope != "global" or _in_device_call(alloc.body, buf):
         return None
     stmts = _statements(alloc.body)
     users = [k for k, s in enumerate(stmts) if _mentions(s, buf)]
@@ -212,17 +234,17 @@ def _plan(alloc: Allocate, targets: Sequence[Buffer]) -> _Share | None:
         return None
     loops, store = nest
     out = store.buffer
+    ana = Analyzer()
     if (
         not any(out is t for t in targets)
-        or out.scope not in SHARED_SCOPES
+        or out.scope != "global"
         or out.dtype != buf.dtype
-        or len(out.shape) != len(buf.shape)
+        or not _contiguous_part(buf, out, ana)
         or not _stage_reads(stage, loops, store, buf)
         or _in_device_call(alloc.body, out)
         or any(_mentions(s, out) for s in stmts[: users[-1]])
     ):
         return None
-    ana = Analyzer()
     reads = _loads(store.value, buf)
     b = reads[0].indices
     if not all(_same_indices(r.indices, b, ana) for r in reads[1:]):
@@ -289,4 +311,6 @@ class ShareOutputStorage(FunctionPass):
 
     def transform_function(self, func: PrimFunc) -> PrimFunc:
         """Drop each ``Allocate`` of ``func`` that can borrow its consumer's storage."""
+        if not PassContext.current().get_config(SHARE_OUTPUT_STORAGE.name):
+            return func
         return func.update(body=_Sharer(_pure_outputs(func)).visit(func.body))
