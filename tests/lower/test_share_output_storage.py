@@ -300,3 +300,19 @@ def main(x: T.Buffer((16, 16), "float32"), y: T.Buffer((16, 16), "float32")):
 """)
     assert "B" not in allocated(share(whole_rows))
     check_same(whole_rows)
+
+
+def test_keeps_a_one_element_accumulator() -> None:
+    """A row's sum accumulated in a one-element buffer stays there (a register), not in the
+    output's memory."""
+    func = parse("""
+@T.prim_func
+def main(x: T.Buffer((8, 16), "float32"), y: T.Buffer((8, 1), "float32")):
+    for i in range(8):
+        s = T.allocate((1, 1), "float32")
+        s[0, 0] = T.float32(0.0)
+        for j in range(16):
+            s[0, 0] = s[0, 0] + x[i, j]
+        y[i, 0] = s[0, 0] * T.float32(0.0625)
+""")
+    assert "s" in allocated(share(func))

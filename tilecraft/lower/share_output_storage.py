@@ -14,6 +14,7 @@ The rewrite is made only when it provably keeps the meaning; otherwise nothing c
   sequences), the last one that mentions ``B``; it is a perfect loop nest (loops from 0) around
   one store ``O[e] = value`` where every load of ``B`` in ``value`` reads ``B[b]`` with the same
   indices ``b``, and nothing else in ``C`` (indices, loop bounds) mentions ``B`` or ``O``;
+- ``B`` holds more than one element (a scalar stays in a register);
 - ``O`` and ``B`` have the same dtype and rank, ``B``'s box is one contiguous run of ``O``
   laid out as in ``B`` (dimensions of extent 1, then one dimension, then ``O``'s whole
   dimensions: a row, a plane), ``off = e - b`` does not change inside the
@@ -157,8 +158,13 @@ class _Share:
     offset: tuple[Expr, ...]
 
 
+def _equal(a: Expr, b: Expr, ana: Analyzer) -> bool:
+    """True if ``a == b`` provably (integers of one dtype)."""
+    return a.dtype == b.dtype and ana.can_prove_equal(a, b)
+
+
 def _same_indices(a: Sequence[Expr], b: Sequence[Expr], ana: Analyzer) -> bool:
-    return all(ana.can_prove_equal(x, y) for x, y in zip(a, b, strict=True))
+    return all(_equal(x, y, ana) for x, y in zip(a, b, strict=True))
 
 
 def _covers_box(b: Sequence[Expr], loops: list[For], buf: Buffer, ana: Analyzer) -> bool:
@@ -172,10 +178,10 @@ def _covers_box(b: Sequence[Expr], loops: list[For], buf: Buffer, ana: Analyzer)
             return False
         extent: Expr = IntImm(dim.dtype, 1)
         for split in total.args:
-            if not ana.can_prove_equal(split.scale, extent):
+            if not (_equal(split.scale, extent, ana) and split.extent.dtype == dim.dtype):
                 return False
             extent = extent * split.extent
-        if not ana.can_prove_equal(extent, dim):
+        if not _equal(extent, dim, ana):
             return False
     return True
 
@@ -186,12 +192,20 @@ def _offset(
     """``store.indices - b`` when it is the same for every iteration under the allocation."""
     out = []
     for e, i in zip(store.indices, b, strict=True):
+        if e.dtype != i.dtype:
+            return None
         off = ana.simplify(e - i)
         for n in walk(off):
             if isinstance(n, BufferLoad) or (isinstance(n, Var) and id(n) in inner):
                 return None
         out.append(off)
     return tuple(out)
+
+
+def _one_element(buf: Buffer) -> bool:
+    """True if ``buf`` holds one element: a scalar the C compiler keeps in a register, which
+    would become a memory access (a reduction's accumulator read and written each step)."""
+    return all(isinstance(d, IntImm) and d.value == 1 for d in buf.shape)
 
 
 def _contiguous_part(buf: Buffer, out: Buffer, ana: Analyzer) -> bool:
@@ -201,9 +215,9 @@ def _contiguous_part(buf: Buffer, out: Buffer, ana: Analyzer) -> bool:
         return False
     dims = list(zip(buf.shape, out.shape, strict=True))
     k = 0
-    while k < len(dims) and ana.can_prove_equal(dims[k][0], 1):
+    while k < len(dims) and _equal(dims[k][0], IntImm(dims[k][0].dtype, 1), ana):
         k += 1
-    return all(ana.can_prove_equal(b, o) for b, o in dims[k + 1 :])
+    return all(_equal(b, o, ana) for b, o in dims[k + 1 :])
 
 
 def _stage_reads(stage: Stmt, loops: list[For], store: BufferStore, buf: Buffer) -> bool:
@@ -222,7 +236,7 @@ def _stage_reads(stage: Stmt, loops: list[For], store: BufferStore, buf: Buffer)
 def _plan(alloc: Allocate, targets: Sequence[Buffer]) -> _Share | None:
     """How ``alloc``'s buffer can share a target's storage, or None when unproven."""
     buf = alloc.buffer
-    if buf.scope != "global" or _in_device_call(alloc.body, buf):
+    if buf.scope != "global" or _in_device_call(alloc.body, buf) or _one_element(buf):
         return None
     stmts = _statements(alloc.body)
     users = [k for k, s in enumerate(stmts) if _mentions(s, buf)]
