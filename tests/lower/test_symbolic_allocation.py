@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tilecraft as tc
 from tilecraft.ir import Allocate, PrimFunc, post_order_visit, structural_equal
-from tilecraft.lower import lower
+from tilecraft.lower import PassContext, lower
 from tilecraft.testing import check_numeric
 
 te = tc.te
@@ -35,8 +35,14 @@ def _chain(shape: tuple[object, ...]) -> PrimFunc:
     return te.create_prim_func([a, c])
 
 
+def _lower(func: PrimFunc) -> PrimFunc:
+    """Lower for the CPU keeping every intermediate's allocation (no storage sharing)."""
+    with PassContext(config={"lower.share_output_storage": False}):
+        return lower(func, "cpu")
+
+
 def _no_huge_constant(func: PrimFunc) -> None:
-    for name, shape in _allocations(lower(func, "cpu")).items():
+    for name, shape in _allocations(_lower(func)).items():
         for extent in shape:
             value = getattr(extent, "value", 0)
             assert value < 2**20, f"{name} allocates {shape}"
@@ -49,7 +55,7 @@ def test_unit_loop_then_fuse_allocates_n_elements() -> None:
         blk = sch.get_block(name)
         sch.add_unit_loop(sch.get_loops(blk)[0])
         sch.fuse(*sch.get_loops(blk))
-    lowered = lower(sch.func, "cpu")
+    lowered = _lower(sch.func)
     (shape,) = _allocations(lowered).values()
     n = before.params[0].shape[0]
     assert len(shape) == 1
@@ -83,7 +89,7 @@ def main(A: T.Buffer((n,), "float32"), C: T.Buffer((n,), "float32")):
 """
     )
     assert isinstance(func, PrimFunc)
-    (shape,) = _allocations(lower(func, "cpu")).values()
+    (shape,) = _allocations(_lower(func)).values()
     assert str(shape[0]) == "n"
     for size in (1, 5):
         check_numeric(func, before, shape_vars={"n": size})

@@ -36,6 +36,7 @@ from .pipeline import cpu_pipeline as cpu_pipeline
 from .pipeline import get_pipeline as get_pipeline
 from .pipeline import lower as lower
 from .plan_allocations import PlanAllocations as PlanAllocations
+from .share_output_storage import ShareOutputStorage as ShareOutputStorage
 from .simplify import Simplify as Simplify
 from .software_pipeline import InjectSoftwarePipeline as InjectSoftwarePipeline
 from .unroll_loops import AUTO_UNROLL as AUTO_UNROLL

@@ -27,6 +27,7 @@ from .flatten_buffer import FlattenBuffer
 from .lower_init_block import LowerInitBlock
 from .lower_thread_bindings import LowerThreadBindings
 from .plan_allocations import PlanAllocations
+from .share_output_storage import ShareOutputStorage
 from .simplify import Simplify
 from .unroll_loops import UnrollLoops
 
@@ -56,6 +57,8 @@ def cpu_pipeline(*, emulate_gpu: bool = False, bounds_check: bool = False) -> li
         ConvertBlocksToLoops(),
         LowerThreadBindings(emulate_gpu),
         CompactBufferAllocation(),
+        # a serial GPU emulation keeps every buffer the schedule declares
+        *([] if emulate_gpu else [ShareOutputStorage()]),
         UnrollLoops(roll=emulate_gpu),
         ExposeShapeVars(),
         *([InsertBoundsChecks()] if bounds_check else []),
