@@ -10,11 +10,13 @@ the sizes from the function, so the tests run the same schedule on small shapes.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
 
 import tilecraft as tc
+from tilecraft.errors import ScheduleError
 from tilecraft.ir import PrimFunc, Var
 from tilecraft.schedule import BlockRV, Schedule
 
@@ -246,6 +248,10 @@ def schedule_row_reduction(func: PrimFunc, threads: int = 256) -> Schedule:
     (warp shuffles and shared memory) and leave the row statistic in every thread's
     registers."""
     sch = Schedule(func)
+    *stages, _ = sch.get_child_blocks(sch.get_block("root"))
+    for stage in stages:  # elementwise stages between reductions (softmax's exp): recomputed
+        with contextlib.suppress(ScheduleError):  # a reduction is not inlined (unchanged)
+            sch.compute_inline(stage)
     blocks = sch.get_child_blocks(sch.get_block("root"))
     *reductions, last = blocks
     row, _ = sch.get_loops(last)

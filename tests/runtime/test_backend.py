@@ -31,6 +31,7 @@ from tilecraft.lower import (
     LowerVirtualThreads,
     LowerWarpFragments,
     PlanAllocations,
+    ShareOutputStorage,
     Simplify,
     UnrollLoops,
 )
@@ -105,12 +106,12 @@ def test_cuda_pipeline_is_the_literal_list_with_one_storage_align() -> None:
 def test_cpu_pipeline_is_the_literal_list() -> None:
     plain = [
         ExpandWarpTiles, CollectStorageAlign, LowerInitBlock, PlanAllocations,
-        ConvertBlocksToLoops, LowerThreadBindings, CompactBufferAllocation, UnrollLoops,
-        ExposeShapeVars, FlattenBuffer, Simplify,
+        ConvertBlocksToLoops, LowerThreadBindings, CompactBufferAllocation, ShareOutputStorage,
+        UnrollLoops, ExposeShapeVars, FlattenBuffer, Simplify,
     ]  # fmt: skip
     assert [type(p) for p in be.CPUBackend().pipeline(CPU)] == plain
     checked = [type(p) for p in be.CPUBackend(bounds_check=True).pipeline(CPU)]
-    assert checked == [*plain[:9], InsertBoundsChecks, *plain[9:]]
+    assert checked == [*plain[:10], InsertBoundsChecks, *plain[10:]]
     assert [type(p) for p in tc.lower.get_pipeline(CPU)] == plain
 
 

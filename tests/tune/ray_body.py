@@ -4,9 +4,9 @@
 builds and measures candidates with RayBuilder/RayRunner (good ones and ones that crash,
 hang or compute wrong values), tunes a function end to end with the driver as the only
 database writer, runs ``tilecraft tune --ray`` as a second driver of the cluster (and at an
-address where nothing listens), measures a hanging and a good candidate while every new Ray worker process
-takes longer to start than the measurement's timeout (ray_hooks.py), stops Ray and writes
-what it saw to OUT_JSON.
+address where nothing listens), measures a hanging and a good candidate while every new Ray
+worker process takes longer to start than the measurement's timeout (ray_hooks.py), stops Ray
+and writes what it saw to OUT_JSON.
 """
 
 from __future__ import annotations
