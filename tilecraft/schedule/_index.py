@@ -42,10 +42,15 @@ def stmt_children(stmt: Stmt) -> tuple[Stmt, ...]:
 
 def walk(stmt: Stmt, path: Path = ()) -> Iterator[tuple[Stmt, Path]]:
     """Yield ``(node, path)`` for every statement under ``stmt`` (pre-order, ``stmt`` first)."""
-    yield stmt, path
-    sub = (*path, stmt)
-    for child in stmt_children(stmt):
-        yield from walk(child, sub)
+    # an explicit stack: one generator, not one per level of nesting
+    stack: list[tuple[Stmt, Path]] = [(stmt, path)]
+    while stack:
+        node, at = stack.pop()
+        yield node, at
+        kids = stmt_children(node)
+        if kids:
+            sub = (*at, node)
+            stack.extend((k, sub) for k in reversed(kids))
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +68,20 @@ def build_index(func: PrimFunc) -> TreeIndex:
     blocks: dict[str, tuple[BlockRealize, Path]] = {}
     loops: dict[int, tuple[For, Path]] = {}
     parents: dict[int, Stmt] = {}
-    for node, path in walk(func.body):
+    # the pre-order of walk(), with an explicit stack (no generator per level)
+    stack: list[tuple[Stmt, Path]] = [(func.body, ())]
+    while stack:
+        node, path = stack.pop()
         if path:
             parents[id(node)] = path[-1]
-        if isinstance(node, BlockRealize):
+        if type(node) is BlockRealize:
             blocks[node.block.name] = (node, path)
-        elif isinstance(node, For):
+        elif type(node) is For:
             loops[id(node.loop_var)] = (node, path)
+        kids = stmt_children(node)
+        if kids:
+            sub = (*path, node)
+            stack.extend((k, sub) for k in reversed(kids))
     return TreeIndex(func, blocks, loops, parents)
 
 
