@@ -42,15 +42,10 @@ def stmt_children(stmt: Stmt) -> tuple[Stmt, ...]:
 
 def walk(stmt: Stmt, path: Path = ()) -> Iterator[tuple[Stmt, Path]]:
     """Yield ``(node, path)`` for every statement under ``stmt`` (pre-order, ``stmt`` first)."""
-    # an explicit stack: one generator, not one per level of nesting
-    stack: list[tuple[Stmt, Path]] = [(stmt, path)]
-    while stack:
-        node, at = stack.pop()
-        yield node, at
-        kids = stmt_children(node)
-        if kids:
-            sub = (*at, node)
-            stack.extend((k, sub) for k in reversed(kids))
+    yield stmt, path
+    sub = (*path, stmt)
+    for child in stmt_children(stmt):
+        yield from walk(child, sub)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,20 +63,13 @@ def build_index(func: PrimFunc) -> TreeIndex:
     blocks: dict[str, tuple[BlockRealize, Path]] = {}
     loops: dict[int, tuple[For, Path]] = {}
     parents: dict[int, Stmt] = {}
-    # the pre-order of walk(), with an explicit stack (no generator per level)
-    stack: list[tuple[Stmt, Path]] = [(func.body, ())]
-    while stack:
-        node, path = stack.pop()
+    for node, path in walk(func.body):
         if path:
             parents[id(node)] = path[-1]
-        if type(node) is BlockRealize:
+        if isinstance(node, BlockRealize):
             blocks[node.block.name] = (node, path)
-        elif type(node) is For:
+        elif isinstance(node, For):
             loops[id(node.loop_var)] = (node, path)
-        kids = stmt_children(node)
-        if kids:
-            sub = (*path, node)
-            stack.extend((k, sub) for k in reversed(kids))
     return TreeIndex(func, blocks, loops, parents)
 
 
