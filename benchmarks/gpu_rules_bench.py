@@ -7,6 +7,13 @@ Usage::
 
     python benchmarks/gpu_rules_bench.py [--arch sm_90] [--dtype float16] [--only decode]
     python benchmarks/gpu_rules_bench.py --no-ptxas      # rules only (no nvcc needed)
+    python benchmarks/gpu_rules_bench.py --models-time   # rule time per model, nothing else
+
+``--models-time`` prints, for every model of the GPU model set (``tests/models``
+``gpu_case_names("full")``: the TinyLlama decoder layer decode / prefill in fp32 and fp16,
+BERT, ViT, ResNet-18 blocks, the tutorial models), the CPU time (``process_time``, median of
+``--repeat`` runs) of ``ApplyDefaultSchedule`` with the GPU default rules over all the
+functions of its "default" pipeline; the issue's goal is under 1 s for the decoder layer.
 
 With a GPU (cuda-python and a device) each kernel is also timed, with its reference measured
 in the same run: a bandwidth probe (a plain copy kernel, the GB/s the device reaches) for the
@@ -240,6 +247,26 @@ def _torch_decode(torch: Any, cfg: Any, params: dict[str, np.ndarray], dev: list
     return step
 
 
+def models_time(target: tc.Target, repeat: int, only: str | None) -> None:
+    """Median CPU seconds of the default rules over every function of each model."""
+    print(f"rule scheduling CPU time per model on {target} (median of {repeat}, no nvcc)")
+    for name in models.gpu_case_names("full"):
+        if only and only not in name:
+            continue
+        case = models.gpu_case(name, "full")
+        with target:
+            mod = get_pipeline("default", params=case.params)(case.mod)
+        spent = []
+        for _ in range(repeat):
+            start = time.process_time()
+            with target:
+                dl.ApplyDefaultSchedule(*dl.gpu.default_rules(), strict=True)(mod)
+            spent.append(time.process_time() - start)
+        funcs = sum(1 for _ in mod.prim_funcs())
+        print(f"{name:36s} {funcs:3d} functions  {statistics.median(spent):7.3f} s  "
+              f"(min {min(spent):.3f})")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the table (and, on a GPU, the timings); returns the exit status."""
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -247,9 +274,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default="float16", choices=["float16", "float32"])
     ap.add_argument("--only", default=None, help="kernels whose group/name contains this")
     ap.add_argument("--no-ptxas", action="store_true", help="skip ptxas -v")
-    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--repeat", type=int, default=None, help="runs per timing (20; 5 for "
+                    "--models-time)")  # fmt: skip
+    ap.add_argument("--models-time", action="store_true", help="only the rule time per model")
     args = ap.parse_args(argv)
     target = tc.Target(f"cuda -arch={args.arch}")
+    if args.models_time:
+        models_time(target, args.repeat or 5, args.only)
+        return 0
+    args.repeat = args.repeat or 20
     ptxas = not args.no_ptxas and shutil.which("nvcc") is not None
     gpu = device_available()
     if not gpu:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import TilecraftError
-from ..ir import Expr, Max, Min, Range, Var, as_expr, collect_vars
+from ..ir import Expr, IntImm, Max, Min, Range, Var, as_expr, collect_vars
 from ._form import Atom, AtomT, Lin, ladd, lscale
 from .analyzer import Analyzer
 
@@ -54,30 +54,54 @@ class IntSet:
         return Range(self.min_value, ana.simplify(self.max_value - self.min_value + 1))
 
 
+def _const_range(r: Range) -> bool:
+    """True when ``r``'s ends are constants of one dtype."""
+    return type(r.min) is IntImm and type(r.extent) is IntImm and r.min.dtype == r.extent.dtype
+
+
+def _has_vars(e: Expr) -> bool:
+    """True when ``e`` uses a variable (a constant answers without a walk)."""
+    return type(e) is not IntImm and bool(collect_vars(e))
+
+
 class _Relaxer:
     def __init__(self, dom: Mapping[Var, Range | IntSet], ana: Analyzer) -> None:
         self.ana = ana
         self.canon = ana.canon
         self.dom: dict[Var, _Ends] = {}
         for v, d in dom.items():
+            if isinstance(d, Range) and _const_range(d):
+                # a constant range: its ends directly (what simplifying them gives)
+                lo = self.canon.lin(d.min)
+                self.dom[v] = (lo, Lin(lo.c + d.extent.value - 1, {}, lo.dt))  # type: ignore[attr-defined]
+                continue
             s = IntSet.from_range(d) if isinstance(d, Range) else d
             self.dom[v] = (
                 None if s.min_value is None else self.canon.lin(s.min_value),
                 None if s.max_value is None else self.canon.lin(s.max_value),
             )
-        self.bound_ana = Analyzer()
+        self._ranges = {v: d for v, d in dom.items() if isinstance(d, Range)}
+        self._bound_ana: Analyzer | None = None
         # variables whose constant bounds are real (constant ranges), not dtype limits
-        self.const_dom: set[Var] = set()
-        for v, d in dom.items():
-            if isinstance(d, Range):
-                self.bound_ana.bind(v, d)
-                if not collect_vars(d.min) and not collect_vars(d.extent):
-                    self.const_dom.add(v)
-        # an access under an empty domain never happens, so every domain may be assumed
-        # non-empty: a symbolic extent n is then at least 1 (a divisor n is positive)
-        for d in dom.values():
-            if isinstance(d, Range) and collect_vars(d.extent):
-                self.bound_ana._add_constraint(self.bound_ana.simplify(d.extent >= 1))
+        self.const_dom: set[Var] = {
+            v for v, d in self._ranges.items() if not _has_vars(d.min) and not _has_vars(d.extent)
+        }
+
+    @property
+    def bound_ana(self) -> Analyzer:
+        """The domains as an analyzer's bindings (built on first use: most regions are affine
+        and never ask)."""
+        if self._bound_ana is None:
+            ana = Analyzer()
+            for v, d in self._ranges.items():
+                ana.bind(v, d)
+            # an access under an empty domain never happens, so every domain may be assumed
+            # non-empty: a symbolic extent n is then at least 1 (a divisor n is positive)
+            for d in self._ranges.values():
+                if _has_vars(d.extent):
+                    ana._add_constraint(ana.simplify(d.extent >= 1))
+            self._bound_ana = ana
+        return self._bound_ana
 
     def depends(self, a: AtomT) -> bool:
         if type(a) is Var:

@@ -76,20 +76,6 @@ class Canonicalizer:
         self.subst: dict[Var, Lin] = {}
         self.var_keys: VarKeys = {}  # sort keys, given in the order variables are first met
         self._seq = 0
-        self._dispatch: dict[type, Callable[[Expr], Lin]] = {
-            IntImm: self._int,
-            Var: self._var,
-            Add: self._add,
-            Sub: self._sub,
-            Mul: self._mul,
-            FloorDiv: self._floordiv,
-            FloorMod: self._floormod,
-            Div: self._div,
-            Min: self._minmax,
-            Max: self._minmax,
-            Select: self._select,
-            Cast: self._cast,
-        }
 
     # atoms ---------------------------------------------------------------------------------
     def atom(self, kind: str, args: tuple[object, ...], key: object, dt: object) -> Atom:
@@ -105,10 +91,10 @@ class Canonicalizer:
     # IR -> Lin -----------------------------------------------------------------------------
     def lin(self, e: Expr) -> Lin:
         """The canonical form of integer expression ``e``."""
-        fn = self._dispatch.get(type(e))
+        fn = _LIN_FUNCS.get(type(e))
         if fn is None:
             return self._opaque(e)
-        return fn(e)
+        return fn(self, e)
 
     def _int(self, e: Expr) -> Lin:
         return Lin(e.value, {}, e.dtype)  # type: ignore[attr-defined]
@@ -444,6 +430,24 @@ class Canonicalizer:
             return cls(IntImm(d.dt, d.c), self.expr(neg))  # type: ignore[no-any-return]
         neg = Lin(-d.c, {x: -v for x, v in d.t.items() if v < 0}, d.dt)
         return cls(self.expr(pos), self.expr(neg))  # type: ignore[no-any-return]
+
+
+# the function turning each node type into its canonical form: one table for the class, not
+# one per analyzer (analyzers are made by the thousand)
+_LIN_FUNCS: dict[type, Callable[[Canonicalizer, Expr], Lin]] = {
+    IntImm: Canonicalizer._int,
+    Var: Canonicalizer._var,
+    Add: Canonicalizer._add,
+    Sub: Canonicalizer._sub,
+    Mul: Canonicalizer._mul,
+    FloorDiv: Canonicalizer._floordiv,
+    FloorMod: Canonicalizer._floormod,
+    Div: Canonicalizer._div,
+    Min: Canonicalizer._minmax,
+    Max: Canonicalizer._minmax,
+    Select: Canonicalizer._select,
+    Cast: Canonicalizer._cast,
+}
 
 
 __all__ = ["Canonicalizer", "lconst"]

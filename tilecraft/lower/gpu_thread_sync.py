@@ -25,6 +25,7 @@ from ..ir import (
     Buffer,
     BufferLoad,
     BufferStore,
+    Call,
     Evaluate,
     Expr,
     For,
@@ -36,6 +37,7 @@ from ..ir import (
     PrimFunc,
     SeqStmt,
     Stmt,
+    Var,
     collect_vars,
     post_order_visit,
     seq,
@@ -73,6 +75,9 @@ class _Planner:
     def accesses(self, s: Stmt) -> list[_Access]:
         found: list[_Access] = []
         ctx = tuple(self.loops)
+        tile = _wmma_store_tile(s, ctx)
+        if tile is not None:  # the warp writes a whole tile; its addresses are not reads
+            return [tile]
 
         def fn(n: Node) -> None:
             if isinstance(n, BufferLoad) and n.buffer.scope in _SHARED:
@@ -202,6 +207,27 @@ def _loops_under(s: Stmt) -> list[For]:
 
     post_order_visit(s, fn)
     return found
+
+
+def _wmma_store_tile(s: Stmt, ctx: tuple[For, ...]) -> _Access | None:
+    """The write of a ``wmma_store_sync`` to shared memory: the 16 x 16 tile from its first
+    element, rows as far apart as its first and second rows' first elements (every lane of
+    the warp writes part of it)."""
+    call = s.value if isinstance(s, Evaluate) else None
+    if not isinstance(call, Call) or call.op != "wmma_store_sync":
+        return None
+    first, _, second = call.args[:3]
+    if not (isinstance(first, BufferLoad) and isinstance(second, BufferLoad)):
+        return None
+    if first.buffer.scope not in _SHARED or len(first.indices) != 1:
+        return None
+    base = first.indices[0]
+    dt = base.dtype
+    r, c = Var("wmma_row", dt), Var("wmma_col", dt)
+    rows = tuple(For(v, IntImm(dt, 0), IntImm(dt, 16), ForKind.SERIAL, Evaluate(IntImm(dt, 0)))
+                 for v in (r, c))  # fmt: skip
+    index = base + r * (second.indices[0] - base) + c
+    return _Access(first.buffer, True, Footprint((index,), (*ctx, *rows)))
 
 
 def _exprs(s: Stmt) -> list[Expr]:

@@ -1,6 +1,7 @@
 """GPU Matmul rule on tensor cores: fp16/bf16 operands accumulated in fp32, ``mma.sync`` +
-``ldmatrix`` + ``cp.async`` on sm_80+, WMMA on sm_75; both weight layouts, batched, a cast
-epilogue, ragged shapes and a symbolic M padded; equal under the race-checking emulator at
+``ldmatrix`` + ``cp.async`` on sm_80+, WMMA on sm_75; both weight layouts, batched, ragged
+shapes and a symbolic M padded; the epilogue (fp16 cast, bias, ReLU / SiLU, the padded
+copy-back) fused into the write-back, one kernel; equal under the race-checking emulator at
 reduced sizes; ptxas at 4096^3 without spills; the SIMT schedule for a symbolic K."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pytest
 from test_gpu_matmul import linear
 
 import tilecraft as tc
+from tilecraft import te, topi
 from tilecraft.ir import PrimFunc, Var
 from tilecraft.rules.gpu import Matmul, MatmulConfig
 from tilecraft.runtime import build_cuda_source
@@ -51,10 +53,12 @@ def test_batched_and_bf16_on_mma_equal() -> None:
 
 @pytest.mark.parametrize("target", [SM80, SM75], ids=["mma", "wmma"])
 def test_ragged_shapes_padded_to_whole_tiles_equal(target: tc.Target) -> None:
-    # zero-filled (scalar) loads into shared memory; the copy-back and the cast: a 2nd kernel
+    # zero-filled (scalar) loads into shared memory; the copy-back and the cast fused into
+    # the GEMM's write-back
     func = linear(50, 70, 40, dtype="float16", weight_nk=True, out_dtype="float32")
     text = emulate_equal(func, target)
     assert ("mma.sync" in text) == (target is SM80)
+    assert text.count("__global__") == 1
 
 
 @pytest.mark.parametrize("target", [SM80, SM75], ids=["mma", "wmma"])
@@ -76,6 +80,54 @@ def test_symbolic_reduction_and_disabled_tensor_cores_get_the_simt_schedule() ->
     assert "mma" not in build_cuda_source(sch.mod, SM80).text
 
 
+def linear_bias_act(m: int | Var, n: int, k: int, act: str, weight_nk: bool) -> PrimFunc:
+    """``act(fp16(A @ B) + bias)``: fp16 operands, fp32 accumulation, an fp16 output."""
+    a = te.placeholder((m, k), "float16", name="A")
+    b = te.placeholder((n, k) if weight_nk else (k, n), "float16", name="B")
+    bias = te.placeholder((n,), "float16", name="bias")
+    c = topi.matmul(a, b, transpose_b=weight_nk, out_dtype="float32")
+    d = te.compute(c.shape, lambda i, j: tc.ir.op.cast(c[i, j], "float16") + bias[j], name="d")
+    return te.create_prim_func([a, b, bias, getattr(topi, act)(d)])
+
+
+EPILOGUES = [("relu", False, 64), ("silu", True, 64), ("silu", False, 50)]
+
+
+@pytest.mark.parametrize(("act", "weight_nk", "m"), EPILOGUES, ids=["relu", "silu_nk", "ragged"])
+@pytest.mark.parametrize("target", [SM80, SM75], ids=["mma", "wmma"])
+def test_bias_and_activation_fused_into_the_write_back_equal(
+    act: str, weight_nk: bool, m: int, target: tc.Target
+) -> None:
+    func = linear_bias_act(m, 64, 32, act, weight_nk)
+    text = emulate_equal(func, target)
+    assert text.count("__global__") == 1  # the epilogue in the GEMM's write-back
+    assert ("mma.sync" in text) == (target is SM80)
+    assert ("wmma::store_matrix_sync" in text) == (target is SM75)
+
+
+@pytest.mark.parametrize("target", [SM80, SM75], ids=["mma", "wmma"])
+def test_symbolic_m_with_an_epilogue_is_one_kernel_equal(target: tc.Target) -> None:
+    func = linear_bias_act(Var("m"), 64, 32, "relu", True)
+    sch, text = cuda_text(func, target)
+    assert text.count("__global__") == 1
+    tc.testing.check_numeric(sch.func, func, emulate_gpu="racecheck", target=target,
+                             shape_vars={"m": 21})  # fmt: skip
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="nvcc/ptxas not on PATH")
+@pytest.mark.parametrize("arch", ["sm_80", pytest.param("sm_90", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("m", [4096, Var("m")], ids=["4096", "symbolic_m"])
+def test_fused_epilogue_compiles_without_spills(arch: str, m: int | Var) -> None:
+    target = tc.Target(f"cuda -arch={arch}")
+    _, text = cuda_text(linear_bias_act(m, 4096, 4096, "silu", True), target)
+    info = ptxas_info(text, arch)
+    assert len(info) == 1
+    for stats in info.values():
+        assert not stats.spills, stats
+        assert stats.stack_bytes == 0, stats
+
+
 # one layout and arch in the default run, the other five under -m slow
 CASES = [
     (nk, arch) if (nk, arch) == (True, "sm_80") else pytest.param(nk, arch, marks=pytest.mark.slow)
@@ -93,7 +145,7 @@ def test_padded_gemm_compiles_without_spills(arch: str, m: int | Var) -> None:
     func = linear(m, 1000, 4096, dtype="float16", weight_nk=True, out_dtype="float32")
     _, text = cuda_text(func, target)
     info = ptxas_info(text, arch)
-    assert len(info) == 2  # the GEMM; the copy-back fused with the cast
+    assert len(info) == 1  # the GEMM, the copy-back and the cast fused into its write-back
     for stats in info.values():
         assert not stats.spills, stats
         assert stats.stack_bytes == 0, stats
@@ -113,7 +165,10 @@ def test_4096_cubed_compiles_without_spills(weight_nk: bool, arch: str) -> None:
         assert not stats.spills, stats
         assert stats.stack_bytes == 0, stats
         assert stats.registers * 128 <= limits.registers_per_block
-    # the GEMM (the fp16 cast is a second kernel): two stages of a padded 128 x 32 A tile and
-    # a padded 32 x 128 B tile
-    assert max(s.shared_bytes for s in info.values()) == 2 * (128 * 40 + 32 * 136) * 2
+    # one kernel (the fp16 cast fused into the write-back): two stages of a padded 128 x 32 A
+    # tile and a padded 32 x 128 B tile, and one fp32 fragment tile per warp (4 warps; 16 x 8
+    # for mma, 16 x 16 for WMMA) staging the epilogue
+    assert len(info) == 1
+    frag = 16 * (16 if arch == "sm_75" else 8) * 4
+    assert max(s.shared_bytes for s in info.values()) == 2 * (128 * 40 + 32 * 136) * 2 + 4 * frag
     assert ("mma.sync" in text) == (arch != "sm_75")

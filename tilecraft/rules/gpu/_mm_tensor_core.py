@@ -5,16 +5,18 @@
 A block of ``warps_m x warps_n`` warps computes a ``block_m x block_n`` tile of ``C`` in warp
 fragments; per ``block_k`` step the A and B tiles are fetched by all threads cooperatively
 (16-byte loads) into padded shared memory and loaded into fragments per 16-wide ``k``; the
-accumulators are stored to the output (or to the intermediate the epilogue reads, the epilogue
-then being its own kernel). A weight stored ``(n, k)`` is transposed on its way into shared
-memory (``transform_layout``; scalar fetch), since the ``ldmatrix`` intrinsics take row-major
-``k x n`` tiles.
+accumulators are stored to the output, or, when an epilogue follows (the cast of an fp16
+output, bias, activation), fused into the write-back: each warp stores one fragment tile at a
+time to shared memory (one tile per warp: ``[.., i // wm, j // wn, .., i % 16, j % tn]``) and
+its 32 threads apply the epilogue to it and write the output, one kernel in all. A weight
+stored ``(n, k)`` is transposed on its way into shared memory (``transform_layout``; scalar
+fetch), since the ``ldmatrix`` intrinsics take row-major ``k x n`` tiles.
 
 Extents the tiles do not divide, symbolic ``i`` and ``j`` (a prefill's sequence length)
 included, are padded (``pad_einsum``): the zero-filling copies are inlined into the
 shared-memory fetch (scalar guarded loads: a guarded 16-byte load is not yet predicated by the
-code generator), the accumulators stored to the padded output and the copy-back (with the
-epilogue) run as a second kernel. A symbolic reduction is not taken: the caller uses the SIMT
+code generator) and the copy-back to the unpadded output (with the epilogue) fused into the
+write-back as above, guarded. A symbolic reduction is not taken: the caller uses the SIMT
 schedule.
 """
 
@@ -25,7 +27,7 @@ from dataclasses import dataclass, replace
 from ...ir import Block, BufferLoad, BufferStore, Expr, PrimFunc, Var
 from ...schedule import BlockRV, IndexMap, LoopRV, Schedule
 from ...schedule.analysis import IndexRole, classify_einsum
-from ..common import block_node
+from ..common import attempt, block_node, fold_epilogue, loops_below, writes_param
 from ._mm_common import inline_producers
 
 _SCOPES = {
@@ -174,7 +176,10 @@ def schedule_tensor_core(
     threads = 32 * tile.warps_m * tile.warps_n
     # Step 2. Accumulators in warp fragments, stored back per warp tile.
     scopes = _SCOPES[kind]
-    smi, sni, s16 = _accumulators(sch, main, bx, tile, (tn, scopes[2]))
+    acc, (smi, sni, s16) = _accumulators(sch, main, bx, tile, (tn, scopes[2]))
+    # Step 2b. The epilogue (cast, bias, activation) fused into the write-back: each warp
+    # stores a fragment tile to shared memory and applies the epilogue to it.
+    staged = fuse_epilogue_at(sch, acc, sni)
     # Step 3. Operands: global -> shared (per ko) -> warp fragments (per 16-wide k).
     b_transposed = operands[2]
     frag_loads, frag_tiles, shared = _stage(sch, main, kk, scopes, tn, operands)
@@ -186,9 +191,13 @@ def schedule_tensor_core(
     init = sch.decompose_reduction(main, ko)
     init_loops = sch.get_loops(init)[-4:]
     # Step 4. Tensorize: fill, store, fragment loads, multiply-accumulate.
-    names = _intrinsics(kind, short)
+    names = _intrinsics(kind, short, "shared" if staged else "global")
     sch.tensorize(init_loops[2], names[3])
+    acc_name = acc.name
     sch.tensorize(s16, names[4])
+    if staged:  # one fragment tile per warp in shared memory (laid out once tensorized)
+        stage = sch.get_block(acc_name + "_o")
+        sch.transform_layout(stage, ("write", 0), _per_warp_tiles(sch, stage, (wm, wn, 16, tn)))
     sch.tensorize(frag_loads[0], names[0])
     sch.tensorize(frag_loads[1], names[1])
     sch.tensorize(i16, names[2])
@@ -202,9 +211,9 @@ def schedule_tensor_core(
 
 def _accumulators(
     sch: Schedule, main: BlockRV, bx: LoopRV, tile: TensorCoreTile, frag: tuple[int, str]
-) -> tuple[LoopRV, LoopRV, LoopRV]:
+) -> tuple[BlockRV, tuple[LoopRV, LoopRV, LoopRV]]:
     """The accumulator fragments (``frag``: tile width, scope), stored back per warp tile
-    under ``bx``; (row tiles, column tiles, the 16-row store loop)."""
+    under ``bx``; the store block and its (row tiles, column tiles, the 16-row store loop)."""
     tn, scope = frag
     wm, wn = tile.block_m // tile.warps_m, tile.block_n // tile.warps_n
     acc = sch.cache_write(main, 0, scope)
@@ -214,17 +223,55 @@ def _accumulators(
     swx, sni, _ = sch.split(a1, [tile.warps_n, wn // tn, tn])
     sch.reorder(swy, swx, smi, sni, s16)
     sch.bind(sch.fuse(swy, swx), "threadIdx.y")
-    return smi, sni, s16
+    return acc, (smi, sni, s16)
 
 
-def _intrinsics(kind: str, short: str) -> tuple[str, str, str, str, str]:
-    """(load A, load B, multiply-accumulate, fill, store) intrinsic names."""
+def fuse_epilogue_at(sch: Schedule, store: BlockRV, tile_loop: LoopRV) -> bool:
+    """Run the epilogue of an accumulator ``store`` (the blocks reading what it writes, folded
+    into as few as :func:`~..common.fold_epilogue` allows) under ``tile_loop``, the loop over
+    a warp's fragment tiles: the fragment tile goes to shared memory (the store intrinsic's
+    shared form) and the warp's 32 threads apply the epilogue to it, each output element
+    written once, in the output's dtype (the staged buffer is laid out by
+    :func:`_per_warp_tiles` once the store is tensorized). False (the schedule unchanged)
+    when ``store`` writes the output itself or the epilogue cannot move there (it then runs
+    as its own kernel)."""
+    if writes_param(sch, store):
+        return False
+
+    def move() -> None:
+        for block in fold_epilogue(sch, store):
+            sch.reverse_compute_at(block, tile_loop)
+            loops = loops_below(sch, block, tile_loop)
+            fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+            sch.bind(sch.split(fused, [None, 32])[1], "threadIdx.x")
+        sch.set_scope(store, 0, "shared")
+
+    return attempt(sch, move)
+
+
+def _per_warp_tiles(sch: Schedule, stage: BlockRV, frag: tuple[int, int, int, int]) -> IndexMap:
+    """``[.., i, j] -> [.., i // wm, j // wn, i % wm // fm, j % wn // fn, i % fm, j % fn]``
+    (``frag``: the warp tile ``wm x wn`` and the fragment tile ``fm x fn``) for the buffer
+    ``stage`` writes: the fragment tile a warp stages is then one box per warp, so the
+    shared buffer holds one fragment tile per warp, not the warps' whole bounding box."""
+    wm, wn, fm, fn = frag
+
+    def tiles(*i: Expr) -> tuple[Expr, ...]:
+        r, c = i[-2], i[-1]
+        return (*i[:-2], r // wm, c // wn, r % wm // fm, c % wn // fn, r % fm, c % fn)
+
+    ndim = len(block_node(sch, stage).writes[0].buffer.shape)
+    return IndexMap.from_func(tiles, ndim=ndim)
+
+
+def _intrinsics(kind: str, short: str, store: str) -> tuple[str, str, str, str, str]:
+    """(load A, load B, multiply-accumulate, fill, store to ``store`` scope) intrinsics."""
     if kind == "mma":
         return (f"mma_load_a_16x16_{short}", f"mma_load_b_16x8_{short}",
                 f"mma_m16n8k16_{short}{short}f32", "mma_fill_16x8_f32",
-                "mma_store_16x8_f32_global")  # fmt: skip
+                f"mma_store_16x8_f32_{store}")  # fmt: skip
     return ("wmma_load_a_16x16_f16", "wmma_load_b_16x16_f16", "wmma_16x16x16_f16f16f32",
-            "wmma_fill_16x16_f32", "wmma_store_16x16_f32_global")  # fmt: skip
+            "wmma_fill_16x16_f32", f"wmma_store_16x16_f32_{store}")  # fmt: skip
 
 
 def _stage(

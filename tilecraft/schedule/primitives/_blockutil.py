@@ -43,6 +43,7 @@ from ...ir import (
 )
 from .. import _tree
 from ..state import BlockRV, LoopRV, ScheduleState
+from ._names import used_buffer_names, used_var_names
 from .index_map import Bounds, bound_index, const_value, same_index, simplify_index
 
 
@@ -358,7 +359,7 @@ def contains(stmt: Stmt, target: Stmt) -> bool:
 
 def fresh_var_names(func: PrimFunc, bases: Sequence[str]) -> list[str]:
     """Names not used by any variable of ``func`` (``ax0``, ``ax0_1``...)."""
-    used = {v.name for v in collect_vars(func.body)}
+    used = set(used_var_names(func.body))
     for p in func.params:
         used.add(p.name)
     out = []
@@ -374,13 +375,7 @@ def fresh_var_names(func: PrimFunc, bases: Sequence[str]) -> list[str]:
 
 def fresh_buffer_name(func: PrimFunc, base: str) -> str:
     """A buffer name not used in ``func``."""
-    used = {p.name for p in func.params}
-
-    def fn(n: object) -> None:
-        if isinstance(n, Buffer):
-            used.add(n.name)
-
-    post_order_visit(func.body, fn)
+    used = {p.name for p in func.params} | used_buffer_names(func.body)
     name, k = base, 1
     while name in used:
         name = f"{base}_{k}"
