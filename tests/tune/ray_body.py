@@ -103,7 +103,9 @@ def _tune(out: dict[str, object], work_dir: str) -> None:
         runner=ms.RayRunner(),
     )
     out["tuned_records"] = len(db)
-    out["tuned_ok"] = sum(r.ok for r in db.get_all_tuning_records())
+    records = db.get_all_tuning_records()
+    out["tuned_ok"] = sum(r.ok for r in records)
+    out["tuned_errors"] = [r.error for r in records if not r.ok]
     applied = ms.ApplyDatabase(work_dir, target=CPU)(tc.IRModule({"f": add_one()}))
     tc.testing.check_numeric(applied["f"], lambda a: a + 1)
     out["applied"] = bool(applied["f"].attrs.get("tc.tuned"))

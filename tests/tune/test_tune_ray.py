@@ -122,7 +122,7 @@ def test_ray_runner_isolates_failures(ray_results: dict[str, object]) -> None:
 
 def test_ray_tuning_end_to_end(ray_results: dict[str, object]) -> None:
     assert ray_results["tuned_records"] == 6
-    assert ray_results["tuned_ok"] == 6
+    assert ray_results["tuned_ok"] == 6, ray_results["tuned_errors"]
     assert ray_results["records_on_disk"] == 6  # written by the driver alone
     assert ray_results["applied"] is True
 
