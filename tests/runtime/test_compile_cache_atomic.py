@@ -117,11 +117,16 @@ def test_stale_temporaries_are_removed_by_the_next_compile(cache_dir: Path) -> N
     folder = cache_dir / "cpu"
     folder.mkdir(parents=True)
     host = "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:32]
-    dead = folder / f"{cache.TMP_PREFIX}{host}-{_dead_pid()}-abc"
-    old = folder / f"{cache.TMP_PREFIX}elsewhere-1-def"
-    fresh = folder / f"{cache.TMP_PREFIX}elsewhere-1-ghi"
-    alive = folder / f"{cache.TMP_PREFIX}{host}-{os.getpid()}-jkl"
-    for d in (dead, old, fresh, alive):
+    ns = cache._pid_namespace()
+    dead = folder / f"{cache.TMP_PREFIX}{host}-{ns}-{_dead_pid()}-abc"
+    old = folder / f"{cache.TMP_PREFIX}elsewhere-1-1-def"
+    fresh = folder / f"{cache.TMP_PREFIX}elsewhere-1-1-ghi"
+    alive = folder / f"{cache.TMP_PREFIX}{host}-{ns}-{os.getpid()}-jkl"
+    # a writer of this host in another PID namespace (a container, ``unshare --pid``): its pid
+    # names no process here, yet it may be running
+    other_ns = folder / f"{cache.TMP_PREFIX}{host}-{int(ns) + 1}-{_dead_pid()}-mno"
+    older_form = folder / f"{cache.TMP_PREFIX}{host}-{_dead_pid()}-pqr"  # host-pid-random
+    for d in (dead, old, fresh, alive, other_ns, older_form):
         d.mkdir()
         (d / "x.so").write_bytes(b"partial")
     hour_ago = time.time() - cache.STALE_AFTER_S - 60
@@ -131,6 +136,32 @@ def test_stale_temporaries_are_removed_by_the_next_compile(cache_dir: Path) -> N
     assert not old.exists()
     assert fresh.exists()  # another host's writer may still be at it
     assert alive.exists()  # a writer of this host that still runs
+    assert other_ns.exists()  # removed only once stale by age
+    assert older_form.exists()  # no namespace in the name: by age only
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare")
+def test_a_writer_in_another_pid_namespace_keeps_its_temporary(cache_dir: Path) -> None:
+    """A compile started inside ``unshare --pid`` (as the Ray tests' workers run) must not
+    delete the temporary of a writer outside it whose pid it cannot see: that made concurrent
+    compiles fail with 'cannot write the compiled library' on a cold cache."""
+    folder = cache_dir / "cpu"
+    folder.mkdir(parents=True)
+    ours = cache.new_entry(folder)  # this process's temporary, still being written
+    (ours / "x.c").write_text("int x;\n")
+    script = "import tilecraft as tc; tc.runtime.compile_shared('int tc_ns_probe(void){return 4;}')"
+    cmd = ["unshare", "--pid", "--fork", sys.executable, "-c", script]
+    probe = subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        cmd[1:1] = ["-r"]  # an unprivileged user namespace
+        probe = subprocess.run(["unshare", "-r", "--pid", "--fork", "true"], check=False)
+        if probe.returncode != 0:
+            pytest.skip("cannot make a PID namespace here")
+    env = {**os.environ, "TILECRAFT_CACHE_DIR": str(cache_dir)}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert ours.exists()
+    assert (ours / "x.c").exists()
 
 
 _KILLED_CHILD = textwrap.dedent(

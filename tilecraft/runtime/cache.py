@@ -4,7 +4,7 @@ An entry of kind ``cpu`` (shared libraries) or ``cuda`` (cubins) is one director
 ``<cache_dir>/<kind>/<key>/`` (:func:`tilecraft.config.cache_dir`, ``TILECRAFT_CACHE_DIR``)
 holding the artifact ``<key><suffix>``, its record ``<key>.json`` (the key, the artifact's
 size and sha256) and, for libraries, the C source ``<key>.c``. A writer fills a temporary
-directory ``.tmp-<host>-<pid>-...`` in the same folder and commits it with one ``rename`` of
+directory ``.tmp-<host>-<pidns>-<pid>-...`` in the same folder and commits it with one ``rename`` of
 that directory, so another process sees either no entry or a complete one, never an artifact
 without its record. When two writers commit one key, the first rename wins and the second
 writer drops its copy (the contents are the same).
@@ -16,8 +16,10 @@ malformed record, makes the entry a miss: it is removed (where possible), logged
 A truncated shared library must never reach ``dlopen`` — mapping it kills the process (SIGBUS).
 
 Temporaries left by a writer that died (``kill -9`` during a compile) are removed by the next
-writer of the folder: those of a process of this host that no longer runs, and any older
-than :data:`STALE_AFTER_S`.
+writer of the folder: those of a process of this host and PID namespace that no longer runs,
+and any older than :data:`STALE_AFTER_S`. A pid is only meaningful in its own PID namespace:
+processes in a container, or under ``unshare --pid``, sharing the cache folder and the host
+name with others would otherwise see a live writer's pid as gone and delete its temporary.
 
 When the cache folder cannot be written (a read-only location, a path that is a file, no
 permission), the process falls back to a private temporary folder, removed at exit, and logs
@@ -167,13 +169,27 @@ def lookup(kind: str, key: str, suffix: str) -> Path | None:
     return None
 
 
+def _host() -> str:
+    return "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:32]
+
+
+def _pid_namespace() -> str:
+    """This process's PID namespace (the inode of ``/proc/self/ns/pid``), or ``0`` unknown."""
+    try:
+        link = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+    except OSError:
+        return "0"
+    digits = "".join(c for c in link if c.isdigit())
+    return digits or "0"
+
+
 def _tmp_prefix() -> str:
-    host = "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:32]
-    return f"{TMP_PREFIX}{host}-{os.getpid()}-"
+    return f"{TMP_PREFIX}{_host()}-{_pid_namespace()}-{os.getpid()}-"
 
 
 def _abandoned(path: Path, now: float) -> bool:
-    """True for a temporary whose writer is gone (dead on this host, or long silent)."""
+    """True for a temporary whose writer is gone: long silent, or a pid of this host and PID
+    namespace that no longer runs (a pid from another namespace says nothing here)."""
     try:
         age = now - path.lstat().st_mtime
     except OSError:
@@ -181,11 +197,12 @@ def _abandoned(path: Path, now: float) -> bool:
     if age > STALE_AFTER_S:
         return True
     parts = path.name[len(TMP_PREFIX) :].split("-")
-    host = "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:32]
-    if len(parts) < 3 or parts[0] != host or not parts[1].isdigit():
+    if len(parts) != 4 or parts[0] != _host() or parts[1] != _pid_namespace():
+        return False  # another host or namespace (or an older name form): by age only
+    if parts[1] == "0" or not parts[2].isdigit():
         return False
     try:
-        os.kill(int(parts[1]), 0)
+        os.kill(int(parts[2]), 0)
     except ProcessLookupError:
         return True
     except OSError:  # alive under another user
