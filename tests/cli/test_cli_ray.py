@@ -132,15 +132,18 @@ def test_probe_ignores_addresses_ray_resolves() -> None:
     probe("auto")  # RAY_ADDRESS or the latest local cluster: Ray's to find
 
 
+NATIVE = Target("cpu -mcpu=native")  # the host target as on a real host (not a preset)
+
+
 def test_build_march_asks_a_measuring_node(fake_ray: Callable[..., FakeRay]) -> None:
     """Regression: the host target's builds used the driver's ``-march=native`` (which needs
     a compiler on the driver and describes the driver, not the measuring hosts)."""
     ray = fake_ray("10.0.0.5:6379")
-    assert build_march(Target("cpu"), None, ray) == "icelake-server"
+    assert build_march(NATIVE, None, ray) == "icelake-server"
     ((kind, (name, options)),) = ray.calls
     assert (kind, name) == ("remote", "host_march")
     assert options["resources"] == {"tilecraft_device": 1}
-    assert build_march(Target("cpu"), "x86-64-v3", ray) == "x86-64-v3"
+    assert build_march(NATIVE, "x86-64-v3", ray) == "x86-64-v3"
 
 
 def test_build_march_keeps_a_presets_flags(fake_ray: Callable[..., FakeRay]) -> None:
@@ -154,7 +157,7 @@ def test_build_march_needs_a_measuring_node(fake_ray: Callable[..., FakeRay]) ->
     ray = fake_ray("10.0.0.5:6379")
     ray.resources = {"CPU": 2.0}
     with pytest.raises(TuneError, match="no node of the cluster offers the resource"):
-        build_march(Target("cpu"), None, ray)
+        build_march(NATIVE, None, ray)
 
 
 def test_tune_ray_unreachable_is_one_line(
