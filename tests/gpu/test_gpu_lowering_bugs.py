@@ -10,6 +10,10 @@
    It is rejected now (see tilecraft/lower/gpu_check_local.py for why not promoted).
 3. A cross-thread reduction under a serial reduce loop: the rewrite wrote ``init + this
    iteration's sum`` each iteration, dropping the earlier ones. Rejected now.
+4. The barrier pass remembered which access pairs cross threads under ``(id(a), id(b))``;
+   an access freed earlier in the walk could hand its id, and its answer, to a new one.
+   About one lowering in 200 of a ``threadIdx.y`` tree reduction lost the barrier before
+   the final read (the race checker then reported it, depending on memory layout).
 
 ``bug_*`` build the code of each pattern so the race checker's tests can reuse them.
 """
@@ -160,3 +164,16 @@ def test_cross_thread_reduction_under_a_serial_reduce_loop_is_lowered() -> None:
     src = cuda_source(sch.mod, GPU)
     assert "__shfl_down_sync" in src
     assert "k_0 < 4" in src  # the serial part of the reduction, inside each thread
+
+
+def test_tree_reduction_barriers_do_not_depend_on_memory_layout() -> None:
+    """Every level of a threadIdx.y shared-memory tree, and the read of its root, stands
+    after a barrier, in every one of many lowerings (each allocates its own objects)."""
+    from emulator_schedules import make_row_sum
+
+    counts = set()
+    for _ in range(60):
+        _, sch, _ = make_row_sum(16, 256, 64, "threadIdx.y", 1)
+        counts.add(_syncs(sch.func))
+    # 64 values written, a barrier; six halvings, each followed by one
+    assert counts == {7}

@@ -70,7 +70,9 @@ class _Planner:
         self.loops: list[For] = []  # every loop around the statement, in the kernel
         self.thread_vars: set[int] = set()
         self.launch: dict[str, int] | None = None  # the block's extents, in a kernel
-        self.memo: dict[tuple[int, int, int], bool] = {}
+        # keyed by the accesses themselves (compared by identity), never by id(): the dict
+        # keeps them alive, so a later access cannot reuse a freed one's id and its answer
+        self.memo: dict[tuple[_Access, _Access, int], bool] = {}
 
     def accesses(self, s: Stmt) -> list[_Access]:
         found: list[_Access] = []
@@ -102,7 +104,7 @@ class _Planner:
         return False
 
     def _crosses(self, a: _Access, b: _Access, depth: int) -> bool:
-        key = (id(a), id(b), depth)
+        key = (a, b, depth)
         hit = self.memo.get(key)
         if hit is None:
             got = (
