@@ -1,0 +1,229 @@
+"""torch.fft programs (complex values as real pairs inside the importer) against torch eager."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tilecraft as tc  # noqa: E402
+from tilecraft.frontend.torch import UnsupportedOpsError, from_exported_program  # noqa: E402
+from tilecraft.frontend.torch._ops_fft import (  # noqa: E402
+    c2c_matrix,
+    c2r_matrix,
+    r2c_matrix,
+)
+
+Dim = torch.export.Dim
+
+
+def _run(model, args, dynamic_shapes=None):
+    """Export, import and compile ``model``; its outputs on ``args`` as numpy arrays."""
+    ep = torch.export.export(model, args, dynamic_shapes=dynamic_shapes)
+    mod, params = from_exported_program(ep)
+    return mod, tc.compile(mod, params=params)
+
+
+def _close(out, ref):
+    ref = ref.detach().numpy()
+    out = np.asarray(out)
+    assert out.shape == ref.shape
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * max(np.abs(ref).max(), 1e-30))
+
+
+def _outputs(exe, *args):
+    out = exe["main"](*[a.numpy() for a in args])
+    return out if isinstance(out, tuple) else (out,)
+
+
+# the matrices, against numpy's FFT ----------------------------------------------------------
+@pytest.mark.parametrize("n", [1, 2, 7, 8])
+def test_dft_matrices_match_numpy(n):
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((3, n))
+    z = x + 1j * rng.standard_normal((3, n))
+    pairs = np.stack([z.real, z.imag], -1).reshape(3, 2 * n)
+    got = (x @ r2c_matrix(n, n // 2 + 1, 1.0)).reshape(3, -1, 2)
+    np.testing.assert_allclose(got[..., 0] + 1j * got[..., 1], np.fft.rfft(x), atol=1e-12)
+    for forward, ref in ((True, np.fft.fft(z)), (False, np.fft.ifft(z) * n)):
+        got = (pairs @ c2c_matrix(n, forward, 1.0)).reshape(3, n, 2)
+        np.testing.assert_allclose(got[..., 0] + 1j * got[..., 1], ref, atol=1e-12)
+    spec = np.fft.rfft(x)
+    half = np.stack([spec.real, spec.imag], -1).reshape(3, -1)
+    np.testing.assert_allclose(half @ c2r_matrix(n // 2 + 1, n, 1.0 / n), x, atol=1e-12)
+
+
+def test_c2r_ignores_imaginary_dc_and_nyquist_and_resizes():
+    rng = np.random.default_rng(0)
+    spec = rng.standard_normal((2, 5)) + 1j * rng.standard_normal((2, 5))  # not Hermitian
+    pairs = np.stack([spec.real, spec.imag], -1).reshape(2, -1)
+    for n in (8, 9, 6, 14):  # output lengths whose spectra have 5, 5, 4 and 8 bins
+        k = min(5, n // 2 + 1)
+        ref = torch.fft.irfft(torch.from_numpy(spec[:, :k]), n=n).numpy()
+        got = pairs[:, : 2 * k] @ c2r_matrix(k, n, 1.0 / n)
+        np.testing.assert_allclose(got, ref, atol=1e-12)
+
+
+# every normalization, onesided or not, any dim list ----------------------------------------
+class _Transforms(torch.nn.Module):
+    def __init__(self, norm):
+        super().__init__()
+        self.norm = norm
+
+    def forward(self, x):  # x: (2, 6, 8)
+        n = self.norm
+        spec = torch.fft.rfft(x, norm=n)
+        return (
+            torch.view_as_real(spec),
+            torch.fft.irfft(spec, n=8, norm=n),
+            torch.fft.irfft(spec, n=11, norm=n),  # zero-padded spectrum
+            torch.fft.irfft(spec, n=5, dim=-1, norm=n),  # truncated spectrum
+            torch.view_as_real(torch.fft.fft(x, dim=1, norm=n)),  # real input, two-sided
+            torch.view_as_real(torch.fft.ifft(x, norm=n).resolve_conj()),
+            torch.view_as_real(torch.fft.rfftn(x, dim=(0, 2), norm=n)),
+            torch.fft.irfftn(torch.fft.rfftn(x, dim=(2, 1), norm=n), s=(6, 8), dim=(1, 2), norm=n),
+            torch.view_as_real(torch.fft.fftn(x.to(torch.complex64), norm=n)),
+            torch.view_as_real(torch.fft.ifftn(x.to(torch.complex64), dim=(0, 1), norm=n)),
+            torch.fft.hfft(spec, norm=n),
+            torch.view_as_real(torch.fft.ihfft(x, norm=n).resolve_conj()),
+            torch.fft.rfft(x, n=12, norm=n).abs(),  # zero-padded signal
+        )
+
+
+@pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
+def test_fft_transforms_every_normalization(norm):
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 8)
+    _, exe = _run(_Transforms(norm), (x,))
+    refs = _Transforms(norm)(x)
+    outs = _outputs(exe, x)
+    assert len(outs) == len(refs)
+    for out, ref in zip(outs, refs, strict=True):
+        _close(out, ref)
+
+
+# models as users write them ----------------------------------------------------------------
+class SpectralFilter(torch.nn.Module):
+    """rfft -> multiply by a learned complex (and a real) weight -> irfft."""
+
+    def __init__(self, channels=4, length=32):
+        super().__init__()
+        bins = length // 2 + 1
+        self.weight = torch.nn.Parameter(torch.randn(channels, bins, dtype=torch.cfloat))
+        self.gain = torch.nn.Parameter(torch.rand(bins) + 0.5)
+        self.length = length
+
+    def forward(self, x):  # (batch, channels, length)
+        spec = torch.fft.rfft(x, dim=-1, norm="ortho")
+        spec = spec * self.weight * self.gain + spec / 4
+        return torch.fft.irfft(spec, n=self.length, dim=-1, norm="ortho") + x
+
+
+class MagnitudeFrontEnd(torch.nn.Module):
+    """An audio front-end: windowed frames -> |rfft| -> log-compressed power."""
+
+    def __init__(self, frame=16):
+        super().__init__()
+        self.register_buffer("window", torch.hann_window(frame))
+
+    def forward(self, frames):  # (batch, frames, frame)
+        mag = torch.fft.rfft(frames * self.window).abs()
+        return torch.log1p(mag * mag)
+
+
+@pytest.mark.parametrize(
+    ("model", "shape"), [(SpectralFilter(), (3, 4, 32)), (MagnitudeFrontEnd(), (2, 5, 16))]
+)
+def test_models_dynamic_batch(model, shape):
+    torch.manual_seed(0)
+    model.eval()
+    ep_x = torch.randn(*shape)
+    _, exe = _run(model, (ep_x,), dynamic_shapes=({0: Dim("b", max=16)},))
+    for b in (shape[0], 5):
+        x = torch.randn(b, *shape[1:])
+        with torch.no_grad():
+            ref = model(x)
+        _close(_outputs(exe, x)[0], ref)
+
+
+def test_complex_arithmetic():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(5, dtype=torch.cfloat) + 2)
+
+        def forward(self, x):  # x: (3, 8)
+            z = torch.fft.rfft(x)
+            q = (z / self.w) - 2 * z.conj() + (1 + 2j) - x[:, :5] / (z + 3)
+            r = torch.polar(x[:, :5].abs(), x[:, :5]) * torch.complex(x[:, 1:6], x[:, 2:7])
+            s = torch.cat([q, r.permute(1, 0).reshape(3, 5)], 1).sum(1, keepdim=True)
+            parts = torch.view_as_complex(torch.view_as_real(q) * 2)
+            return torch.view_as_real(q + s), r.angle(), parts.imag + z.real, (-q).abs()
+
+    torch.manual_seed(0)
+    model, x = M(), torch.randn(3, 8)
+    _, exe = _run(model, (x,))
+    for out, ref in zip(_outputs(exe, x), model(x), strict=True):
+        _close(out, ref)
+
+
+# the boundary: complex inputs and outputs ----------------------------------------------------
+class _ComplexInOut(torch.nn.Module):
+    def forward(self, z, x):  # z complex (4, 6), x real (4, 6)
+        return torch.fft.ifft(z * x, norm="ortho"), torch.fft.irfft(z, n=10).sum(0)
+
+
+def test_complex_inputs_and_outputs_are_real_views():
+    torch.manual_seed(0)
+    z = torch.randn(4, 6, dtype=torch.cfloat)
+    x = torch.randn(4, 6)
+    mod, exe = _run(_ComplexInOut(), (z, x))
+    attrs = mod["main"].attrs
+    assert attrs["tc.complex_inputs"] == (0,)
+    assert attrs["tc.complex_outputs"] == (0,)
+    assert [p.type.static_shape() for p in mod["main"].params] == [(4, 6, 2), (4, 6)]
+    out = exe["main"](torch.view_as_real(z).numpy(), x.numpy())
+    ref = _ComplexInOut()(z, x)
+    _close(out[0], torch.view_as_real(ref[0]))
+    _close(out[1], ref[1])
+
+
+def test_complex_parameter_is_its_real_view():
+    model = SpectralFilter()
+    _, params = from_exported_program(torch.export.export(model, (torch.randn(1, 4, 32),)))
+    np.testing.assert_array_equal(params["weight"], torch.view_as_real(model.weight).detach())
+
+
+def test_torch_compile_backend_converts_complex_at_the_boundary():
+    torch.manual_seed(0)
+    model = SpectralFilter().eval()
+    fast = torch.compile(model, backend="tilecraft")
+    x = torch.randn(2, 4, 32)
+    with torch.no_grad():
+        _close(fast(x), model(x))
+    io = torch.compile(_ComplexInOut(), backend="tilecraft")
+    z, y = torch.randn(4, 6, dtype=torch.cfloat), torch.randn(4, 6)
+    out, ref = io(z, y), _ComplexInOut()(z, y)
+    assert out[0].dtype == torch.complex64
+    _close(torch.view_as_real(out[0]), torch.view_as_real(ref[0]))
+    _close(out[1], ref[1])
+
+
+# what is not supported says so -----------------------------------------------------------------
+def test_other_op_on_a_complex_value_is_named():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.view_as_real(torch.exp(torch.fft.rfft(x)))
+
+    ep = torch.export.export(M(), (torch.randn(2, 8),))
+    with pytest.raises(UnsupportedOpsError, match=r"aten::exp: not supported on complex"):
+        from_exported_program(ep)
+
+
+def test_fft_over_a_symbolic_axis_is_named():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.fft.rfft(x).abs()
+
+    ep = torch.export.export(M(), (torch.randn(2, 8),), dynamic_shapes=({1: Dim("n", max=64)},))
+    with pytest.raises(UnsupportedOpsError, match=r"aten::_fft_r2c: FFT axis of symbolic size"):
+        from_exported_program(ep)

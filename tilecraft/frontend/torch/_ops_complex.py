@@ -1,0 +1,245 @@
+"""Converters of ATen operators applied to complex tensors (see :mod:`._complex`).
+
+Arithmetic (``add/sub/mul/div`` with complex, real or scalar operands, ``neg``), ``abs``,
+``angle``, conjugation, ``view_as_real`` / ``view_as_complex`` / ``real`` / ``imag`` /
+``complex`` / ``polar``, casts, sums and means, and views that do not touch the complex axis
+(reshape, permute, transpose, slice, select, expand, cat, padding).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...graph import TensorVar
+from ...ir import as_expr
+from ._complex import (
+    ComplexValue,
+    as_complex,
+    complex_arg,
+    conj,
+    handles_complex,
+    out_parts_dtype,
+    pack,
+    part,
+    part_dtype,
+    scale,
+)
+from ._context import Context, UnsupportedNodeError
+from ._ops_math import dims
+from ._ops_tensor import _start, _strided
+
+
+def _mul(ctx: Context, a: Any, b: Any, dt: str) -> ComplexValue:
+    if isinstance(b, TensorVar) and not isinstance(a, ComplexValue):
+        a, b = b, a
+    if isinstance(a, ComplexValue) and isinstance(b, TensorVar):
+        return scale(ctx, a, b)
+    if isinstance(a, ComplexValue) and isinstance(b, (bool, int, float)):
+        return ComplexValue(ctx.emit("multiply", [ctx.cast(a.data, dt), ctx.scalar(b, dt)]))
+    z, w = as_complex(ctx, a, dt), as_complex(ctx, b, dt)
+    zr, zi, wr, wi = part(ctx, z, 0), part(ctx, z, 1), part(ctx, w, 0), part(ctx, w, 1)
+    re = ctx.emit("subtract", [ctx.emit("multiply", [zr, wr]), ctx.emit("multiply", [zi, wi])])
+    im = ctx.emit("add", [ctx.emit("multiply", [zr, wi]), ctx.emit("multiply", [zi, wr])])
+    return pack(ctx, re, im)
+
+
+def _abs2(ctx: Context, z: ComplexValue) -> TensorVar:
+    sq = ctx.emit("multiply", [z.data, z.data])
+    return ctx.emit("sum", [sq], {"axis": (z.ndim,), "keepdims": False})
+
+
+def _div(ctx: Context, a: Any, b: Any, dt: str) -> ComplexValue:
+    if isinstance(b, (bool, int, float)):
+        return _mul(ctx, a, 1.0 / float(b), dt)
+    if isinstance(b, TensorVar):
+        return scale(ctx, as_complex(ctx, a, dt), ctx.emit("reciprocal", [ctx.cast(b, dt)]))
+    w = as_complex(ctx, b, dt)
+    num = _mul(ctx, a, conj(ctx, w), dt)
+    return scale(ctx, num, ctx.emit("reciprocal", [_abs2(ctx, w)]))
+
+
+@handles_complex("aten::mul.Tensor", "aten::mul.Scalar")
+def _c_mul(ctx: Context, node: Any) -> ComplexValue:
+    dt = out_parts_dtype(ctx, node)
+    return _mul(ctx, ctx.arg(node, 0, "self"), ctx.arg(node, 1, "other"), dt)
+
+
+@handles_complex("aten::div.Tensor", "aten::div.Scalar")
+def _c_div(ctx: Context, node: Any) -> ComplexValue:
+    dt = out_parts_dtype(ctx, node)
+    return _div(ctx, ctx.arg(node, 0, "self"), ctx.arg(node, 1, "other"), dt)
+
+
+@handles_complex("aten::add.Tensor", "aten::add.Scalar", "aten::sub.Tensor", "aten::sub.Scalar")
+def _c_add(ctx: Context, node: Any) -> ComplexValue:
+    dt = out_parts_dtype(ctx, node)
+    a, b = ctx.arg(node, 0, "self"), ctx.arg(node, 1, "other")
+    alpha = ctx.arg(node, 2, "alpha", 1)
+    if alpha != 1:
+        b = _mul(ctx, b, alpha, dt)
+    op = "add" if node.target.name().startswith("aten::add") else "subtract"
+    return ComplexValue(ctx.emit(op, [as_complex(ctx, a, dt).data, as_complex(ctx, b, dt).data]))
+
+
+@handles_complex("aten::neg")
+def _c_neg(ctx: Context, node: Any) -> ComplexValue:
+    return ComplexValue(ctx.emit("negative", [complex_arg(ctx, node, 0).data]))
+
+
+@handles_complex("aten::abs")
+def _c_abs(ctx: Context, node: Any) -> TensorVar:
+    return ctx.emit("sqrt", [_abs2(ctx, complex_arg(ctx, node, 0))])
+
+
+@handles_complex("aten::angle")
+def _c_angle(ctx: Context, node: Any) -> TensorVar:
+    z = complex_arg(ctx, node, 0)
+    return ctx.emit("atan2", [part(ctx, z, 1), part(ctx, z, 0)])
+
+
+@handles_complex("aten::_conj", "aten::conj", "aten::conj_physical", "aten::_conj_physical")
+def _c_conj(ctx: Context, node: Any) -> ComplexValue:
+    return conj(ctx, complex_arg(ctx, node, 0))
+
+
+@handles_complex(
+    "aten::resolve_conj", "aten::resolve_neg", "aten::clone", "aten::alias", "aten::detach",
+    "aten::lift_fresh_copy", "aten::contiguous", "aten::view_as_complex",
+)  # fmt: skip
+def _c_same(ctx: Context, node: Any) -> ComplexValue:
+    v = ctx.arg(node, 0, "self")
+    if isinstance(v, ComplexValue):
+        return v
+    if isinstance(v, TensorVar):  # view_as_complex: the real view is the representation
+        return ComplexValue(v)
+    raise UnsupportedNodeError(f"argument self is {type(v).__name__}, expected a tensor")
+
+
+@handles_complex("aten::view_as_real")
+def _c_view_as_real(ctx: Context, node: Any) -> TensorVar:
+    return complex_arg(ctx, node, 0).data
+
+
+@handles_complex("aten::real", "aten::imag")
+def _c_part(ctx: Context, node: Any) -> TensorVar:
+    return part(ctx, complex_arg(ctx, node, 0), 0 if node.target.name() == "aten::real" else 1)
+
+
+@handles_complex("aten::complex")
+def _c_complex(ctx: Context, node: Any) -> ComplexValue:
+    dt = out_parts_dtype(ctx, node)
+    re, im = ctx.cast(ctx.tensor(node, 0, "real"), dt), ctx.cast(ctx.tensor(node, 1, "imag"), dt)
+    shape = ctx.out_shape(node)
+    return pack(ctx, _bcast(ctx, re, shape), _bcast(ctx, im, shape))
+
+
+@handles_complex("aten::polar")
+def _c_polar(ctx: Context, node: Any) -> ComplexValue:
+    dt = out_parts_dtype(ctx, node)
+    r, t = ctx.cast(ctx.tensor(node, 0, "abs"), dt), ctx.cast(ctx.tensor(node, 1, "angle"), dt)
+    shape = ctx.out_shape(node)
+    re = _bcast(ctx, ctx.emit("multiply", [r, ctx.emit("cos", [t])]), shape)
+    im = _bcast(ctx, ctx.emit("multiply", [r, ctx.emit("sin", [t])]), shape)
+    return pack(ctx, re, im)
+
+
+def _bcast(ctx: Context, x: TensorVar, shape: tuple[Any, ...]) -> TensorVar:
+    if tuple(str(s) for s in x.type.shape) == tuple(str(s) for s in shape):
+        return x
+    return ctx.emit_shaped("broadcast_to", [x], {}, shape)
+
+
+@handles_complex("aten::_to_copy")
+def _c_to_copy(ctx: Context, node: Any) -> Any:
+    v = ctx.arg(node, 0, "self")
+    dt = ctx.meta(node).dtype
+    if getattr(dt, "is_complex", False):
+        return as_complex(ctx, v, part_dtype(dt))
+    return ctx.cast(part(ctx, v, 0), ctx.out_dtype(node))  # torch drops the imaginary part
+
+
+@handles_complex("aten::sum.dim_IntList", "aten::sum", "aten::mean.dim", "aten::mean")
+def _c_reduce(ctx: Context, node: Any) -> ComplexValue:
+    z = complex_arg(ctx, node, 0)
+    name = node.target.name()
+    has_dim = name in ("aten::sum.dim_IntList", "aten::mean.dim")
+    axes = dims(ctx.arg(node, 1, "dim"), z.ndim) if has_dim else None
+    keep = bool(ctx.arg(node, 2, "keepdim", False)) if has_dim else False
+    op = "sum" if name.startswith("aten::sum") else "mean"
+    ax = tuple(range(z.ndim)) if axes is None else axes
+    return ComplexValue(ctx.emit(op, [z.data], {"axis": ax, "keepdims": keep}))
+
+
+# views that leave the complex axis alone ------------------------------------------------------
+def _with_pair(shape: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (*shape, as_expr(2))
+
+
+@handles_complex(
+    "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::squeeze.dim",
+    "aten::squeeze.dims", "aten::squeeze", "aten::unsqueeze", "aten::flatten.using_ints",
+)  # fmt: skip
+def _c_view(ctx: Context, node: Any) -> ComplexValue:
+    z = complex_arg(ctx, node, 0)
+    return ComplexValue(ctx.reshape(z.data, _with_pair(ctx.out_shape(node))))
+
+
+@handles_complex("aten::permute", "aten::t", "aten::transpose.int")
+def _c_permute(ctx: Context, node: Any) -> ComplexValue:
+    z = complex_arg(ctx, node, 0)
+    n = z.ndim
+    if node.target.name() == "aten::permute":
+        perm = [int(d) % n for d in ctx.arg(node, 1, "dims")]
+    else:
+        perm = list(range(n))
+        if n >= 2:
+            a, b = (0, 1) if len(node.args) < 2 else (int(node.args[1]) % n, int(node.args[2]) % n)
+            perm[a], perm[b] = perm[b], perm[a]
+    if perm == list(range(n)):
+        return z
+    return ComplexValue(ctx.emit("permute_dims", [z.data], {"axes": (*perm, n)}))
+
+
+@handles_complex("aten::slice.Tensor", "aten::select.int")
+def _c_slice(ctx: Context, node: Any) -> ComplexValue:
+    z = complex_arg(ctx, node, 0)
+    axis = int(ctx.arg(node, 1, "dim", 0)) % z.ndim
+    if node.target.name() == "aten::select.int":
+        begin = _start(ctx, ctx.arg(node, 2, "index"), z.shape[axis])
+        shape = list(z.shape)
+        shape[axis] = as_expr(1)
+        one = _strided(ctx, z.data, axis, begin, 1, _with_pair(tuple(shape)))
+        return ComplexValue(ctx.reshape(one, _with_pair(ctx.out_shape(node))))
+    begin = _start(ctx, ctx.arg(node, 2, "start", None), z.shape[axis])
+    step = int(ctx.arg(node, 4, "step", 1))
+    return ComplexValue(_strided(ctx, z.data, axis, begin, step, _with_pair(ctx.out_shape(node))))
+
+
+@handles_complex("aten::expand")
+def _c_expand(ctx: Context, node: Any) -> ComplexValue:
+    z = complex_arg(ctx, node, 0)
+    return ComplexValue(_bcast(ctx, z.data, _with_pair(ctx.out_shape(node))))
+
+
+@handles_complex("aten::cat")
+def _c_cat(ctx: Context, node: Any) -> ComplexValue:
+    dt = out_parts_dtype(ctx, node)
+    parts = [as_complex(ctx, p, dt) for p in ctx.arg(node, 0, "tensors")]
+    parts = [p for p in parts if p.shape != (as_expr(0),)]
+    axis = int(ctx.arg(node, 1, "dim", 0)) % max(parts[0].ndim, 1)
+    if len(parts) == 1:
+        return parts[0]
+    return ComplexValue(ctx.emit("concat", [p.data for p in parts], {"axis": axis}))
+
+
+@handles_complex("aten::constant_pad_nd")
+def _c_pad(ctx: Context, node: Any) -> ComplexValue:
+    z = complex_arg(ctx, node, 0)
+    pads = [int(p) for p in ctx.arg(node, 1, "pad")]
+    if ctx.arg(node, 2, "value", 0) not in (0, None) or min(pads, default=0) < 0:
+        raise UnsupportedNodeError("complex padding with a nonzero value or cropping")
+    before, after = [0] * (z.ndim + 1), [0] * (z.ndim + 1)
+    for i in range(len(pads) // 2):
+        before[z.ndim - 1 - i], after[z.ndim - 1 - i] = pads[2 * i], pads[2 * i + 1]
+    attrs = {"pad_before": tuple(before), "pad_after": tuple(after), "value": 0.0}
+    return ComplexValue(ctx.emit("pad", [z.data], attrs))
