@@ -6,7 +6,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tilecraft as tc  # noqa: E402
-from tilecraft.frontend.torch import UnsupportedOpsError, from_exported_program  # noqa: E402
+from tilecraft.frontend.torch import (  # noqa: E402
+    UnsupportedOpsError,
+    from_exported_program,
+    tilecraft_backend,
+)
 from tilecraft.frontend.torch._ops_fft import (  # noqa: E402
     c2c_matrix,
     c2r_matrix,
@@ -194,18 +198,28 @@ def test_complex_parameter_is_its_real_view():
 
 
 def test_torch_compile_backend_converts_complex_at_the_boundary():
+    graphs = []
+
+    def counting(gm, example_inputs):  # the tilecraft backend, counting the graphs it gets
+        graphs.append(gm)
+        return tilecraft_backend(gm, example_inputs)
+
+    torch._dynamo.reset()
     torch.manual_seed(0)
     model = SpectralFilter().eval()
-    fast = torch.compile(model, backend="tilecraft")
+    assert torch.compile(model, backend="tilecraft")(torch.randn(1, 4, 32)).shape == (1, 4, 32)
+    fast = torch.compile(model, backend=counting)
     x = torch.randn(2, 4, 32)
     with torch.no_grad():
         _close(fast(x), model(x))
-    io = torch.compile(_ComplexInOut(), backend="tilecraft")
+    assert len(graphs) == 1  # one graph, no break: the FFTs ran in tilecraft
+    io = torch.compile(_ComplexInOut(), backend=counting)
     z, y = torch.randn(4, 6, dtype=torch.cfloat), torch.randn(4, 6)
     out, ref = io(z, y), _ComplexInOut()(z, y)
     assert out[0].dtype == torch.complex64
     _close(torch.view_as_real(out[0]), torch.view_as_real(ref[0]))
     _close(out[1], ref[1])
+    assert len(graphs) == 2
 
 
 # what is not supported says so -----------------------------------------------------------------
