@@ -134,8 +134,47 @@ class MagnitudeFrontEnd(torch.nn.Module):
         return torch.log1p(mag * mag)
 
 
+class SpectralConv1d(torch.nn.Module):
+    """A Fourier neural operator layer: the lowest modes mixed by complex weights (einsum)."""
+
+    def __init__(self, channels=4, modes=5):
+        super().__init__()
+        scale = 1 / channels
+        self.weight = torch.nn.Parameter(
+            scale * torch.randn(channels, channels, modes, dtype=torch.cfloat)
+        )
+        self.modes = modes
+
+    def forward(self, x):  # (batch, channels, length)
+        n = x.shape[-1]
+        spec = torch.fft.rfft(x)
+        mixed = torch.einsum("bix,iox->box", spec[:, :, : self.modes], self.weight)
+        out = torch.zeros(x.shape[0], x.shape[1], n // 2 + 1, dtype=torch.cfloat)
+        out[:, :, : self.modes] = mixed
+        return torch.fft.irfft(out, n=n) + x
+
+
+class Spectrogram(torch.nn.Module):
+    """``torch.stft`` magnitude, as audio models compute it."""
+
+    def __init__(self, n_fft=16, hop=4):
+        super().__init__()
+        self.register_buffer("window", torch.hann_window(n_fft))
+        self.n_fft, self.hop = n_fft, hop
+
+    def forward(self, wave):  # (batch, samples)
+        spec = torch.stft(wave, self.n_fft, self.hop, window=self.window, return_complex=True)
+        return spec.abs().pow(2)
+
+
 @pytest.mark.parametrize(
-    ("model", "shape"), [(SpectralFilter(), (3, 4, 32)), (MagnitudeFrontEnd(), (2, 5, 16))]
+    ("model", "shape"),
+    [
+        (SpectralFilter(), (3, 4, 32)),
+        (MagnitudeFrontEnd(), (2, 5, 16)),
+        (SpectralConv1d(), (2, 4, 16)),
+        (Spectrogram(), (2, 64)),
+    ],
 )
 def test_models_dynamic_batch(model, shape):
     torch.manual_seed(0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...graph import TensorVar
-from ...ir import as_expr
+from ...ir import IntImm, as_expr
 from ._complex import (
     ComplexValue,
     as_complex,
@@ -243,3 +243,79 @@ def _c_pad(ctx: Context, node: Any) -> ComplexValue:
         before[z.ndim - 1 - i], after[z.ndim - 1 - i] = pads[2 * i], pads[2 * i + 1]
     attrs = {"pad_before": tuple(before), "pad_after": tuple(after), "value": 0.0}
     return ComplexValue(ctx.emit("pad", [z.data], attrs))
+
+
+# products, creation and writes --------------------------------------------------------------
+@handles_complex("aten::mm", "aten::bmm", "aten::matmul")
+def _c_matmul(ctx: Context, node: Any) -> ComplexValue:
+    """``(Ar + i Ai) @ (Br + i Bi)`` as real matmuls of the parts (two when one is real)."""
+    dt = out_parts_dtype(ctx, node)
+    a, b = ctx.arg(node, 0, "self"), ctx.arg(node, 1, "mat2")
+
+    def parts(v: Any) -> tuple[TensorVar, TensorVar | None]:
+        if isinstance(v, ComplexValue):
+            z = ComplexValue(ctx.cast(v.data, dt))
+            return part(ctx, z, 0), part(ctx, z, 1)
+        if isinstance(v, TensorVar):
+            return ctx.cast(v, dt), None
+        raise UnsupportedNodeError(f"matmul operand of type {type(v).__name__}")
+
+    def mm(x: TensorVar, y: TensorVar) -> TensorVar:
+        return ctx.emit("matmul", [x, y])
+
+    (ar, ai), (br, bi) = parts(a), parts(b)
+    re, im = mm(ar, br), None
+    if ai is not None and bi is not None:
+        re = ctx.emit("subtract", [re, mm(ai, bi)])
+    if bi is not None:
+        im = mm(ar, bi)
+    if ai is not None:
+        im = mm(ai, br) if im is None else ctx.emit("add", [im, mm(ai, br)])
+    if im is None:
+        raise UnsupportedNodeError("a complex matmul of two real tensors")
+    return pack(ctx, re, im)
+
+
+@handles_complex(
+    "aten::full", "aten::zeros", "aten::ones", "aten::empty.memory_format", "aten::full_like",
+    "aten::zeros_like", "aten::ones_like", "aten::empty_like", "aten::new_zeros",
+    "aten::new_ones", "aten::new_empty", "aten::new_full", "aten::scalar_tensor",
+)  # fmt: skip
+def _c_full(ctx: Context, node: Any) -> ComplexValue:
+    name = node.target.name()
+    value: Any = 1 if "ones" in name else 0
+    if name in ("aten::full", "aten::full_like"):
+        value = ctx.arg(node, 1, "fill_value")
+    elif name in ("aten::new_full", "aten::scalar_tensor"):
+        value = ctx.arg(node, 2 if name == "aten::new_full" else 0, "fill_value")
+    if not isinstance(value, (bool, int, float, complex)):
+        raise UnsupportedNodeError("a complex fill value that is not a constant")
+    pair = as_complex(ctx, value, out_parts_dtype(ctx, node))
+    return ComplexValue(_bcast(ctx, pair.data, _with_pair(ctx.out_shape(node))))
+
+
+@handles_complex("aten::copy")
+def _c_copy(ctx: Context, node: Any) -> ComplexValue:
+    src = as_complex(ctx, ctx.arg(node, 1, "src"), out_parts_dtype(ctx, node))
+    return ComplexValue(_bcast(ctx, src.data, _with_pair(ctx.out_shape(node))))
+
+
+@handles_complex("aten::slice_scatter", "aten::select_scatter")
+def _c_slice_scatter(ctx: Context, node: Any) -> ComplexValue:
+    dt = out_parts_dtype(ctx, node)
+    z, src = complex_arg(ctx, node, 0), as_complex(ctx, ctx.arg(node, 1, "src"), dt)
+    axis = int(ctx.arg(node, 2, "dim", 0)) % z.ndim
+    n = z.shape[axis]
+    if not isinstance(n, IntImm):
+        raise UnsupportedNodeError("a scatter along a symbolic axis")
+    if node.target.name() == "aten::select_scatter":
+        begin, step = int(ctx.arg(node, 3, "index")), 1
+        shape = list(z.shape)
+        shape[axis] = as_expr(1)
+        src = ComplexValue(ctx.reshape(src.data, _with_pair(tuple(shape))))
+    else:
+        start = ctx.arg(node, 3, "start", None)
+        begin, step = 0 if start is None else int(start), int(ctx.arg(node, 5, "step", 1))
+    begin = begin + n.value if begin < 0 else begin
+    attrs = {"axis": axis, "begin": begin, "step": step}
+    return ComplexValue(ctx.emit("slice_scatter", [ctx.cast(z.data, dt), src.data], attrs))

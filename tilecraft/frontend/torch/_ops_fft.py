@@ -34,6 +34,7 @@ from ._complex import (
     static_extent,
 )
 from ._context import Context, UnsupportedNodeError
+from ._registry import handles
 
 
 def _norm(mode: int, n: int) -> float:
@@ -198,3 +199,20 @@ def _fft_c2r(ctx: Context, node: Any) -> TensorVar:
     for a in axes[:-1]:
         z = _c2c_axis(ctx, z, a, False, 1.0)
     return ctx.cast(_c2r_axis(ctx, z, axes[-1], n, _norm(mode, signal)), ctx.out_dtype(node))
+
+
+@handles("aten::unfold")
+def _unfold(ctx: Context, node: Any) -> TensorVar:
+    """Sliding windows (``torch.stft`` frames its signal so): a gather of constant indices."""
+    x = ctx.tensor(node, 0)
+    axis = int(ctx.arg(node, 1, "dimension")) % max(x.type.ndim, 1)
+    size, step = int(ctx.arg(node, 2, "size")), int(ctx.arg(node, 3, "step"))
+    if x.type.ndim == 0:
+        raise UnsupportedNodeError("unfold of a 0-d tensor")
+    n = static_extent(x.type.shape[axis], "unfolded axis")
+    count = (n - size) // step + 1
+    index = np.arange(count)[:, None] * step + np.arange(size)[None, :]
+    windows = ctx.emit("take", [x, ctx.const(index.astype("int64"), "windows")], {"axis": axis})
+    rank = x.type.ndim + 1  # (..., count, size, ...): the window axis goes last
+    perm = [d for d in range(rank) if d != axis + 1] + [axis + 1]
+    return _back(ctx, windows, perm)
