@@ -200,13 +200,47 @@ def test_complex_arithmetic():
             r = torch.polar(x[:, :5].abs(), x[:, :5]) * torch.complex(x[:, 1:6], x[:, 2:7])
             s = torch.cat([q, r.permute(1, 0).reshape(3, 5)], 1).sum(1, keepdim=True)
             parts = torch.view_as_complex(torch.view_as_real(q) * 2)
-            return torch.view_as_real(q + s), r.angle(), parts.imag + z.real, (-q).abs()
+            e = torch.where(x[:, :5] > 0, torch.exp(z / 8), 1 / (z + 2j)) * (0.5 - 1j)
+            return torch.view_as_real(q + s), r.angle(), parts.imag + z.real, (-q).abs(), e.abs()
 
     torch.manual_seed(0)
     model, x = M(), torch.randn(3, 8)
     _, exe = _run(model, (x,))
     for out, ref in zip(_outputs(exe, x), model(x), strict=True):
         _close(out, ref)
+
+
+def _rotary_table(dim, end):
+    freqs = 1.0 / (10000.0 ** (torch.arange(0, dim, 2).float() / dim))
+    angles = torch.outer(torch.arange(end).float(), freqs)
+    return torch.polar(torch.ones_like(angles), angles)
+
+
+class ComplexRotary(torch.nn.Module):
+    """Llama's reference rotary embedding: pairs viewed as complex, times a complex table."""
+
+    def __init__(self, head_dim=8, max_len=64):
+        super().__init__()
+        self.register_buffer("freqs_cis", _rotary_table(head_dim, max_len))
+
+    def forward(self, xq):  # (batch, seq, heads, head_dim)
+        seq = xq.shape[1]
+        pairs = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+        table = self.freqs_cis[:seq].view(1, seq, 1, pairs.shape[-1])
+        return torch.view_as_real(pairs * table).flatten(3).type_as(xq)
+
+
+def test_complex_rotary_embedding_dynamic_sequence():
+    model = ComplexRotary()
+    ep = torch.export.export(
+        model, (torch.randn(2, 6, 3, 8),), dynamic_shapes=({1: Dim("s", max=32)},)
+    )
+    mod, params = from_exported_program(ep)
+    assert params["freqs_cis"].shape == (64, 4, 2)  # the complex buffer as its real view
+    exe = tc.compile(mod, params=params)
+    for seq in (6, 9):
+        x = torch.randn(2, seq, 3, 8)
+        _close(_outputs(exe, x)[0], model(x))
 
 
 # the boundary: complex inputs and outputs ----------------------------------------------------

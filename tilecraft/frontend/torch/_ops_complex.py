@@ -30,8 +30,8 @@ from ._ops_tensor import _start, _strided
 
 
 def _mul(ctx: Context, a: Any, b: Any, dt: str) -> ComplexValue:
-    if isinstance(b, TensorVar) and not isinstance(a, ComplexValue):
-        a, b = b, a
+    if isinstance(b, ComplexValue) and not isinstance(a, ComplexValue):
+        a, b = b, a  # the complex operand first
     if isinstance(a, ComplexValue) and isinstance(b, TensorVar):
         return scale(ctx, a, b)
     if isinstance(a, ComplexValue) and isinstance(b, (bool, int, float)):
@@ -84,6 +84,30 @@ def _c_add(ctx: Context, node: Any) -> ComplexValue:
 @handles_complex("aten::neg")
 def _c_neg(ctx: Context, node: Any) -> ComplexValue:
     return ComplexValue(ctx.emit("negative", [complex_arg(ctx, node, 0).data]))
+
+
+@handles_complex("aten::exp")
+def _c_exp(ctx: Context, node: Any) -> ComplexValue:
+    z = complex_arg(ctx, node, 0)
+    mag, angle = ctx.emit("exp", [part(ctx, z, 0)]), part(ctx, z, 1)
+    re = ctx.emit("multiply", [mag, ctx.emit("cos", [angle])])
+    return pack(ctx, re, ctx.emit("multiply", [mag, ctx.emit("sin", [angle])]))
+
+
+@handles_complex("aten::reciprocal")
+def _c_reciprocal(ctx: Context, node: Any) -> ComplexValue:
+    z = complex_arg(ctx, node, 0)
+    return _div(ctx, 1.0, z, z.dtype)
+
+
+@handles_complex("aten::where.self")
+def _c_where(ctx: Context, node: Any) -> ComplexValue:
+    dt = out_parts_dtype(ctx, node)
+    cond = ctx.cast(ctx.tensor(node, 0, "condition"), "bool")
+    a = as_complex(ctx, ctx.arg(node, 1, "self"), dt)
+    b = as_complex(ctx, ctx.arg(node, 2, "other"), dt)
+    col = ctx.reshape(cond, (*cond.type.shape, as_expr(1)))
+    return ComplexValue(ctx.emit("where", [col, a.data, b.data]))
 
 
 @handles_complex("aten::abs")
