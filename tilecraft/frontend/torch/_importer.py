@@ -7,7 +7,9 @@ whose values are returned as numpy arrays. Symbolic dimensions become shape vari
 as torch names them (``s77``); ``ep.range_constraints`` are kept on the function as
 ``attrs["tc.shape_bounds"] = {"s77": (min, max)}`` (max ``-1``: unbounded). A program with
 several outputs becomes one graph function returning their tuple (work they share is
-computed once).
+computed once). Complex tensors are real pairs ``(..., 2)`` (see :mod:`._complex`): a complex
+input, parameter or output is its ``torch.view_as_real``, and the function's
+``attrs["tc.complex_inputs"]`` / ``["tc.complex_outputs"]`` list their positions.
 """
 
 from __future__ import annotations

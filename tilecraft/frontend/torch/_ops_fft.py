@@ -20,6 +20,7 @@ parts of the zero and Nyquist bins are ignored.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -87,9 +88,24 @@ def c2r_matrix(k: int, n: int, factor: float) -> np.ndarray:
     return (w * factor).reshape(2 * k, n)
 
 
+# per conversion: the DFT constants bound so far, so equal transforms share one
+_BOUND: weakref.WeakKeyDictionary[Context, dict[tuple[Any, ...], TensorVar]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _dft_const(ctx: Context, w: np.ndarray, dtype: str) -> TensorVar:
+    data = w.astype(dtype)
+    key = (dtype, data.shape, data.tobytes())
+    bound = _BOUND.setdefault(ctx, {})
+    if key not in bound:
+        bound[key] = ctx.const(data, "dft")
+    return bound[key]
+
+
 def _matmul_last(ctx: Context, x: TensorVar, w: np.ndarray) -> TensorVar:
     """``x (..., K) @ w (K, M)`` with ``w`` a constant of ``x``'s dtype."""
-    wt = ctx.const(w.astype(str(x.type.dtype)), "dft")
+    wt = _dft_const(ctx, w, str(x.type.dtype))
     if x.type.ndim >= 2:
         return ctx.emit("matmul", [x, wt])
     row = ctx.reshape(x, (as_expr(1), x.type.shape[0]))
