@@ -124,7 +124,10 @@ class _Compiled:
             params=params,
             database=self.options.get("database"),
         )
-        complex_out = tuple(mod["main"].attrs.get("tc.complex_outputs", ()))
+        listed = mod["main"].attrs.get("tc.complex_outputs", ())
+        complex_out = (
+            tuple(i for i in listed if isinstance(i, int)) if isinstance(listed, tuple) else ()
+        )
         return exe, multi, _static_extents(ep), complex_out
 
 
