@@ -108,7 +108,7 @@ def real_view(value: Any) -> np.ndarray:
     value = value.detach().cpu()
     if value.is_complex():
         value = torch.view_as_real(value.resolve_conj())
-    return np.ascontiguousarray(value.contiguous().numpy())
+    return np.asarray(value.contiguous().numpy())
 
 
 # parts --------------------------------------------------------------------------------------
