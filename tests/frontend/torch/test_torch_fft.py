@@ -223,6 +223,21 @@ def test_complex_arithmetic():
         _close(out, ref)
 
 
+def test_shifts_indexing_and_frequencies():
+    class M(torch.nn.Module):
+        def forward(self, x):  # (3, 8)
+            spec = torch.fft.fftshift(torch.fft.fft(x), dim=-1)
+            back = torch.fft.ifft(torch.fft.ifftshift(spec)).real
+            picked = torch.stack([spec[:, [1, 3]], torch.flip(spec, [-1])[:, :2]]).abs()
+            freqs = torch.fft.fftfreq(8, d=0.5) + torch.fft.rfftfreq(14)[:8]
+            return back, picked, spec.abs() * freqs
+
+    x = torch.randn(3, 8)
+    _, exe = _run(M(), (x,))
+    for out, ref in zip(_outputs(exe, x), M()(x), strict=True):
+        _close(out, ref)
+
+
 def _rotary_table(dim, end):
     freqs = 1.0 / (10000.0 ** (torch.arange(0, dim, 2).float() / dim))
     angles = torch.outer(torch.arange(end).float(), freqs)

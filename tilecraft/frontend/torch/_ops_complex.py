@@ -343,3 +343,25 @@ def _c_slice_scatter(ctx: Context, node: Any) -> ComplexValue:
     begin = begin + n.value if begin < 0 else begin
     attrs = {"axis": axis, "begin": begin, "step": step}
     return ComplexValue(ctx.emit("slice_scatter", [ctx.cast(z.data, dt), src.data], attrs))
+
+
+@handles_complex("aten::index_select", "aten::index.Tensor")
+def _c_take(ctx: Context, node: Any) -> ComplexValue:
+    z = complex_arg(ctx, node, 0)
+    if node.target.name() == "aten::index_select":
+        axis, index = int(ctx.arg(node, 1, "dim")) % z.ndim, ctx.tensor(node, 2, "index")
+    else:
+        used = [(d, t) for d, t in enumerate(ctx.arg(node, 1, "indices")) if t is not None]
+        if len(used) != 1 or not isinstance(used[0][1], TensorVar):
+            raise UnsupportedNodeError("index with more than one index tensor")
+        axis, index = used[0]
+        if index.type.dtype.is_bool:
+            raise UnsupportedNodeError("index with a boolean mask (data-dependent shape)")
+    return ComplexValue(ctx.emit("take", [z.data, index], {"axis": axis}))
+
+
+@handles_complex("aten::flip")
+def _c_flip(ctx: Context, node: Any) -> ComplexValue:
+    z = complex_arg(ctx, node, 0)
+    axes = tuple(int(d) % z.ndim for d in ctx.arg(node, 1, "dims"))
+    return ComplexValue(ctx.emit("flip", [z.data], {"axis": axes}))

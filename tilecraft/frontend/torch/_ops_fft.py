@@ -232,3 +232,13 @@ def _unfold(ctx: Context, node: Any) -> TensorVar:
     rank = x.type.ndim + 1  # (..., count, size, ...): the window axis goes last
     perm = [d for d in range(rank) if d != axis + 1] + [axis + 1]
     return _back(ctx, windows, perm)
+
+
+@handles("aten::fft_fftfreq", "aten::fft_rfftfreq")
+def _fftfreq(ctx: Context, node: Any) -> TensorVar:
+    """The sample frequencies of an FFT: a constant."""
+    n, d = ctx.arg(node, 0, "n"), ctx.arg(node, 1, "d", 1.0)
+    if not isinstance(n, int) or not isinstance(d, (int, float)):
+        raise UnsupportedNodeError("FFT frequencies of a symbolic length")
+    freqs = np.fft.rfftfreq if node.target.name() == "aten::fft_rfftfreq" else np.fft.fftfreq
+    return ctx.const(freqs(n, d).astype(ctx.out_dtype(node)), "freqs")
