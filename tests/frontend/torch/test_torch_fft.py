@@ -238,6 +238,18 @@ def test_shifts_indexing_and_frequencies():
         _close(out, ref)
 
 
+def test_complex_only_operators_on_real_tensors():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.angle(x), x.conj() + x.resolve_conj() + torch.real(x) + x.conj_physical()
+
+    x = torch.tensor([[1.0, -2.0, 0.0, float("nan")], [-0.0, 3.0, -1.0, 2.0]])
+    _, exe = _run(M(), (x,))
+    angle, total = _outputs(exe, x)
+    np.testing.assert_array_equal(angle, torch.angle(x).numpy())  # pi, 0 and NaN exactly
+    np.testing.assert_array_equal(total, (4 * x).numpy())
+
+
 def _rotary_table(dim, end):
     freqs = 1.0 / (10000.0 ** (torch.arange(0, dim, 2).float() / dim))
     angles = torch.outer(torch.arange(end).float(), freqs)

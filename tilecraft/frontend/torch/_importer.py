@@ -238,7 +238,7 @@ def _convert_node(ctx: Context, node: Any, failures: dict[str, list[str]]) -> No
         ctx.env[node] = _MISSING
         return
     try:
-        if involves_complex(ctx, node):
+        if involves_complex(ctx, node) or n not in HANDLERS:  # angle, resolve_conj...
             ctx.env[node] = convert_complex(ctx, node, n)
         else:
             ctx.env[node] = HANDLERS[n](ctx, node)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ...graph import TensorVar
 from ...ir import IntImm, as_expr
 from ._complex import (
@@ -117,24 +119,32 @@ def _c_abs(ctx: Context, node: Any) -> TensorVar:
 
 @handles_complex("aten::angle")
 def _c_angle(ctx: Context, node: Any) -> TensorVar:
+    x = ctx.arg(node, 0, "self")
+    if isinstance(x, TensorVar):  # a real tensor: pi where negative, NaN kept
+        dt = ctx.out_dtype(node)
+        x = ctx.cast(x, dt)
+        neg = ctx.emit("less", [x, ctx.scalar(0.0, dt)])
+        half = ctx.emit("where", [neg, ctx.scalar(float(np.pi), dt), ctx.scalar(0.0, dt)])
+        return ctx.emit("where", [ctx.emit("isnan", [x]), x, half])
     z = complex_arg(ctx, node, 0)
     return ctx.emit("atan2", [part(ctx, z, 1), part(ctx, z, 0)])
 
 
 @handles_complex("aten::_conj", "aten::conj", "aten::conj_physical", "aten::_conj_physical")
-def _c_conj(ctx: Context, node: Any) -> ComplexValue:
-    return conj(ctx, complex_arg(ctx, node, 0))
+def _c_conj(ctx: Context, node: Any) -> Any:
+    v = ctx.arg(node, 0, "self")
+    return v if isinstance(v, TensorVar) else conj(ctx, complex_arg(ctx, node, 0))
 
 
 @handles_complex(
     "aten::resolve_conj", "aten::resolve_neg", "aten::clone", "aten::alias", "aten::detach",
     "aten::lift_fresh_copy", "aten::contiguous", "aten::view_as_complex",
 )  # fmt: skip
-def _c_same(ctx: Context, node: Any) -> ComplexValue:
+def _c_same(ctx: Context, node: Any) -> Any:
     v = ctx.arg(node, 0, "self")
-    if isinstance(v, ComplexValue):
-        return v
-    if isinstance(v, TensorVar):  # view_as_complex: the real view is the representation
+    if node.target.name() != "aten::view_as_complex" or isinstance(v, ComplexValue):
+        return v  # also a real tensor's resolve_conj
+    if isinstance(v, TensorVar):  # the real view is the representation
         return ComplexValue(v)
     raise UnsupportedNodeError(f"argument self is {type(v).__name__}, expected a tensor")
 
