@@ -1,9 +1,11 @@
 """Converters of ATen operators applied to complex tensors (see :mod:`._complex`).
 
-Arithmetic (``add/sub/mul/div`` with complex, real or scalar operands, ``neg``), ``abs``,
-``angle``, conjugation, ``view_as_real`` / ``view_as_complex`` / ``real`` / ``imag`` /
-``complex`` / ``polar``, casts, sums and means, and views that do not touch the complex axis
-(reshape, permute, transpose, slice, select, expand, cat, padding).
+Arithmetic (``add/sub/mul/div`` with complex, real or scalar operands, ``neg``,
+``reciprocal``, ``exp``), ``abs``, ``angle``, conjugation, ``where``, ``view_as_real`` /
+``view_as_complex`` / ``real`` / ``imag`` / ``complex`` / ``polar``, casts, sums and means,
+matrix products (``mm/bmm/matmul``: an einsum with complex weights), creation and writes
+(``full/zeros``, ``copy``, ``slice_scatter``), and views and gathers that leave the complex
+axis alone (reshape, permute, slice, select, expand, cat, padding, flip, ``index_select``).
 """
 
 from __future__ import annotations
