@@ -41,15 +41,26 @@ def _mul(ctx: Context, a: Any, b: Any, dt: str) -> ComplexValue:
     if isinstance(a, ComplexValue) and isinstance(b, (bool, int, float)):
         return ComplexValue(ctx.emit("multiply", [ctx.cast(a.data, dt), ctx.scalar(b, dt)]))
     z, w = as_complex(ctx, a, dt), as_complex(ctx, b, dt)
-    zr, zi, wr, wi = part(ctx, z, 0), part(ctx, z, 1), part(ctx, w, 0), part(ctx, w, 1)
-    re = ctx.emit("subtract", [ctx.emit("multiply", [zr, wr]), ctx.emit("multiply", [zi, wi])])
-    im = ctx.emit("add", [ctx.emit("multiply", [zr, wi]), ctx.emit("multiply", [zi, wr])])
-    return pack(ctx, re, im)
+    # z * w = z * (wr, wr) + (zi, zr) * (-wi, wi): gathers along the pair axis, which fuse
+    # with the products (and fold away for a weight w), instead of splitting z in parts
+    wr = _pairs(ctx, w, (0, 0))
+    wi = ctx.emit("multiply", [_pairs(ctx, w, (1, 1)), ctx.const(np.array([-1, 1], dt), "sign")])
+    swapped = _pairs(ctx, z, (1, 0))
+    prod = ctx.emit("multiply", [z.data, wr])
+    return ComplexValue(ctx.emit("add", [prod, ctx.emit("multiply", [swapped, wi])]))
+
+
+def _pairs(ctx: Context, z: ComplexValue, index: tuple[int, int]) -> TensorVar:
+    """``z``'s pair axis gathered at ``index`` (``(1, 0)`` swaps real and imaginary)."""
+    idx = ctx.const(np.array(index, dtype="int64"), "pair")
+    return ctx.emit("take", [z.data, idx], {"axis": z.ndim})
 
 
 def _abs2(ctx: Context, z: ComplexValue) -> TensorVar:
-    sq = ctx.emit("multiply", [z.data, z.data])
-    return ctx.emit("sum", [sq], {"axis": (z.ndim,), "keepdims": False})
+    """``re^2 + im^2``, elementwise (it fuses with its producer and consumer; a sum over the
+    pair axis would be a reduction kernel of its own)."""
+    re, im = part(ctx, z, 0), part(ctx, z, 1)
+    return ctx.emit("add", [ctx.emit("multiply", [re, re]), ctx.emit("multiply", [im, im])])
 
 
 def _div(ctx: Context, a: Any, b: Any, dt: str) -> ComplexValue:
