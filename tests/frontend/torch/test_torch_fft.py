@@ -250,6 +250,20 @@ def test_complex_only_operators_on_real_tensors():
     np.testing.assert_array_equal(total, (4 * x).numpy())
 
 
+def test_real_to_complex_keeps_infinities_and_signs():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            z = x.to(torch.complex64)
+            return torch.view_as_real(z), z.angle()
+
+    x = torch.tensor([[1.0, -2.0, float("inf"), -float("inf")]])
+    _, exe = _run(M(), (x,))
+    pairs, angle = _outputs(exe, x)
+    ref_pairs, ref_angle = M()(x)
+    np.testing.assert_array_equal(pairs, ref_pairs.numpy())  # (inf, 0), not (inf, nan)
+    np.testing.assert_array_equal(angle, ref_angle.numpy())  # pi for a negative real
+
+
 def _rotary_table(dim, end):
     freqs = 1.0 / (10000.0 ** (torch.arange(0, dim, 2).float() / dim))
     angles = torch.outer(torch.arange(end).float(), freqs)

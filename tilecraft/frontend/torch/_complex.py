@@ -138,7 +138,9 @@ def from_real(ctx: Context, r: TensorVar, dt: str) -> ComplexValue:
     """A real tensor as a complex one with zero imaginary part."""
     r = ctx.cast(r, dt)
     col = ctx.reshape(r, (*r.type.shape, as_expr(1)))
-    return ComplexValue(ctx.emit("multiply", [col, ctx.const(np.array([1, 0], dtype=dt), "re")]))
+    pads = {"pad_before": (0,) * (r.type.ndim + 1), "pad_after": (0,) * r.type.ndim + (1,)}
+    # padding, not a product with (1, 0): inf * 0 would make a NaN imaginary part
+    return ComplexValue(ctx.emit("pad", [col], {**pads, "value": 0.0}))
 
 
 def conj(ctx: Context, z: ComplexValue) -> ComplexValue:
