@@ -11,8 +11,6 @@ from tilecraft.frontend.torch._errors import UnsupportedOpsError  # noqa: E402
 # coverage() gives. A new torch that adds a Core ATen operator fails the test below until it
 # is supported or listed here.
 NOT_YET = {
-    "aten::_fft_c2r": "missing: needs complex dtypes",
-    "aten::_fft_r2c": "missing: needs complex dtypes",
     "aten::_local_scalar_dense": "missing: needs a tensor's value as a host scalar (.item())",
     "aten::nonzero": "missing: needs a data-dependent output shape",
 }

@@ -13,8 +13,6 @@ class TorchFrontendError(TilecraftError):
 
 # Core ATen operators with a meaning at inference that the importer cannot express yet, and why
 WHY_UNSUPPORTED = {
-    "aten::_fft_r2c": "needs complex dtypes",
-    "aten::_fft_c2r": "needs complex dtypes",
     "aten::nonzero": "needs a data-dependent output shape",
     "aten::_local_scalar_dense": "needs a tensor's value as a host scalar (.item())",
 }

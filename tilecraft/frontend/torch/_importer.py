@@ -7,7 +7,9 @@ whose values are returned as numpy arrays. Symbolic dimensions become shape vari
 as torch names them (``s77``); ``ep.range_constraints`` are kept on the function as
 ``attrs["tc.shape_bounds"] = {"s77": (min, max)}`` (max ``-1``: unbounded). A program with
 several outputs becomes one graph function returning their tuple (work they share is
-computed once).
+computed once). Complex tensors are real pairs ``(..., 2)`` (see :mod:`._complex`): a complex
+input, parameter or output is its ``torch.view_as_real``, and the function's
+``attrs["tc.complex_inputs"]`` / ``["tc.complex_outputs"]`` list their positions.
 """
 
 from __future__ import annotations
@@ -21,12 +23,22 @@ from ...graph import Function, TensorVar
 from ...ir import IRModule, Var
 from ...ir import dtype as to_dtype
 from . import (  # noqa: F401  (the converters)
+    _ops_complex,
+    _ops_fft,
     _ops_math,
     _ops_more,
     _ops_nn,
     _ops_scatter,
     _ops_tensor,
     _ops_window,
+)
+from ._complex import (
+    COMPLEX,
+    ComplexValue,
+    complex_param,
+    convert_complex,
+    involves_complex,
+    real_view,
 )
 from ._context import Context, UnsupportedNodeError, torch_dtype_name
 from ._errors import TorchFrontendError, UnsupportedOpsError, import_torch
@@ -104,7 +116,9 @@ def _check_supported(ep: Any) -> None:
         if node.op != "call_function":
             continue
         n = op_name(node.target)
-        if n in HANDLERS or n in _SYMBOLIC or n in _ASSERTS or node.target is operator.getitem:
+        if n in HANDLERS or n in COMPLEX or n in _SYMBOLIC or n in _ASSERTS:
+            continue
+        if node.target is operator.getitem:
             continue
         if _is_sym_value(node.meta.get("val")):
             continue
@@ -138,7 +152,7 @@ def _inputs(ep: Any) -> tuple[list[tuple[str, str, Any]], dict[str, np.ndarray]]
             if spec.target in ep.state_dict
             else ep.constants[spec.target]
         )
-        params[spec.target] = value.detach().cpu().contiguous().numpy()
+        params[spec.target] = real_view(value)
         states.append((pname, spec.target.replace(".", "_"), spec.target))
     return users + states, params
 
@@ -179,8 +193,11 @@ def _convert(
         if not hasattr(val, "shape"):
             raise TorchFrontendError(f"from_exported_program: input {pname} is not a tensor")
         shape = ctx.out_shape(node)
-        var = ctx.bb.param(gname, shape, torch_dtype_name(val.dtype))
-        ctx.env[node] = var
+        if val.is_complex():
+            ctx.env[node] = complex_param(ctx, gname, shape, val.dtype)
+            var = ctx.env[node].data
+        else:
+            var = ctx.env[node] = ctx.bb.param(gname, shape, torch_dtype_name(val.dtype))
         for d in var.type.shape:
             if isinstance(d, Var):
                 ctx.carriers.setdefault(d.name, var)
@@ -193,10 +210,13 @@ def _convert(
     rets = []
     for output in outputs:
         ret = ctx.env[nodes[output]]
+        if isinstance(ret, ComplexValue):
+            ret = ret.data
         if not isinstance(ret, TensorVar):
             raise TorchFrontendError(f"from_exported_program: output {output} is not a tensor")
         rets.append(ret)
     attrs = {"num_input": sum(1 for i in inputs if i[2] is None), "tc.shape_bounds": bounds}
+    attrs.update(_complex_attrs(ctx, [nodes[p] for p, _, _ in inputs], [nodes[o] for o in outputs]))
     if len(rets) > 1:  # the executor returns inputs and repeats in a tuple as copies
         return ctx.bb.finish(rets, name=fname, attrs=attrs)
     ret = rets[0]
@@ -218,10 +238,25 @@ def _convert_node(ctx: Context, node: Any, failures: dict[str, list[str]]) -> No
         ctx.env[node] = _MISSING
         return
     try:
-        ctx.env[node] = HANDLERS[n](ctx, node)
+        if involves_complex(ctx, node) or n not in HANDLERS:  # angle, resolve_conj...
+            ctx.env[node] = convert_complex(ctx, node, n)
+        else:
+            ctx.env[node] = HANDLERS[n](ctx, node)
     except UnsupportedNodeError as e:
         failures.setdefault(f"{n}: {e}", []).append(location(node))
         ctx.env[node] = _MISSING
+
+
+def _complex_attrs(ctx: Context, inputs: list[Any], outputs: list[Any]) -> dict[str, Any]:
+    """Positions of the complex inputs and outputs, passed as their real views."""
+    cin = [i for i, n in enumerate(inputs) if isinstance(ctx.env.get(n), ComplexValue)]
+    cout = [i for i, n in enumerate(outputs) if isinstance(ctx.env.get(n), ComplexValue)]
+    attrs: dict[str, Any] = {}
+    if cin:
+        attrs["tc.complex_inputs"] = tuple(cin)
+    if cout:
+        attrs["tc.complex_outputs"] = tuple(cout)
+    return attrs
 
 
 _MISSING = object()

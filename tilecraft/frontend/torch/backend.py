@@ -10,7 +10,9 @@ export specializes a dynamic size compiles once per shape instead.
 
 Weights (the ``nn.Parameter`` inputs dynamo passes) are read once, at compile time, and
 bound as constants, as inductor's freezing does: compile again after changing them in place.
-Torch tensors go in and torch tensors come out, through DLPack without a copy.
+Torch tensors go in and torch tensors come out, through DLPack without a copy. A complex
+input goes in as its ``torch.view_as_real`` and a complex output comes back through
+``torch.view_as_complex`` (the graph holds complex values as real pairs).
 
 Options: ``target`` (default ``"cpu"``) and ``database`` (tuning records applied before the
 rules).
@@ -71,18 +73,22 @@ class _Compiled:
         key = tuple(self._key(i, a, torch) for i, a in enumerate(args))
         if key not in self.cache:
             self.cache[key] = self._compile(args, key)
-        exe, multi, fixed = self.cache[key]
+        exe, multi, fixed, complex_out = self.cache[key]
         if not _fits(
             fixed, [args[i] for i in self.inputs]
         ):  # torch kept a dimension dynamo left dynamic
             key = tuple(("v", a) if isinstance(a, int) else self._key(-1, a, torch) for a in args)
             if key not in self.cache:
                 self.cache[key] = self._compile(args, key)
-            exe, multi, fixed = self.cache[key]
-        tensors = [args[i].detach() for i in self.inputs]
+            exe, multi, fixed, complex_out = self.cache[key]
+        tensors = [_real_view(args[i].detach(), torch) for i in self.inputs]
         out = exe["main"](*tensors)  # torch tensors in: torch tensors out
         if isinstance(out, tuple):  # several outputs: one function returning their tuple
-            return out
+            return tuple(
+                torch.view_as_complex(o) if i in complex_out else o for i, o in enumerate(out)
+            )
+        if complex_out:
+            out = torch.view_as_complex(out)
         return (out,) if multi else out
 
     def _key(self, i: int, a: Any, torch: Any) -> Any:
@@ -118,10 +124,19 @@ class _Compiled:
             params=params,
             database=self.options.get("database"),
         )
-        return exe, multi, _static_extents(ep)
+        listed = mod["main"].attrs.get("tc.complex_outputs", ())
+        complex_out = (
+            tuple(i for i in listed if isinstance(i, int)) if isinstance(listed, tuple) else ()
+        )
+        return exe, multi, _static_extents(ep), complex_out
 
 
-_Entry = tuple[Any, bool, list[tuple[int | None, ...]]]
+_Entry = tuple[Any, bool, list[tuple[int | None, ...]], tuple[int, ...]]
+
+
+def _real_view(t: Any, torch: Any) -> Any:
+    """A complex tensor as its real pairs (the graph's representation); others as they are."""
+    return torch.view_as_real(t.resolve_conj()) if t.is_complex() else t
 
 
 def _static_extents(ep: Any) -> list[tuple[int | None, ...]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._complex import COMPLEX
 from ._errors import WHY_UNSUPPORTED, import_torch
 from ._importer import _ASSERTS, _SYMBOLIC
 from ._registry import HANDLERS
@@ -44,7 +45,7 @@ def core_aten_ops() -> list[str]:
 
 
 def _status(torch: object, name: str) -> str:
-    if name in HANDLERS or name in _SYMBOLIC or name in _ASSERTS:
+    if name in HANDLERS or name in COMPLEX or name in _SYMBOLIC or name in _ASSERTS:
         return "supported"
     packet, _, overload = name.removeprefix("aten::").partition(".")
     op = getattr(getattr(torch.ops.aten, packet), overload or "default")  # type: ignore[attr-defined]
