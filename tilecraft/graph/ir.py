@@ -38,6 +38,7 @@ from ..ir import (
 )
 from ..ir import dtype as to_dtype
 from ..ir.node import as_attrs
+from .ir_bind import BindSymbol, check_carrier, check_symbols
 
 ShapeLike = Sequence[int | Expr]
 
@@ -285,14 +286,16 @@ class Binding(Node):
     """``var = value`` inside a dataflow block; ``var.type`` is the value's type."""
 
     var: TensorVar
-    value: OpCall | CallTIR | CallExtern | CallFunc | Constant
+    value: OpCall | CallTIR | CallExtern | CallFunc | Constant | BindSymbol
 
     def __post_init__(self) -> None:
         if not isinstance(self.value, (OpCall, CallTIR, CallExtern, CallFunc, Constant)):
-            raise IRError(
-                f"Binding {self.var.name}: value must be OpCall, CallTIR, CallExtern, CallFunc "
-                "or Constant"
-            )
+            if not isinstance(self.value, BindSymbol):
+                raise IRError(
+                    f"Binding {self.var.name}: value must be OpCall, CallTIR, CallExtern, "
+                    "CallFunc, Constant or BindSymbol"
+                )
+            check_carrier(self.var, self.value)
         if isinstance(self.value, Constant) and not _same_type(self.var.type, self.value.type):
             raise IRError(
                 f"Binding {self.var.name}: a {self.var.type.describe()} variable cannot hold "
@@ -420,6 +423,7 @@ def check_well_formed(func: Function) -> None:
         if id(b.var) in defined:
             raise IRError(f"{where}: {b.var.name} is bound twice")
         defined.add(id(b.var))
+    check_symbols(func)
     rets = func.ret if isinstance(func.ret, tuple) else (func.ret,)
     if not rets:
         raise IRError(f"{where}: returns an empty tuple; a function returns at least one tensor")

@@ -47,6 +47,7 @@ from .ir import (
     TensorType,
     TensorVar,
 )
+from .ir_bind import BindSymbol, carrier_type
 from .op import infer_type
 
 _IND = "    "
@@ -254,7 +255,7 @@ class _GraphParser:
         else:
             raise self.fail(s, "expected `name = R.<op>(...)` in a dataflow block")
         op = self.r_name(call.func)
-        value: OpCall | CallTIR | CallExtern | CallFunc | Constant
+        value: OpCall | CallTIR | CallExtern | CallFunc | Constant | BindSymbol
         if op == "const" and ann is None:
             value = self.constant(call, svars)
             t = value.type
@@ -280,6 +281,9 @@ class _GraphParser:
         elif op == "call_extern":
             value = self.call_extern(call, env, svars)
             t = value.out_type
+        elif op == "bind_symbol":
+            value = self.bind_symbol(call, env, svars)
+            t = carrier_type(value.symbol, value.source.type)
         else:
             value, t = self.op_call(op, call, env)
         var = TensorVar(name, t)
@@ -351,6 +355,17 @@ class _GraphParser:
         attrs = self.checked(call, lambda: Attrs(raw))
         args = tuple(self.lookup(a, env) for a in call.args[1].elts)
         return self.checked(call, lambda: CallExtern(name, args, t, attrs))
+
+    def bind_symbol(
+        self, call: ast.Call, env: dict[str, TensorVar], svars: dict[str, Var]
+    ) -> BindSymbol:
+        kw = {k.arg: self.literal(k.value) for k in call.keywords}
+        name = self.literal(call.args[1]) if len(call.args) == 2 else None
+        if set(kw) != {"lower", "upper"} or not isinstance(name, str) or not _is_name(name):
+            raise self.fail(call, 'expected R.bind_symbol(tensor, "name", lower=int, upper=int)')
+        src = self.lookup(call.args[0], env)
+        sym = svars.setdefault(name, Var(name, to_dtype("int32")))
+        return self.checked(call, lambda: BindSymbol((src,), sym, kw["lower"], kw["upper"]))
 
 
 def parse(text: str) -> Function | IRModule:

@@ -14,7 +14,8 @@ program"``, version 1)::
 A program returning a tuple has ``"ret_slots": [6, 7]`` in place of ``"ret_slot"``.
 
 A step calling an external library routine has a fifth entry, its attributes:
-``["blas.gemm", [0, 3], 4, [0], {"trans_a": false, "trans_b": true}]``.
+``["blas.gemm", [0, 3], 4, [0], {"trans_a": false, "trans_b": true}]``; a ``bind_symbol``
+step its bounds: ``["tc.bind_symbol", [5], 6, [5], {"lower": 0, "upper": 12}]``.
 
 The slot shapes and the symbolic extents are one ``tc.ir`` document, so a symbolic extent
 comes back as one :class:`~tilecraft.ir.Var` shared by every shape that names it (the
@@ -32,7 +33,7 @@ import numpy as np
 
 from ..errors import IRError, LowerError
 from ..ir import DataType, Expr, Var, dtype, from_json, to_json
-from .graph_program import GraphProgram, GraphStep, TensorSpec
+from .graph_program import BIND_SYMBOL, GraphProgram, GraphStep, TensorSpec
 
 FORMAT = "tilecraft.graph_program"
 VERSION = 1
@@ -166,6 +167,8 @@ def _step_json(s: GraphStep) -> list[Any]:
     out: list[Any] = [s.func, list(s.args), s.out, list(s.free_after)]
     if s.extern is not None:
         out.append(dict(s.extern))
+    if s.bind is not None:
+        out.append({"lower": s.bind[0], "upper": s.bind[1]})
     return out
 
 
@@ -175,16 +178,20 @@ def _step(raw: object) -> GraphStep:
     func, args, out, free = raw[:4]
     if not isinstance(out, int):
         raise TypeError("a step's output slot is an integer")
-    extern = None
+    extern, bind = None, None
     if len(raw) == 5:
         attrs = raw[4]
         if not isinstance(attrs, dict) or not all(
             isinstance(v, (bool, int, float, str)) for v in attrs.values()
         ):
             raise TypeError("a step's extern attributes are an object of scalars")
-        extern = tuple(sorted(attrs.items()))
+        if func == BIND_SYMBOL:
+            lower, upper = _ints([attrs.get("lower"), attrs.get("upper")], "bind bounds")
+            bind = (lower, upper)
+        else:
+            extern = tuple(sorted(attrs.items()))
     return GraphStep(
-        func, tuple(_ints(args, "step args")), out, tuple(_ints(free, "free_after")), extern
+        func, tuple(_ints(args, "step args")), out, tuple(_ints(free, "free_after")), extern, bind
     )
 
 

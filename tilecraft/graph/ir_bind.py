@@ -1,0 +1,147 @@
+"""``bind_symbol``: a symbolic extent whose value is read from a tensor at run time.
+
+Most extents of a graph function are known once its inputs are: the executor binds every
+shape variable of the parameters from the arrays it is given. Some are not: how many elements
+``nonzero`` finds, or a size a program computes and reads back (``n.item()`` in PyTorch).
+A :class:`BindSymbol` binding makes such an extent a shape variable like any other::
+
+    u = R.bind_symbol(count, "u0", lower=0, upper=12)   # u: R.Tensor(("u0", 0), "int64")
+
+``count`` is a tensor of one integer element computed by the kernels before it; the executor
+reads its value on the host once they ran, checks ``lower <= value <= upper`` (``upper`` -1:
+no bound but int32's, the dtype of graph extents) and binds the symbol ``u0`` to it for the
+rest of the function, so later kernels, allocations and results use ``u0`` as they use an
+input's extent. A value out of range raises :class:`~tilecraft.errors.GraphError`: no
+kernel ever sees a negative or oversized extent.
+
+The binding's value is an empty *carrier* tensor of shape ``(u0, 0)`` (it holds no elements):
+a later binding whose type names ``u0`` takes the carrier as an argument, which orders it
+after the read (and keeps the read alive through dead-code elimination), as a parameter
+carries the extents of its shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import IRError
+from ..ir import IntImm, Node, Var
+from ..ir import dtype as to_dtype
+
+if TYPE_CHECKING:
+    from .ir import Function, TensorType, TensorVar
+
+INT32_MAX = 2**31 - 1
+"""The largest value a graph extent (an int32 shape variable) can take."""
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class BindSymbol(Node):
+    """Bind ``symbol`` to the integer in ``args[0]`` once it is computed (module docstring).
+
+    ``args`` holds the one source tensor (one element of an integer or bool dtype);
+    ``lower`` and ``upper`` bound the value (``upper`` -1: only by int32).
+    """
+
+    args: tuple[TensorVar, ...]
+    symbol: Var
+    lower: int = 0
+    upper: int = -1
+
+    def __post_init__(self) -> None:
+        from .ir import TensorVar
+
+        args = tuple(self.args)
+        object.__setattr__(self, "args", args)
+        if len(args) != 1 or not isinstance(args[0], TensorVar):
+            raise IRError("bind_symbol: takes one tensor argument (the value's source)")
+        src = args[0].type
+        if not (src.dtype.is_integer or src.dtype.is_bool) or not _one_element(src):
+            raise IRError(f"bind_symbol: the source must hold one integer, got {src.describe()}")
+        if not isinstance(self.symbol, Var) or self.symbol.dtype != to_dtype("int32"):
+            raise IRError(f"bind_symbol: the symbol must be an int32 Var, got {self.symbol!r}")
+        for name, v in (("lower", self.lower), ("upper", self.upper)):
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise IRError(f"bind_symbol {self.symbol.name}: {name} must be an int, got {v!r}")
+        hi = INT32_MAX if self.upper == -1 else self.upper
+        if not 0 <= self.lower <= hi <= INT32_MAX:
+            raise IRError(
+                f"bind_symbol {self.symbol.name}: bounds [{self.lower}, {self.upper}] must "
+                f"satisfy 0 <= lower <= upper <= {INT32_MAX} (upper -1: unbounded)"
+            )
+
+    @property
+    def source(self) -> TensorVar:
+        """The tensor the value is read from."""
+        return self.args[0]
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """``(lower, upper)`` with an unbounded upper as int32's largest value."""
+        return self.lower, INT32_MAX if self.upper == -1 else self.upper
+
+    __hash__ = object.__hash__
+
+
+def _one_element(t: TensorType) -> bool:
+    return all(isinstance(s, IntImm) and s.value == 1 for s in t.shape)
+
+
+def carrier_type(symbol: Var, source: TensorType) -> TensorType:
+    """The type of a ``bind_symbol`` binding: ``(symbol, 0)`` of the source's dtype."""
+    from .ir import TensorType
+
+    return TensorType((symbol, 0), source.dtype)
+
+
+def check_carrier(var: TensorVar, value: BindSymbol) -> None:
+    """A ``bind_symbol`` binding's variable must have the carrier type of its symbol."""
+    shape = var.type.shape
+    ok = (
+        len(shape) == 2
+        and shape[0] is value.symbol
+        and isinstance(shape[1], IntImm)
+        and shape[1].value == 0
+        and var.type.dtype == value.source.type.dtype
+    )
+    if not ok:
+        raise IRError(
+            f"Binding {var.name}: bind_symbol {value.symbol.name} gives "
+            f"{carrier_type(value.symbol, value.source.type).describe()}, not "
+            f"{var.type.describe()}"
+        )
+
+
+def check_symbols(func: Function) -> None:
+    """Each bound symbol is bound once and is not an extent of a parameter.
+
+    Raises
+    ------
+    IRError
+        Naming the function and the symbol.
+    """
+    from .ir import collect_vars_of_shape
+
+    where = f"graph function {func.name}"
+    taken = {id(v) for p in func.params for v in collect_vars_of_shape(p.type.shape)}
+    for b in func.bindings:
+        if not isinstance(b.value, BindSymbol):
+            continue
+        sym = b.value.symbol
+        if id(sym) in taken:
+            raise IRError(
+                f"{where}: bind_symbol binds {sym.name}, which a parameter's shape or an "
+                "earlier bind_symbol already binds"
+            )
+        taken.add(id(sym))
+
+
+def _register_structural() -> None:
+    """Structural equality, hashing and JSON of ``bind_symbol`` (the symbol is a definition)."""
+    from ..ir.structural import register_node
+
+    register_node(BindSymbol, defines=("symbol",))
+
+
+_register_structural()
