@@ -126,8 +126,9 @@ def _value_text(
 ) -> str:
     tup = "(" + ", ".join(args) + ("," if len(args) == 1 else "") + ")"
     if isinstance(v, BindSymbol):  # its type, (symbol, 0), is implied
-        name = _dim_expr(v.symbol)
-        return f'R.bind_symbol({args[0]}, "{name}", lower={v.lower}, upper={v.upper})'
+        name, hi = _dim_expr(v.symbol), v.upper
+        upper = str(hi) if isinstance(hi, int) else _dim(hi)
+        return f'R.bind_symbol({args[0]}, "{name}", lower={v.lower}, upper={upper})'
     if isinstance(v, CallExtern):  # the routine is a library's, named by a string
         extra = "".join(f", {k}={_lit(x)}" for k, x in v.attrs.items_tuple())
         return f"R.call_extern({v.func!r}, {tup}, out_sinfo={type_text(v.out_type)}{extra})"

@@ -9,7 +9,9 @@ A :class:`BindSymbol` binding makes such an extent a shape variable like any oth
 
 ``count`` is a tensor of one integer element computed by the kernels before it; the executor
 reads its value on the host once they ran, checks ``lower <= value <= upper`` (``upper`` -1:
-no bound but int32's, the dtype of graph extents) and binds the symbol ``u0`` to it for the
+no bound but int32's, the dtype of graph extents; ``upper`` may also be an extent expression
+of the parameters or of earlier symbols, such as ``"s77"`` for ``x[:n.item()]`` of a dynamic
+``x``) and binds the symbol ``u0`` to it for the
 rest of the function, so later kernels, allocations and results use ``u0`` as they use an
 input's extent. A value out of range raises :class:`~tilecraft.errors.GraphError`: no
 kernel ever sees a negative or oversized extent.
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import IRError
-from ..ir import IntImm, Node, Var
+from ..ir import Expr, IntImm, Node, Var, collect_vars
 from ..ir import dtype as to_dtype
 
 if TYPE_CHECKING:
@@ -41,13 +43,14 @@ class BindSymbol(Node):
     """Bind ``symbol`` to the integer in ``args[0]`` once it is computed (module docstring).
 
     ``args`` holds the one source tensor (one element of an integer or bool dtype);
-    ``lower`` and ``upper`` bound the value (``upper`` -1: only by int32).
+    ``lower`` and ``upper`` bound the value (``upper`` -1: only by int32; an expression:
+    by its value, which must be bound first).
     """
 
     args: tuple[TensorVar, ...]
     symbol: Var
     lower: int = 0
-    upper: int = -1
+    upper: int | Expr = -1
 
     def __post_init__(self) -> None:
         from .ir import TensorVar
@@ -61,14 +64,28 @@ class BindSymbol(Node):
             raise IRError(f"bind_symbol: the source must hold one integer, got {src.describe()}")
         if not isinstance(self.symbol, Var) or self.symbol.dtype != to_dtype("int32"):
             raise IRError(f"bind_symbol: the symbol must be an int32 Var, got {self.symbol!r}")
+        if isinstance(self.upper, Expr) and not isinstance(self.upper, IntImm):
+            if not self.upper.dtype.is_integer or self.upper.dtype.lanes != 1:
+                raise IRError(f"bind_symbol {self.symbol.name}: upper must be an integer")
+            if any(v is self.symbol for v in collect_vars(self.upper)):
+                raise IRError(f"bind_symbol {self.symbol.name}: upper names the symbol itself")
+            return self._check_int("lower", self.lower)
+        if isinstance(self.upper, IntImm):
+            object.__setattr__(self, "upper", self.upper.value)
         for name, v in (("lower", self.lower), ("upper", self.upper)):
-            if not isinstance(v, int) or isinstance(v, bool):
-                raise IRError(f"bind_symbol {self.symbol.name}: {name} must be an int, got {v!r}")
+            self._check_int(name, v)
+        assert isinstance(self.upper, int)
         hi = INT32_MAX if self.upper == -1 else self.upper
         if not 0 <= self.lower <= hi <= INT32_MAX:
             raise IRError(
                 f"bind_symbol {self.symbol.name}: bounds [{self.lower}, {self.upper}] must "
                 f"satisfy 0 <= lower <= upper <= {INT32_MAX} (upper -1: unbounded)"
+            )
+
+    def _check_int(self, name: str, v: object) -> None:
+        if not isinstance(v, int) or isinstance(v, bool) or (name == "lower" and v < 0):
+            raise IRError(
+                f"bind_symbol {self.symbol.name}: {name} must be an int (lower >= 0), got {v!r}"
             )
 
     @property
@@ -77,9 +94,11 @@ class BindSymbol(Node):
         return self.args[0]
 
     @property
-    def bounds(self) -> tuple[int, int]:
+    def bounds(self) -> tuple[int, int | Expr]:
         """``(lower, upper)`` with an unbounded upper as int32's largest value."""
-        return self.lower, INT32_MAX if self.upper == -1 else self.upper
+        return self.lower, INT32_MAX if isinstance(
+            self.upper, int
+        ) and self.upper == -1 else self.upper
 
     __hash__ = object.__hash__
 
@@ -129,6 +148,17 @@ def check_symbols(func: Function) -> None:
         if not isinstance(b.value, BindSymbol):
             continue
         sym = b.value.symbol
+        upper = b.value.upper
+        free = (
+            [v.name for v in collect_vars(upper) if id(v) not in taken]
+            if isinstance(upper, Expr)
+            else []
+        )
+        if free:
+            raise IRError(
+                f"{where}: bind_symbol {sym.name}: its upper bound names {free}, which no "
+                "parameter's shape or earlier bind_symbol binds"
+            )
         if id(sym) in taken:
             raise IRError(
                 f"{where}: bind_symbol binds {sym.name}, which a parameter's shape or an "

@@ -359,13 +359,16 @@ class _GraphParser:
     def bind_symbol(
         self, call: ast.Call, env: dict[str, TensorVar], svars: dict[str, Var]
     ) -> BindSymbol:
-        kw = {k.arg: self.literal(k.value) for k in call.keywords}
+        kw = {k.arg: k.value for k in call.keywords}
         name = self.literal(call.args[1]) if len(call.args) == 2 else None
         if set(kw) != {"lower", "upper"} or not isinstance(name, str) or not _is_name(name):
-            raise self.fail(call, 'expected R.bind_symbol(tensor, "name", lower=int, upper=int)')
+            raise self.fail(
+                call, 'expected R.bind_symbol(tensor, "name", lower=int, upper=int or "extent")'
+            )
         src = self.lookup(call.args[0], env)
+        lower, upper = self.literal(kw["lower"]), self.dim(kw["upper"], svars)
         sym = svars.setdefault(name, Var(name, to_dtype("int32")))
-        return self.checked(call, lambda: BindSymbol((src,), sym, kw["lower"], kw["upper"]))
+        return self.checked(call, lambda: BindSymbol((src,), sym, lower, upper))
 
 
 def parse(text: str) -> Function | IRModule:

@@ -7,7 +7,7 @@ program"``, version 1)::
 
     {"format": "tilecraft.graph_program", "version": 1, "name": "forward",
      "param_names": ["x"], "dtypes": ["float32", ...],          # one per slot
-     "ir": "<tc.ir JSON of (slot shapes, shape_vars)>",
+     "ir": "<tc.ir JSON of (slot shapes, shape_vars, bind_symbol upper bounds)>",
      "constants": [[slot, index, [shape...], "float32"], ...],
      "steps": [["fused_matmul", [0, 3], 4, [0]], ...], "ret_slot": 6}
 
@@ -15,7 +15,8 @@ A program returning a tuple has ``"ret_slots": [6, 7]`` in place of ``"ret_slot"
 
 A step calling an external library routine has a fifth entry, its attributes:
 ``["blas.gemm", [0, 3], 4, [0], {"trans_a": false, "trans_b": true}]``; a ``bind_symbol``
-step its bounds: ``["tc.bind_symbol", [5], 6, [5], {"lower": 0, "upper": 12}]``.
+step its lower bound: ``["tc.bind_symbol", [5], 6, [5], {"lower": 0}]``, its upper bound (an
+extent expression) being the step's entry in the ``ir`` document's third part.
 
 The slot shapes and the symbolic extents are one ``tc.ir`` document, so a symbolic extent
 comes back as one :class:`~tilecraft.ir.Var` shared by every shape that names it (the
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import IRError, LowerError
-from ..ir import DataType, Expr, Var, dtype, from_json, to_json
+from ..ir import DataType, Expr, IntImm, Var, as_expr, dtype, from_json, to_json
 from .graph_program import BIND_SYMBOL, GraphProgram, GraphStep, TensorSpec
 
 FORMAT = "tilecraft.graph_program"
@@ -53,7 +54,7 @@ def program_to_json(program: GraphProgram) -> str:
         "name": program.name,
         "param_names": list(program.param_names),
         "dtypes": [str(t.dtype) for t in program.slot_types],
-        "ir": to_json((shapes, tuple(program.shape_vars))),
+        "ir": to_json((shapes, tuple(program.shape_vars), _bind_uppers(program))),
         "constants": constants,
         "steps": [_step_json(s) for s in program.steps],
     }
@@ -81,10 +82,11 @@ def program_from_json(text: str, constants: Sequence[np.ndarray]) -> GraphProgra
     """
     doc = _document(text)
     try:
-        shapes, shape_vars = from_json(doc["ir"])
+        shapes, shape_vars, *rest = from_json(doc["ir"])
+        uppers = list(rest[0]) if rest else []  # written since bind_symbol steps
         dtypes = [dtype(str(d)) for d in doc["dtypes"]]
         slot_types = tuple(_spec(s, d) for s, d in zip(shapes, dtypes, strict=True))
-        steps = tuple(_step(s) for s in doc["steps"])
+        steps = tuple(_step(s, uppers) for s in doc["steps"])
         if not all(isinstance(v, Var) for v in shape_vars):
             raise TypeError("shape_vars must be Vars")
         params = tuple(_strs(doc["param_names"]))
@@ -167,12 +169,17 @@ def _step_json(s: GraphStep) -> list[Any]:
     out: list[Any] = [s.func, list(s.args), s.out, list(s.free_after)]
     if s.extern is not None:
         out.append(dict(s.extern))
-    if s.bind is not None:
-        out.append({"lower": s.bind[0], "upper": s.bind[1]})
+    if s.bind is not None:  # its upper bound is in the "ir" document (an extent expression)
+        out.append({"lower": s.bind[0]})
     return out
 
 
-def _step(raw: object) -> GraphStep:
+def _bind_uppers(program: GraphProgram) -> tuple[Expr, ...]:
+    """The upper bound of each bind_symbol step, in order, as expressions."""
+    return tuple(as_expr(s.bind[1]) for s in program.steps if s.bind is not None)
+
+
+def _step(raw: object, uppers: list[Expr]) -> GraphStep:
     if not isinstance(raw, list) or len(raw) not in (4, 5) or not isinstance(raw[0], str):
         raise TypeError("a step is [func, args, out, free_after] or [..., extern attributes]")
     func, args, out, free = raw[:4]
@@ -186,8 +193,11 @@ def _step(raw: object) -> GraphStep:
         ):
             raise TypeError("a step's extern attributes are an object of scalars")
         if func == BIND_SYMBOL:
-            lower, upper = _ints([attrs.get("lower"), attrs.get("upper")], "bind bounds")
-            bind = (lower, upper)
+            if not uppers or not isinstance(uppers[0], Expr):
+                raise TypeError("a bind_symbol step needs its upper bound in the ir document")
+            upper = uppers.pop(0)
+            lower = _ints([attrs.get("lower")], "bind_symbol lower bound")[0]
+            bind = (lower, upper.value if isinstance(upper, IntImm) else upper)
         else:
             extern = tuple(sorted(attrs.items()))
     return GraphStep(

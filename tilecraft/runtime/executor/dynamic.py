@@ -24,6 +24,7 @@ from ..arguments import eval_shape_expr
 if TYPE_CHECKING:
     from .function import GraphFunction
 
+_INT32_MAX = 2**31 - 1
 StepHook = Callable[[str, np.ndarray, float], None]
 
 
@@ -44,7 +45,7 @@ def run_binding(
     for n, s in enumerate(prog.steps):
         t0 = time.perf_counter()
         if s.is_bind:
-            value = read_extent(prog, s, values[s.args[0]])
+            value = read_extent(prog, s, values[s.args[0]], env)
             env[id(prog.bound_symbol(s))] = value
             out = np.empty((value, 0), prog.slot_types[s.out].numpy_dtype)
         else:
@@ -59,7 +60,7 @@ def run_binding(
     return fn.results(values)
 
 
-def read_extent(prog: GraphProgram, step: GraphStep, source: Any) -> int:
+def read_extent(prog: GraphProgram, step: GraphStep, source: Any, env: dict[int, int]) -> int:
     """The integer a ``bind_symbol`` step reads from ``source``, checked against its bounds."""
     assert step.bind is not None  # a bind step (callers check is_bind)
     sym = prog.bound_symbol(step).name
@@ -71,7 +72,10 @@ def read_extent(prog: GraphProgram, step: GraphStep, source: Any) -> int:
         )
     value = int(arr.reshape(-1)[0])
     lower, upper = step.bind
-    hi = 2**31 - 1 if upper == -1 else upper
+    hi = upper if isinstance(upper, int) else eval_shape_expr(upper, env)
+    if hi is None:
+        raise GraphError(f"{prog.name}: the upper bound of extent {sym} ({upper!r}) is not bound")
+    hi = _INT32_MAX if isinstance(upper, int) and hi == -1 else min(hi, _INT32_MAX)
     if not lower <= value <= hi:
         raise GraphError(
             f"{prog.name}: extent {sym} read at run time is {value}, outside its bounds "
