@@ -90,7 +90,7 @@ class GraphBuilder:
         if not isinstance(sym, Var):
             raise GraphError(f"bind_symbol: expected a shape variable, got {symbol!r}")
         value = BindSymbol((source,), sym, lower, upper)
-        var = TensorVar(self.fresh(sym.name), carrier_type(sym, source.type))
+        var = TensorVar(self.fresh(f"{sym.name}_c"), carrier_type(sym, source.type))
         self.bindings.append(Binding(var, value))
         return var
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 
-from ..ir import BY_HAND, PrimFunc, mark_scheduled
+from ..ir import BY_HAND, PrimFunc, Var, mark_scheduled
 from .builder import GraphBuilder
 from .ir import TensorType, TensorVar
 from .op import GraphError
@@ -28,14 +28,15 @@ from .op import GraphError
 def emit_nonzero(
     bb: GraphBuilder,
     x: TensorVar,
-    symbol: str,
+    symbol: str | Var,
     upper: int,
     prims: MutableMapping[str, PrimFunc],
-) -> TensorVar:
+) -> tuple[TensorVar, TensorVar]:
     """Bind ``nonzero(x)``, an int64 tensor of shape ``(symbol, x.ndim)`` (module docstring).
 
     ``upper`` bounds the count (-1: none but int32's); the two kernels are added to
-    ``prims`` (name -> PrimFunc, shared by the calls of one module).
+    ``prims`` (name -> PrimFunc, shared by the calls of one module). Returns the indices and
+    the carrier of ``symbol`` (the tensor later bindings take to name it in their types).
     """
     ndim, dt = x.type.ndim, str(x.type.dtype)
     if ndim == 0:
@@ -44,8 +45,8 @@ def emit_nonzero(
     fill_name = _add(prims, f"nonzero_fill_{dt}_{ndim}d", fill_kernel(ndim, dt))
     count = bb.emit_call_tir(count_name, [x], TensorType((1,), "int64"), name="nonzero_count")
     carrier = bb.emit_bind_symbol(count, symbol, 0, upper)
-    rows = carrier.type.shape[0]
-    return bb.emit_call_tir(fill_name, [x, carrier], TensorType((rows, ndim), "int64"), "nonzero")
+    out = TensorType((carrier.type.shape[0], ndim), "int64")
+    return bb.emit_call_tir(fill_name, [x, carrier], out, "nonzero"), carrier
 
 
 def _add(prims: MutableMapping[str, PrimFunc], name: str, func: PrimFunc) -> str:

@@ -15,8 +15,6 @@ class TorchFrontendError(TilecraftError):
 WHY_UNSUPPORTED = {
     "aten::_fft_r2c": "needs complex dtypes",
     "aten::_fft_c2r": "needs complex dtypes",
-    "aten::nonzero": "needs a data-dependent output shape",
-    "aten::_local_scalar_dense": "needs a tensor's value as a host scalar (.item())",
 }
 
 
