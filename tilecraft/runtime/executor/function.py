@@ -155,7 +155,7 @@ class GraphFunction:
                         f"{where} has shape {arr.shape}, expected "
                         f"{want.describe()} (dimension {d} should be {expected})"
                     )
-            values[i] = np.ascontiguousarray(arr).reshape(arr.shape)  # (it makes 0-d 1-d)
+            values[i] = np.ascontiguousarray(arr) if arr.ndim else arr  # (it makes 0-d 1-d)
         return values, env
 
     def memory_plan(self, env: dict[int, int]) -> MemoryPlan:
