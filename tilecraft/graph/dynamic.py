@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 
-from ..ir import BY_HAND, PrimFunc, Var, mark_scheduled
+from ..ir import BY_HAND, PrimFunc, Var, as_expr, mark_scheduled
+from ..ir import dtype as to_dtype
 from .builder import GraphBuilder
 from .ir import TensorType, TensorVar
 from .op import GraphError
@@ -43,9 +44,11 @@ def emit_nonzero(
         raise GraphError("nonzero: reshape a 0-d tensor to (1,) first")
     count_name = _add(prims, f"nonzero_count_{dt}_{ndim}d", count_kernel(ndim, dt))
     fill_name = _add(prims, f"nonzero_fill_{dt}_{ndim}d", fill_kernel(ndim, dt))
-    count = bb.emit_call_tir(count_name, [x], TensorType((1,), "int64"), name="nonzero_count")
+    count = bb.emit_call_tir(
+        count_name, [x], TensorType((as_expr(1, "int32"),), to_dtype("int64")), name="nonzero_count"
+    )
     carrier = bb.emit_bind_symbol(count, symbol, 0, upper)
-    out = TensorType((carrier.type.shape[0], ndim), "int64")
+    out = TensorType((carrier.type.shape[0], as_expr(ndim, "int32")), to_dtype("int64"))
     return bb.emit_call_tir(fill_name, [x, carrier], out, "nonzero"), carrier
 
 

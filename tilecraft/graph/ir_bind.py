@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import IRError
-from ..ir import Expr, IntImm, Node, Var, collect_vars
+from ..ir import Expr, IntImm, Node, Var, as_expr, collect_vars
 from ..ir import dtype as to_dtype
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def carrier_type(symbol: Var, source: TensorType) -> TensorType:
     """The type of a ``bind_symbol`` binding: ``(symbol, 0)`` of the source's dtype."""
     from .ir import TensorType
 
-    return TensorType((symbol, 0), source.dtype)
+    return TensorType((symbol, as_expr(0, "int32")), source.dtype)
 
 
 def check_carrier(var: TensorVar, value: BindSymbol) -> None:

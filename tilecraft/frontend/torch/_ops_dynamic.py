@@ -22,6 +22,7 @@ from ...graph.dynamic import emit_nonzero
 from ...graph.ir_bind import INT32_MAX
 from ...graph.op import broadcast_shapes
 from ...ir import Expr, IntImm, Var, as_expr
+from ...ir import dtype as to_dtype
 from ._context import Context, UnsupportedNodeError, sym_to_expr
 from ._registry import handles
 
@@ -35,7 +36,7 @@ def _symbol(ctx: Context, e: Any, what: str) -> Var:
     if not getattr(expr, "is_Symbol", False):
         raise UnsupportedNodeError(f"{what}: a data-dependent extent {expr} that is not a symbol")
     name = str(expr)
-    var = ctx.syms.setdefault(name, Var(name, "int32"))
+    var = ctx.syms.setdefault(name, Var(name, to_dtype("int32")))
     if name in ctx.carriers:
         raise UnsupportedNodeError(f"{what}: the extent {name} is bound twice")
     return var
@@ -148,7 +149,7 @@ def _asserted_upper(ctx: Context, node: Any, name: str) -> Expr | None:
         if user.op != "call_function" or "_assert_scalar" not in str(user.target):
             continue
         cond = getattr(getattr(user.args[0], "meta", {}).get("val"), "node", None)
-        rel = getattr(cond, "expr", None)
+        rel: Any = getattr(cond, "expr", None)
         kind = type(rel).__name__
         if kind not in ("LessThan", "StrictLessThan", "GreaterThan", "StrictGreaterThan"):
             continue
