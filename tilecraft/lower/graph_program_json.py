@@ -7,7 +7,7 @@ program"``, version 1)::
 
     {"format": "tilecraft.graph_program", "version": 1, "name": "forward",
      "param_names": ["x"], "dtypes": ["float32", ...],          # one per slot
-     "ir": "<tc.ir JSON of (slot shapes, shape_vars, bind_symbol upper bounds)>",
+     "ir": "<tc.ir JSON of (slot shapes, shape_vars)>",
      "constants": [[slot, index, [shape...], "float32"], ...],
      "steps": [["fused_matmul", [0, 3], 4, [0]], ...], "ret_slot": 6}
 
@@ -15,8 +15,8 @@ A program returning a tuple has ``"ret_slots": [6, 7]`` in place of ``"ret_slot"
 
 A step calling an external library routine has a fifth entry, its attributes:
 ``["blas.gemm", [0, 3], 4, [0], {"trans_a": false, "trans_b": true}]``; a ``bind_symbol``
-step its lower bound: ``["tc.bind_symbol", [5], 6, [5], {"lower": 0}]``, its upper bound (an
-extent expression) being the step's entry in the ``ir`` document's third part.
+step its lower bound: ``["tc.bind_symbol", [5], 6, [5], {"lower": 0}]``; the upper bounds of
+the bind_symbol steps (extent expressions, in step order) are then a third part of ``ir``.
 
 The slot shapes and the symbolic extents are one ``tc.ir`` document, so a symbolic extent
 comes back as one :class:`~tilecraft.ir.Var` shared by every shape that names it (the
@@ -54,7 +54,7 @@ def program_to_json(program: GraphProgram) -> str:
         "name": program.name,
         "param_names": list(program.param_names),
         "dtypes": [str(t.dtype) for t in program.slot_types],
-        "ir": to_json((shapes, tuple(program.shape_vars), _bind_uppers(program))),
+        "ir": to_json(_ir_parts(program, shapes)),
         "constants": constants,
         "steps": [_step_json(s) for s in program.steps],
     }
@@ -174,9 +174,11 @@ def _step_json(s: GraphStep) -> list[Any]:
     return out
 
 
-def _bind_uppers(program: GraphProgram) -> tuple[Expr, ...]:
-    """The upper bound of each bind_symbol step, in order, as expressions."""
-    return tuple(as_expr(s.bind[1]) for s in program.steps if s.bind is not None)
+def _ir_parts(program: GraphProgram, shapes: tuple[tuple[Expr, ...], ...]) -> tuple[Any, ...]:
+    """(slot shapes, shape vars), and the bind_symbol steps' upper bounds if it has any."""
+    uppers = tuple(as_expr(s.bind[1]) for s in program.steps if s.bind is not None)
+    parts = (shapes, tuple(program.shape_vars))
+    return (*parts, uppers) if uppers else parts
 
 
 def _step(raw: object, uppers: list[Expr]) -> GraphStep:
