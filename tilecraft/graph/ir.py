@@ -7,6 +7,7 @@ calls. Its body is one dataflow block of bindings in A-normal form::
     lv = call_tir("prim_func_name", args, T)   # CallTIR: a PrimFunc of the same module
     lv = call_extern("blas.gemm", args, T, attrs)  # CallExtern: a routine of an external library
     lv = const(T, data)                        # Constant: a tensor known at compile time
+    u_c = bind_symbol(count, "u")   # BindSymbol: extent u read from a tensor (ir_bind.py)
 
 Every value is a :class:`TensorVar` carrying a :class:`TensorType` (shape and dtype); shapes
 hold int32 constants or symbolic :class:`~tilecraft.ir.Var` extents shared across the function.
@@ -289,13 +290,11 @@ class Binding(Node):
     value: OpCall | CallTIR | CallExtern | CallFunc | Constant | BindSymbol
 
     def __post_init__(self) -> None:
-        if not isinstance(self.value, (OpCall, CallTIR, CallExtern, CallFunc, Constant)):
-            if not isinstance(self.value, BindSymbol):
-                raise IRError(
-                    f"Binding {self.var.name}: value must be OpCall, CallTIR, CallExtern, "
-                    "CallFunc, Constant or BindSymbol"
-                )
+        if isinstance(self.value, BindSymbol):
             check_carrier(self.var, self.value)
+        elif not isinstance(self.value, (OpCall, CallTIR, CallExtern, CallFunc, Constant)):
+            kinds = "OpCall, CallTIR, CallExtern, CallFunc, Constant or BindSymbol"
+            raise IRError(f"Binding {self.var.name}: value must be {kinds}")
         if isinstance(self.value, Constant) and not _same_type(self.var.type, self.value.type):
             raise IRError(
                 f"Binding {self.var.name}: a {self.var.type.describe()} variable cannot hold "

@@ -16,9 +16,11 @@ A graph function prints as::
 Symbolic extents are strings naming int32 shape variables (one Var per name and function;
 ``"n * 64"`` spells an expression). Operator calls print as ``R.<op>(args, attr=literal)``,
 fused-group calls as ``cls.<name>(args)``, constants as ``R.const(R.Tensor(...), "<base64
-of the little-endian bytes>")``. A module prints as one ``@T.ir_module`` class whose
-PrimFuncs use the PrimFunc printer. The printer is :mod:`tilecraft.graph._script_printer`;
-parsing reads the Python AST (attribute values with ``ast.literal_eval``); nothing is executed.
+of the little-endian bytes>")``, an extent read at run time as ``R.bind_symbol(count, "u0",
+lower=0, upper="n")`` (its type, ``("u0", 0)``, implied). A module prints as one
+``@T.ir_module`` class whose PrimFuncs use the PrimFunc printer. The printer is
+:mod:`tilecraft.graph._script_printer`; parsing reads the Python AST (attribute values with
+``ast.literal_eval``); nothing is executed.
 """
 
 from __future__ import annotations
