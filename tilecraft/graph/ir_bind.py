@@ -64,41 +64,34 @@ class BindSymbol(Node):
             raise IRError(f"bind_symbol: the source must hold one integer, got {src.describe()}")
         if not isinstance(self.symbol, Var) or self.symbol.dtype != to_dtype("int32"):
             raise IRError(f"bind_symbol: the symbol must be an int32 Var, got {self.symbol!r}")
-        if isinstance(self.upper, Expr) and not isinstance(self.upper, IntImm):
-            if not self.upper.dtype.is_integer or self.upper.dtype.lanes != 1:
-                raise IRError(f"bind_symbol {self.symbol.name}: upper must be an integer")
-            if any(v is self.symbol for v in collect_vars(self.upper)):
-                raise IRError(f"bind_symbol {self.symbol.name}: upper names the symbol itself")
-            return self._check_int("lower", self.lower)
         if isinstance(self.upper, IntImm):
             object.__setattr__(self, "upper", self.upper.value)
-        for name, v in (("lower", self.lower), ("upper", self.upper)):
-            self._check_int(name, v)
-        assert isinstance(self.upper, int)
-        hi = INT32_MAX if self.upper == -1 else self.upper
-        if not 0 <= self.lower <= hi <= INT32_MAX:
-            raise IRError(
-                f"bind_symbol {self.symbol.name}: bounds [{self.lower}, {self.upper}] must "
-                f"satisfy 0 <= lower <= upper <= {INT32_MAX} (upper -1: unbounded)"
-            )
+        self._check_bounds()
 
-    def _check_int(self, name: str, v: object) -> None:
-        if not isinstance(v, int) or isinstance(v, bool) or (name == "lower" and v < 0):
+    def _check_bounds(self) -> None:
+        """``0 <= lower``; an int ``upper`` in ``[lower, int32 max]`` or -1; else an extent."""
+        where = f"bind_symbol {self.symbol.name}"
+        lo, hi = self.lower, self.upper
+        if not isinstance(lo, int) or isinstance(lo, bool) or lo < 0:
+            raise IRError(f"{where}: lower must be an int >= 0, got {lo!r}")
+        if isinstance(hi, Expr):
+            if not hi.dtype.is_integer or hi.dtype.lanes != 1:
+                raise IRError(f"{where}: upper must be an integer extent, got {hi!r}")
+            if any(v is self.symbol for v in collect_vars(hi)):
+                raise IRError(f"{where}: upper names the symbol itself")
+            return
+        if not isinstance(hi, int) or isinstance(hi, bool):
+            raise IRError(f"{where}: upper must be an int or an extent, got {hi!r}")
+        if not lo <= (INT32_MAX if hi == -1 else hi) <= INT32_MAX:
             raise IRError(
-                f"bind_symbol {self.symbol.name}: {name} must be an int (lower >= 0), got {v!r}"
+                f"{where}: bounds [{lo}, {hi}] must satisfy 0 <= lower <= upper <= {INT32_MAX} "
+                "(upper -1: unbounded)"
             )
 
     @property
     def source(self) -> TensorVar:
         """The tensor the value is read from."""
         return self.args[0]
-
-    @property
-    def bounds(self) -> tuple[int, int | Expr]:
-        """``(lower, upper)`` with an unbounded upper as int32's largest value."""
-        return self.lower, INT32_MAX if isinstance(
-            self.upper, int
-        ) and self.upper == -1 else self.upper
 
     __hash__ = object.__hash__
 
