@@ -142,3 +142,24 @@ def test_data_dependent_function_runs_in_python_and_numpy_in_numpy_out():
     out = exe["main"](x.numpy())
     assert isinstance(out, np.ndarray)
     np.testing.assert_array_equal(out, np.argwhere(x.numpy()))
+
+
+def test_torch_compile_backend_with_data_dependent_outputs_captured():
+    class M(torch.nn.Module):
+        def forward(self, x, m):
+            return x[m] * 2 + torch.nonzero(x).sum()
+
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    patch = torch._dynamo.config.patch(
+        capture_dynamic_output_shape_ops=True, capture_scalar_outputs=True
+    )
+    with patch:
+        fast = torch.compile(M(), backend="tilecraft")
+        for seed in range(2):
+            x = _sparse(4, 3, seed=seed)
+            m = torch.rand(4, 3, generator=torch.Generator().manual_seed(seed)) > 0.5
+            torch.testing.assert_close(fast(x, m), M()(x, m), rtol=1e-6, atol=0)
+    assert not counters["graph_break"]  # one graph, nonzero and the mask inside: tilecraft's
+    torch._dynamo.reset()
