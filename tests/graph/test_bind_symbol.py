@@ -163,10 +163,11 @@ def test_program_json_keeps_bind_steps(slice_exe) -> None:
     assert step.bind[0] == 0
     assert step.bind[1] is back.shape_vars[0]  # the upper bound is the input's extent n
     assert back.bound_symbol(step).name == "u"
-    doc = json.loads(text)
-    doc["steps"] = [[*s[:4], {}] if s[0] == "tc.bind_symbol" else s for s in doc["steps"]]
-    with pytest.raises(tc.errors.LowerError, match="bind_symbol"):
-        program_from_json(json.dumps(doc), list(prog.constants))
+    for bad in ([], [{"lower": 0}]):  # no bounds entry; bounds where the ir document has them
+        doc = json.loads(text)
+        doc["steps"] = [[*s[:4], *bad] if s[0] == "tc.bind_symbol" else s for s in doc["steps"]]
+        with pytest.raises(tc.errors.LowerError, match="bind_symbol"):
+            program_from_json(json.dumps(doc), list(prog.constants))
 
 
 def test_no_native_entry_export_refuses_the_c_entry(slice_exe, tmp_path) -> None:

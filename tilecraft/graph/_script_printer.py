@@ -126,9 +126,8 @@ def _value_text(
 ) -> str:
     tup = "(" + ", ".join(args) + ("," if len(args) == 1 else "") + ")"
     if isinstance(v, BindSymbol):  # its type, (symbol, 0), is implied
-        name, hi = _dim_expr(v.symbol), v.upper
-        upper = str(hi) if isinstance(hi, int) else _dim(hi)
-        return f'R.bind_symbol({args[0]}, "{name}", lower={v.lower}, upper={upper})'
+        lo, hi = (str(e) if isinstance(e, int) else _dim(e) for e in (v.lower, v.upper))
+        return f'R.bind_symbol({args[0]}, "{_dim_expr(v.symbol)}", lower={lo}, upper={hi})'
     if isinstance(v, CallExtern):  # the routine is a library's, named by a string
         extra = "".join(f", {k}={_lit(x)}" for k, x in v.attrs.items_tuple())
         return f"R.call_extern({v.func!r}, {tup}, out_sinfo={type_text(v.out_type)}{extra})"

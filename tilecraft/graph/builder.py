@@ -78,7 +78,11 @@ class GraphBuilder:
         return var
 
     def emit_bind_symbol(
-        self, source: TensorVar, symbol: str | Var, lower: int = 0, upper: int | Expr = -1
+        self,
+        source: TensorVar,
+        symbol: str | Var,
+        lower: int | Expr = 0,
+        upper: int | Expr = -1,
     ) -> TensorVar:
         """Bind ``symbol`` to the integer in ``source`` at run time; returns its carrier.
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 
-from ..ir import BY_HAND, PrimFunc, Var, as_expr, mark_scheduled
+from ..ir import BY_HAND, Expr, PrimFunc, Var, as_expr, mark_scheduled
 from ..ir import dtype as to_dtype
 from .builder import GraphBuilder
 from .ir import TensorType, TensorVar
@@ -30,14 +30,19 @@ def emit_nonzero(
     bb: GraphBuilder,
     x: TensorVar,
     symbol: str | Var,
-    upper: int,
+    upper: int | Expr,
     prims: MutableMapping[str, PrimFunc],
+    *,
+    lower: int | Expr = 0,
+    rows: Expr | None = None,
 ) -> tuple[TensorVar, TensorVar]:
     """Bind ``nonzero(x)``, an int64 tensor of shape ``(symbol, x.ndim)`` (module docstring).
 
-    ``upper`` bounds the count (-1: none but int32's); the two kernels are added to
-    ``prims`` (name -> PrimFunc, shared by the calls of one module). Returns the indices and
-    the carrier of ``symbol`` (the tensor later bindings take to name it in their types).
+    ``lower`` and ``upper`` bound the count (``upper`` -1: none but int32's); the two kernels
+    are added to ``prims`` (name -> PrimFunc, shared by the calls of one module). ``rows``
+    names the result's rows by an extent bound earlier instead (give it as both bounds, so
+    the count is checked to equal it). Returns the indices and the carrier of ``symbol``
+    (the tensor later bindings take to name it in their types).
     """
     ndim, dt = x.type.ndim, str(x.type.dtype)
     if ndim == 0:
@@ -47,8 +52,9 @@ def emit_nonzero(
     count = bb.emit_call_tir(
         count_name, [x], TensorType((as_expr(1, "int32"),), to_dtype("int64")), name="nonzero_count"
     )
-    carrier = bb.emit_bind_symbol(count, symbol, 0, upper)
-    out = TensorType((carrier.type.shape[0], as_expr(ndim, "int32")), to_dtype("int64"))
+    carrier = bb.emit_bind_symbol(count, symbol, lower, upper)
+    first = carrier.type.shape[0] if rows is None else rows
+    out = TensorType((first, as_expr(ndim, "int32")), to_dtype("int64"))
     return bb.emit_call_tir(fill_name, [x, carrier], out, "nonzero"), carrier
 
 

@@ -9,9 +9,10 @@ A :class:`BindSymbol` binding makes such an extent a shape variable like any oth
 
 ``count`` is a tensor of one integer element computed by the kernels before it; the executor
 reads its value on the host once they ran, checks ``lower <= value <= upper`` (``upper`` -1:
-no bound but int32's, the dtype of graph extents; ``upper`` may also be an extent expression
-of the parameters or of earlier symbols, such as ``"s77"`` for ``x[:n.item()]`` of a dynamic
-``x``) and binds the symbol ``u0`` to it for the
+no bound but int32's, the dtype of graph extents; either bound may also be an extent
+expression of the parameters or of earlier symbols, such as ``"s77"`` for ``x[:n.item()]`` of
+a dynamic ``x``, or ``lower`` and ``upper`` both ``"u0"`` for a count torch asserts equal to
+an earlier one) and binds the symbol ``u0`` to it for the
 rest of the function, so later kernels, allocations and results use ``u0`` as they use an
 input's extent. A value out of range raises :class:`~tilecraft.errors.GraphError`: no
 kernel ever sees a negative or oversized extent.
@@ -49,7 +50,7 @@ class BindSymbol(Node):
 
     args: tuple[TensorVar, ...]
     symbol: Var
-    lower: int = 0
+    lower: int | Expr = 0
     upper: int | Expr = -1
 
     def __post_init__(self) -> None:
@@ -64,24 +65,27 @@ class BindSymbol(Node):
             raise IRError(f"bind_symbol: the source must hold one integer, got {src.describe()}")
         if not isinstance(self.symbol, Var) or self.symbol.dtype != to_dtype("int32"):
             raise IRError(f"bind_symbol: the symbol must be an int32 Var, got {self.symbol!r}")
-        if isinstance(self.upper, IntImm):
-            object.__setattr__(self, "upper", self.upper.value)
+        for name in ("lower", "upper"):  # a constant bound is kept as an int
+            if isinstance(getattr(self, name), IntImm):
+                object.__setattr__(self, name, getattr(self, name).value)
         self._check_bounds()
 
     def _check_bounds(self) -> None:
-        """``0 <= lower``; an int ``upper`` in ``[lower, int32 max]`` or -1; else an extent."""
+        """Ints: ``0 <= lower <= upper <= int32 max`` (upper -1: int32 max); or extents."""
         where = f"bind_symbol {self.symbol.name}"
         lo, hi = self.lower, self.upper
-        if not isinstance(lo, int) or isinstance(lo, bool) or lo < 0:
-            raise IRError(f"{where}: lower must be an int >= 0, got {lo!r}")
-        if isinstance(hi, Expr):
-            if not hi.dtype.is_integer or hi.dtype.lanes != 1:
-                raise IRError(f"{where}: upper must be an integer extent, got {hi!r}")
-            if any(v is self.symbol for v in collect_vars(hi)):
-                raise IRError(f"{where}: upper names the symbol itself")
-            return
-        if not isinstance(hi, int) or isinstance(hi, bool):
-            raise IRError(f"{where}: upper must be an int or an extent, got {hi!r}")
+        for name, bound in (("lower", lo), ("upper", hi)):
+            if isinstance(bound, Expr):
+                if not bound.dtype.is_integer or bound.dtype.lanes != 1:
+                    raise IRError(f"{where}: {name} must be an integer extent, got {bound!r}")
+                if any(v is self.symbol for v in collect_vars(bound)):
+                    raise IRError(f"{where}: {name} names the symbol itself")
+            elif not isinstance(bound, int) or isinstance(bound, bool):
+                raise IRError(f"{where}: {name} must be an int or an extent, got {bound!r}")
+        if isinstance(lo, int) and lo < 0:
+            raise IRError(f"{where}: lower must be >= 0, got {lo}")
+        if not isinstance(lo, int) or not isinstance(hi, int):
+            return  # extents: checked when the value is read
         if not lo <= (INT32_MAX if hi == -1 else hi) <= INT32_MAX:
             raise IRError(
                 f"{where}: bounds [{lo}, {hi}] must satisfy 0 <= lower <= upper <= {INT32_MAX} "
@@ -141,15 +145,11 @@ def check_symbols(func: Function) -> None:
         if not isinstance(b.value, BindSymbol):
             continue
         sym = b.value.symbol
-        upper = b.value.upper
-        free = (
-            [v.name for v in collect_vars(upper) if id(v) not in taken]
-            if isinstance(upper, Expr)
-            else []
-        )
+        bounds = [e for e in (b.value.lower, b.value.upper) if isinstance(e, Expr)]
+        free = [v.name for e in bounds for v in collect_vars(e) if id(v) not in taken]
         if free:
             raise IRError(
-                f"{where}: bind_symbol {sym.name}: its upper bound names {free}, which no "
+                f"{where}: bind_symbol {sym.name}: its bounds name {free}, which no "
                 "parameter's shape or earlier bind_symbol binds"
             )
         if id(sym) in taken:

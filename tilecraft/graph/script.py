@@ -365,10 +365,11 @@ class _GraphParser:
         name = self.literal(call.args[1]) if len(call.args) == 2 else None
         if set(kw) != {"lower", "upper"} or not isinstance(name, str) or not _is_name(name):
             raise self.fail(
-                call, 'expected R.bind_symbol(tensor, "name", lower=int, upper=int or "extent")'
+                call,
+                'expected R.bind_symbol(tensor, "name", lower=..., upper=...) (ints or extents)',
             )
         src = self.lookup(call.args[0], env)
-        lower, upper = self.literal(kw["lower"]), self.dim(kw["upper"], svars)
+        lower, upper = self.dim(kw["lower"], svars), self.dim(kw["upper"], svars)
         sym = svars.setdefault(name, Var(name, to_dtype("int32")))
         return self.checked(call, lambda: BindSymbol((src,), sym, lower, upper))
 

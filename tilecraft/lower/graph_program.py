@@ -95,7 +95,7 @@ class GraphStep:
     out: int
     free_after: tuple[int, ...]  # slots whose last use is this step (their storage is freed)
     extern: ExternAttrs | None = None
-    bind: tuple[int, int | Expr] | None = None
+    bind: tuple[int | Expr, int | Expr] | None = None
 
     def __post_init__(self) -> None:
         if (self.bind is not None) != (self.func == BIND_SYMBOL) or (

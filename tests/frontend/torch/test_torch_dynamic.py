@@ -163,3 +163,30 @@ def test_torch_compile_backend_with_data_dependent_outputs_captured():
             torch.testing.assert_close(fast(x, m), M()(x, m), rtol=1e-6, atol=0)
     assert not counters["graph_break"]  # one graph, nonzero and the mask inside: tilecraft's
     torch._dynamo.reset()
+
+
+def test_counts_torch_asserts_equal_share_one_extent():
+    class SameMask(torch.nn.Module):  # two selections torch asserts equal: Eq(u0, u1)
+        def forward(self, x, y, m):
+            return x[m] - y[m]
+
+    class TwoMasks(torch.nn.Module):
+        def forward(self, x, m1, m2):
+            return torch.nonzero(m1) + torch.nonzero(m2) + x.sum().long()
+
+    model = SameMask()
+    x, y, m = torch.randn(4, 3), torch.randn(4, 3), torch.rand(4, 3) > 0.5
+    mod, exe = _compile(model, (x, y, m))
+    binds = [b.value for b in mod["main"].bindings if isinstance(b.value, BindSymbol)]
+    assert len(binds) == 2
+    assert binds[1].lower is binds[1].upper is binds[0].symbol  # checked equal to the first
+    _same(exe, model, x, y, m)
+    _same(exe, model, x, y, ~m)
+    model = TwoMasks()
+    m1 = torch.tensor([True, False, True, False])
+    _, exe = _compile(model, (torch.randn(2), m1, m1.flip(0)))
+    _same(exe, model, torch.randn(2), m1, ~m1)
+    with pytest.raises(
+        GraphError, match=r"extent u1 read at run time is 1, outside its bounds \[2, 2\]"
+    ):
+        exe(torch.randn(2), m1, torch.tensor([False, False, True, False]))

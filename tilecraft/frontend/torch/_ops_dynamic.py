@@ -8,9 +8,12 @@ bounds, and is then a shape variable like an input's.
 - ``nonzero(x)``: a count kernel, the bind, a fill kernel (:mod:`tilecraft.graph.dynamic`);
 - ``x[mask]`` (``index.Tensor`` with a boolean mask) and ``masked_select(x, mask)``: the
   flat indices of the mask's ``nonzero``, then ``take``;
-- ``n.item()`` (``_local_scalar_dense``): the bind alone. Its bounds are torch's range for
-  the symbol and, as the upper bound, an extent the program asserts it does not exceed
-  (``torch._check(k <= x.shape[0])``), so ``x[:k]`` never reads past ``x``.
+- ``n.item()`` (``_local_scalar_dense``): the bind alone.
+
+The bounds are torch's range for the symbol, the element count for a mask, and the extents
+the program asserts (``torch._check(k <= x.shape[0])``: an upper bound of ``x``'s extent, so
+``x[:k]`` never reads past ``x``; ``Eq(u1, u0)``, two selections torch needs equal: ``u1`` is
+checked equal to ``u0`` and the second result's rows are ``u0``).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ def _symbol(ctx: Context, e: Any, what: str) -> Var:
     return var
 
 
-def _range_upper(node: Any, e: Any) -> int:
+def _range_upper(e: Any) -> int:
     """torch's upper bound of the symbol of SymInt ``e`` (-1: none)."""
     shape_env = getattr(getattr(e, "node", None), "shape_env", None)
     expr = getattr(getattr(e, "node", None), "expr", e)
@@ -53,42 +56,116 @@ def _range_upper(node: Any, e: Any) -> int:
     return max(int(hi), 0)
 
 
-def _count_upper(x: TensorVar, node: Any, e: Any) -> int:
-    """An upper bound of how many elements of ``x`` a mask selects (-1: none known)."""
-    hi = _range_upper(node, e)
+def _numel_bound(x: TensorVar) -> int:
+    """The static element count of ``x`` (-1: symbolic)."""
     shape = x.type.static_shape()
-    if shape is None:
-        return hi
     numel = 1
-    for s in shape:
+    for s in shape or ():
         numel *= s
-    return numel if hi == -1 else min(hi, numel)
+    return -1 if shape is None else numel
 
 
-def _nonzero(ctx: Context, x: TensorVar, sym: Var, upper: int) -> tuple[TensorVar, TensorVar]:
-    """``nonzero(x)`` (a 0-d ``x`` as one element) and the carrier of its row count."""
+_FLIP = {"LessThan": "GreaterThan", "StrictLessThan": "StrictGreaterThan",
+         "GreaterThan": "LessThan", "StrictGreaterThan": "StrictLessThan",
+         "Equality": "Equality"}  # fmt: skip
+
+
+def _asserted(ctx: Context, node: Any, name: str) -> list[tuple[str, Expr]]:
+    """``(relation, extent)`` for each assert of the program relating ``name`` to an extent
+    already bound (``u0 <= s77``: ``("LessThan", s77)``; ``Eq(u1, u0)``: ``("Equality", u0)``).
+    """
+    known = {k: v for k, v in ctx.syms.items() if k in ctx.carriers}  # bound already
+    out: list[tuple[str, Expr]] = []
+    for user in node.graph.nodes:
+        if user.op != "call_function" or "_assert_scalar" not in str(user.target):
+            continue
+        cond = getattr(getattr(user.args[0], "meta", {}).get("val"), "node", None)
+        rel: Any = getattr(cond, "expr", None)
+        kind = type(rel).__name__
+        if kind not in _FLIP or len(rel.args) != 2:
+            continue
+        a, b = rel.args
+        if str(b) == name:
+            a, b, kind = b, a, _FLIP[kind]
+        if str(a) != name or any(str(v) == name for v in b.free_symbols):
+            continue
+        try:
+            out.append((kind, sym_to_expr(b, known)))
+        except UnsupportedNodeError:
+            continue
+    return out
+
+
+def _bounds(ctx: Context, node: Any, name: str, upper: int) -> tuple[Expr | int, Expr | int]:
+    """The bounds of symbol ``name``: ``upper`` (an int, -1: none) and the program's asserts.
+
+    An asserted extent wins over an int: it is what keeps a slice ``x[:k]`` inside ``x``.
+    """
+    lo: Expr | int = 0
+    hi: Expr | int = upper
+    for kind, e in _asserted(ctx, node, name):
+        if kind in ("LessThan", "StrictLessThan", "Equality"):
+            e_hi = e - 1 if kind == "StrictLessThan" else e
+            if not isinstance(e_hi, IntImm):
+                hi = e_hi
+            elif isinstance(hi, int) and (hi == -1 or e_hi.value < hi):
+                hi = max(e_hi.value, 0)
+        if kind in ("GreaterThan", "StrictGreaterThan", "Equality"):
+            e_lo = e + 1 if kind == "StrictGreaterThan" else e
+            if not isinstance(e_lo, IntImm):
+                lo = e_lo
+            elif isinstance(lo, int):
+                lo = max(lo, e_lo.value)
+    return lo, hi
+
+
+def _min_bound(a: int, b: int) -> int:
+    """The smaller of two int upper bounds (-1: none)."""
+    return b if a == -1 else a if b == -1 else min(a, b)
+
+
+def _nonzero(ctx: Context, node: Any, x: TensorVar, rows: Any, what: str) -> TensorVar:
+    """``nonzero(x)`` (a 0-d ``x`` as one element) whose row count is torch's ``rows``.
+
+    A count the program asserts equal to an earlier one (``Eq(u1, u0)``: ``nonzero(m1) +
+    nonzero(m2)``), or that torch names by the earlier one's symbol (``x[m] - y[m]``: the
+    same mask), is checked equal to it, and the result's rows are the earlier count.
+    """
+    name = str(getattr(getattr(rows, "node", None), "expr", rows))
+    same: Var | None
+    lo: int | Expr
+    hi: int | Expr
+    if name in ctx.carriers and name in ctx.syms:  # the same count again, under a symbol of
+        same = ctx.syms[name]  # its own that is checked equal
+        sym, lo, hi = Var(ctx.bb.fresh(f"{name}_"), to_dtype("int32")), same, same
+    else:
+        sym = _symbol(ctx, rows, what)
+        upper = _min_bound(_numel_bound(x), _range_upper(rows))
+        lo, hi = _bounds(ctx, node, sym.name, upper)
+        same = lo if lo is hi and isinstance(lo, Var) else None
     if x.type.ndim == 0:
         x = ctx.reshape(x, (as_expr(1),))
-    idx, carrier = emit_nonzero(ctx.bb, x, sym, upper, ctx.prims)
-    ctx.carriers[sym.name] = carrier
-    return idx, carrier
+    idx, carrier = emit_nonzero(ctx.bb, x, sym, hi, ctx.prims, lower=lo, rows=same)
+    ctx.carriers.setdefault(sym.name, carrier)
+    if same is not None:  # later shapes name the earlier count
+        ctx.syms[sym.name], ctx.carriers[sym.name] = same, ctx.carriers[same.name]
+    return idx
 
 
 @handles("aten::nonzero")
 def _nonzero_op(ctx: Context, node: Any) -> TensorVar:
     x = ctx.tensor(node, 0)
     rows = ctx.meta(node).shape[0]
-    sym = _symbol(ctx, rows, "nonzero")
-    idx, carrier = _nonzero(ctx, x, sym, _count_upper(x, node, rows))
-    return carrier if x.type.ndim == 0 else idx  # a 0-d input: (u0, 0) indices
+    idx = _nonzero(ctx, node, x, rows, "nonzero")
+    if x.type.ndim == 0:  # (u0, 0) indices: the count's carrier is that tensor
+        return ctx.carriers[str(getattr(rows.node, "expr", rows))]
+    return idx
 
 
-def _flat_selected(ctx: Context, mask: TensorVar, rows: Any, what: str) -> tuple[TensorVar, Var]:
+def _flat_selected(ctx: Context, node: Any, mask: TensorVar, rows: Any, what: str) -> TensorVar:
     """The flat indices (``(u0,)`` int64) of the true elements of ``mask``."""
-    sym = _symbol(ctx, rows, what)
-    flat = ctx.reshape(mask, (_numel(mask.type.shape),))
-    idx, _ = _nonzero(ctx, flat, sym, _count_upper(flat, None, rows))
-    return ctx.reshape(idx, (sym,)), sym
+    idx = _nonzero(ctx, node, ctx.reshape(mask, (_numel(mask.type.shape),)), rows, what)
+    return ctx.reshape(idx, (idx.type.shape[0],))
 
 
 def _numel(shape: tuple[Expr, ...]) -> Expr:
@@ -104,7 +181,7 @@ def boolean_index(ctx: Context, node: Any, x: TensorVar, axis: int, mask: Tensor
     k = mask.type.ndim
     if k == 0 or axis + k > x.type.ndim:
         raise UnsupportedNodeError("index with a 0-d boolean mask")
-    idx, _ = _flat_selected(ctx, mask, ctx.meta(node).shape[axis], "index with a boolean mask")
+    idx = _flat_selected(ctx, node, mask, ctx.meta(node).shape[axis], "index with a boolean mask")
     shape = x.type.shape
     merged = (*shape[:axis], _numel(shape[axis : axis + k]), *shape[axis + k :])
     return ctx.emit("take", [ctx.reshape(x, merged), idx], {"axis": axis})
@@ -115,7 +192,7 @@ def _masked_select(ctx: Context, node: Any) -> TensorVar:
     x, mask = ctx.tensor(node, 0), ctx.tensor(node, 1, "mask")
     shape = broadcast_shapes("masked_select", x.type.shape, mask.type.shape)
     x, mask = (_broadcast(ctx, t, shape) for t in (x, mask))
-    idx, _ = _flat_selected(ctx, mask, ctx.meta(node).shape[0], "masked_select")
+    idx = _flat_selected(ctx, node, mask, ctx.meta(node).shape[0], "masked_select")
     return ctx.emit("take", [ctx.reshape(x, (_numel(shape),)), idx], {"axis": 0})
 
 
@@ -134,33 +211,7 @@ def _item(ctx: Context, node: Any) -> Any:
     if type(val).__name__ != "SymInt" or not (src.type.dtype.is_integer or src.type.dtype.is_bool):
         raise UnsupportedNodeError("a tensor's value as a host scalar other than an integer")
     sym = _symbol(ctx, val, ".item()")
-    upper: int | Expr = _range_upper(node, val)
-    asserted = _asserted_upper(ctx, node, sym.name)
-    if asserted is not None and (upper == -1 or not isinstance(asserted, IntImm)):
-        upper = asserted
+    lo, hi = _bounds(ctx, node, sym.name, _range_upper(val))
     flat = ctx.reshape(src, (as_expr(1),)) if src.type.ndim != 1 else src
-    ctx.carriers[sym.name] = ctx.bb.emit_bind_symbol(flat, sym, 0, upper)
+    ctx.carriers[sym.name] = ctx.bb.emit_bind_symbol(flat, sym, lo, hi)
     return val
-
-
-def _asserted_upper(ctx: Context, node: Any, name: str) -> Expr | None:
-    """An extent the program asserts symbol ``name`` does not exceed (``u0 <= s77``)."""
-    for user in node.graph.nodes:
-        if user.op != "call_function" or "_assert_scalar" not in str(user.target):
-            continue
-        cond = getattr(getattr(user.args[0], "meta", {}).get("val"), "node", None)
-        rel: Any = getattr(cond, "expr", None)
-        kind = type(rel).__name__
-        if kind not in ("LessThan", "StrictLessThan", "GreaterThan", "StrictGreaterThan"):
-            continue
-        small, big = rel.args if kind in ("LessThan", "StrictLessThan") else rel.args[::-1]
-        if str(small) != name or big.free_symbols & {small}:
-            continue
-        try:
-            known = {k: v for k, v in ctx.syms.items() if k in ctx.carriers}  # bound already
-            bound = sym_to_expr(big, known)
-        except UnsupportedNodeError:
-            continue
-        strict = kind.startswith("Strict")
-        return bound - 1 if strict else bound
-    return None

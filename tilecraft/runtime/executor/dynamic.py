@@ -72,14 +72,15 @@ def read_extent(prog: GraphProgram, step: GraphStep, source: Any, env: dict[int,
         )
     value = int(arr.reshape(-1)[0])
     lower, upper = step.bind
+    lo = lower if isinstance(lower, int) else eval_shape_expr(lower, env)
     hi = upper if isinstance(upper, int) else eval_shape_expr(upper, env)
-    if hi is None:
-        raise GraphError(f"{prog.name}: the upper bound of extent {sym} ({upper!r}) is not bound")
+    if lo is None or hi is None:
+        raise GraphError(f"{prog.name}: the bounds of extent {sym} are not bound")
     hi = _INT32_MAX if isinstance(upper, int) and hi == -1 else min(hi, _INT32_MAX)
-    if not lower <= value <= hi:
+    if not max(lo, 0) <= value <= hi:
         raise GraphError(
             f"{prog.name}: extent {sym} read at run time is {value}, outside its bounds "
-            f"[{lower}, {hi}]"
+            f"[{max(lo, 0)}, {hi}]"
         )
     return value
 
