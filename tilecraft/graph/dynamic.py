@@ -12,7 +12,8 @@ Both kernels are serial scans over ``x`` written by hand (marked scheduled ``han
 rules leave them alone): the count is a reduction any schedule could split, but the fill
 places each element after every earlier one, a prefix sum the kernels here do in one pass
 on one core. The fill writes a row only while its counter is below ``u0`` (the extent read
-from the count), so it never writes outside its output whatever the count held.
+from the count), so it never writes outside its output whatever the count held. They are CPU
+kernels: a CUDA target refuses them when lowering (their loops are bound to no thread).
 """
 
 from __future__ import annotations
