@@ -182,3 +182,17 @@ def test_no_native_entry_export_refuses_the_c_entry(slice_exe, tmp_path) -> None
         loaded["main"](x, np.array(5, "int64"))
     with pytest.raises(tc.runtime.ExportError, match=r"reads the extents \['u'\] from tensors"):
         extract_c(path, tmp_path / "c")
+
+
+def test_extent_lower_bound_checks_equality() -> None:
+    text = SLICE.replace('lower=0, upper="n"', 'lower="(n - 1)", upper="n"')
+    func = gscript.parse(text)
+    assert func.script() == text.strip()
+    exe = tc.compile(IRModule({"main": func}), target="cpu")
+    x = np.ones((4, 3), "float32")
+    assert exe["main"](x, np.array(3, "int64")).shape == (3, 3)
+    assert exe["main"](x, np.array(4, "int64")).shape == (4, 3)
+    with pytest.raises(
+        GraphError, match=r"extent u read at run time is 2, outside its bounds \[3, 4\]"
+    ):
+        exe["main"](x, np.array(2, "int64"))
