@@ -197,3 +197,22 @@ def test_counts_torch_asserts_equal_share_one_extent():
         GraphError, match=r"extent u1 read at run time is 1, outside its bounds \[2, 2\]"
     ):
         exe(torch.randn(2), m1, torch.tensor([False, False, True, False]))
+
+
+def test_nonzero_of_a_scalar_and_a_mask_held_as_a_buffer():
+    model = Nonzero()
+    _, exe = _compile(model, (torch.tensor(1.0),))
+    _same(exe, model, torch.tensor(3.0))  # (1, 0)
+    _same(exe, model, torch.tensor(0.0))  # (0, 0)
+
+    class Buffered(torch.nn.Module):  # a constant mask: its count folds, its bind stays
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("m", torch.tensor([True, False, True]))
+
+        def forward(self, x):
+            return x[self.m] + 1
+
+    model = Buffered()
+    _, exe = _compile(model, (torch.randn(3, 2),))
+    _same(exe, model, torch.randn(3, 2))
