@@ -140,6 +140,8 @@ def test_read_extent_is_checked_before_any_kernel_uses_it(slice_exe) -> None:
     for k in (0, 2, 5):
         got = slice_exe["main"](x, np.array(k, "int64"))  # a 0-d input stays 0-d
         np.testing.assert_array_equal(got, x[:k])
+    names = [k for k, _ in slice_exe.profile("main", x, np.array(2, "int64"))]
+    assert names.index("tc.bind_symbol") == len(names) - 2  # the read, then the slice kernel
     for bad in (6, -1, 2**40):
         with pytest.raises(GraphError, match=r"extent u read at run time is .*bounds \[0, 5\]"):
             slice_exe["main"](x, np.array(bad, "int64"))
