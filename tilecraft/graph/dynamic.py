@@ -22,6 +22,7 @@ from collections.abc import MutableMapping
 
 from ..ir import BY_HAND, Expr, PrimFunc, Var, as_expr, mark_scheduled
 from ..ir import dtype as to_dtype
+from ..script import parse
 from .builder import GraphBuilder
 from .ir import TensorType, TensorVar
 from .op import GraphError
@@ -107,8 +108,6 @@ def fill_kernel(ndim: int, dt: str) -> PrimFunc:
 
 
 def _parse(lines: list[str]) -> PrimFunc:
-    from ..script import parse  # the script layer sits above the graph's imports
-
     func = parse("\n".join(lines))
     assert isinstance(func, PrimFunc)
     return func
