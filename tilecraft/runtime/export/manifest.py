@@ -25,7 +25,7 @@ of its major: a minor adds optional manifest fields only. 1.1 added each kernel'
 and the header member, each function's ``c_entry`` or ``c_refused``); 1.3 graph functions
 returning a tuple (the program's ``ret_slots``, a fourth native ``layout`` number: the count
 of results, one C output per result); 1.4 graph programs that read extents from tensors
-(``bind_symbol`` steps, their upper bounds a third part of the program's ``ir``)."""
+(``bind_symbol`` steps, their bounds a third part of the program's ``ir``)."""
 MANIFEST = "manifest.json"
 
 _CU_DEVICE_ATTRIBUTE_CC_MAJOR = 75
