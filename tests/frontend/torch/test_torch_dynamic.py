@@ -216,3 +216,22 @@ def test_nonzero_of_a_scalar_and_a_mask_held_as_a_buffer():
     model = Buffered()
     _, exe = _compile(model, (torch.randn(3, 2),))
     _same(exe, model, torch.randn(3, 2))
+
+
+def test_strict_asserted_bounds_and_the_script_round_trip():
+    class Strict(torch.nn.Module):
+        def forward(self, x, n):
+            k = n.item()
+            torch._check(k > 0)
+            torch._check(k < x.shape[0])
+            return x[:k] + 1
+
+    model = Strict()
+    mod, exe = _compile(model, (torch.randn(6, 3), torch.tensor(2)), ({0: Dim("b")}, None))
+    assert 'R.bind_symbol(reshape, "u0", lower=1, upper="(s77 - 1)")' in mod.script()
+    assert tc.ir.structural_equal(tc.script.parse(mod.script()), mod)
+    for k in (1, 5):
+        _same(exe, model, torch.randn(6, 3), torch.tensor(k))
+    for k in (0, 6):  # torch's asserts refuse them too
+        with pytest.raises(GraphError, match=r"outside its bounds \[1, 5\]"):
+            exe(torch.randn(6, 3), torch.tensor(k))

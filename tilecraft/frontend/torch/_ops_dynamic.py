@@ -105,18 +105,25 @@ def _bounds(ctx: Context, node: Any, name: str, upper: int) -> tuple[Expr | int,
     hi: Expr | int = upper
     for kind, e in _asserted(ctx, node, name):
         if kind in ("LessThan", "StrictLessThan", "Equality"):
-            e_hi = e - 1 if kind == "StrictLessThan" else e
-            if not isinstance(e_hi, IntImm):
+            e_hi = _shifted(e, -1 if kind == "StrictLessThan" else 0)
+            if not isinstance(e_hi, int):
                 hi = e_hi
-            elif isinstance(hi, int) and (hi == -1 or e_hi.value < hi):
-                hi = max(e_hi.value, 0)
+            elif isinstance(hi, int) and (hi == -1 or e_hi < hi):
+                hi = max(e_hi, 0)
         if kind in ("GreaterThan", "StrictGreaterThan", "Equality"):
-            e_lo = e + 1 if kind == "StrictGreaterThan" else e
-            if not isinstance(e_lo, IntImm):
+            e_lo = _shifted(e, 1 if kind == "StrictGreaterThan" else 0)
+            if not isinstance(e_lo, int):
                 lo = e_lo
             elif isinstance(lo, int):
-                lo = max(lo, e_lo.value)
+                lo = max(lo, e_lo)
     return lo, hi
+
+
+def _shifted(e: Expr, by: int) -> Expr | int:
+    """``e + by``: an int when ``e`` is a constant (``u0 < 5``: at most 4)."""
+    if isinstance(e, IntImm):
+        return e.value + by
+    return e + by if by > 0 else e - (-by) if by < 0 else e  # "s - 1" reads back as written
 
 
 def _min_bound(a: int, b: int) -> int:
