@@ -19,6 +19,7 @@ from .ir import (
     TensorType,
     TensorVar,
 )
+from .ir_bind import BindSymbol
 
 _IND = "    "
 _BINOPS: dict[type[Expr], str] = {Add: "+", Sub: "-", Mul: "*", FloorDiv: "//"}
@@ -119,9 +120,14 @@ def _ret_text(names: list[str], func: Function) -> str:
 
 
 def _value_text(
-    v: OpCall | CallTIR | CallExtern | CallFunc | Constant, args: list[str], in_module: bool
+    v: OpCall | CallTIR | CallExtern | CallFunc | Constant | BindSymbol,
+    args: list[str],
+    in_module: bool,
 ) -> str:
     tup = "(" + ", ".join(args) + ("," if len(args) == 1 else "") + ")"
+    if isinstance(v, BindSymbol):  # its type, (symbol, 0), is implied
+        lo, hi = (str(e) if isinstance(e, int) else _dim(e) for e in (v.lower, v.upper))
+        return f'R.bind_symbol({args[0]}, "{_dim_expr(v.symbol)}", lower={lo}, upper={hi})'
     if isinstance(v, CallExtern):  # the routine is a library's, named by a string
         extra = "".join(f", {k}={_lit(x)}" for k, x in v.attrs.items_tuple())
         return f"R.call_extern({v.func!r}, {tup}, out_sinfo={type_text(v.out_type)}{extra})"

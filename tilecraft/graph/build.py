@@ -3,7 +3,8 @@
 :func:`lower_graph_function` turns a graph function of ``call_tir`` and constant bindings into
 its lowered form, a :class:`~tilecraft.lower.graph_program.GraphProgram` (slots, constants,
 kernel calls with the slots that die after each, the result slots; a ``call_extern`` becomes
-a step calling the library routine). PrimFuncs marked ``dispatch:<library>`` that no graph
+a step calling the library routine, a ``bind_symbol`` a step reading an extent from a tensor
+on the host). PrimFuncs marked ``dispatch:<library>`` that no graph
 function calls any more (library dispatch replaced their calls) are not compiled.
 :func:`build_graph_module` checks every ``call_tir`` against its PrimFunc, lowers the module's
 graph functions and asks the runtime's executor
@@ -23,7 +24,7 @@ from ..config import deep_recursion
 from ..errors import BuildError
 from ..ir import Buffer, IntImm, IRModule, PrimFunc, scheduled_by, verify
 from ..ir.scheduled import DISPATCH_PREFIX
-from ..lower.graph_program import GraphProgram, GraphStep, TensorSpec, liveness
+from ..lower.graph_program import BIND_SYMBOL, GraphProgram, GraphStep, TensorSpec, liveness
 from ..runtime import CUDAModule, EmulatedModule, Library, Module
 from ..runtime import build as build_prim_funcs
 from ..runtime.arguments import ArgumentTypeError
@@ -41,6 +42,7 @@ from .ir import (
     TensorType,
     graph_functions,
 )
+from .ir_bind import BindSymbol
 from .op import GraphError
 
 
@@ -56,7 +58,7 @@ def lower_graph_function(func: Function) -> GraphProgram:
     types = [_spec(p.type) for p in func.params]
     constants: list[Any] = []
     const_of_slot: dict[int, int] = {}
-    calls: list[CallTIR | CallExtern] = []
+    calls: list[CallTIR | CallExtern | BindSymbol] = []
     outs: list[int] = []
     for b in func.bindings:
         slots[id(b.var)] = slot = len(slots)
@@ -64,7 +66,7 @@ def lower_graph_function(func: Function) -> GraphProgram:
         if isinstance(b.value, Constant):
             const_of_slot[slot] = len(constants)
             constants.append(b.value.data)
-        elif isinstance(b.value, (CallTIR, CallExtern)):
+        elif isinstance(b.value, (CallTIR, CallExtern, BindSymbol)):
             calls.append(b.value)
             outs.append(slot)
         else:
@@ -74,7 +76,9 @@ def lower_graph_function(func: Function) -> GraphProgram:
     keep = {slots[id(p)] for p in func.params} | set(rets) | set(const_of_slot)
     dead = liveness(args, outs, keep)
     steps = (
-        GraphStep(c.func, a, o, d, _extern_attrs(c))
+        GraphStep(BIND_SYMBOL, a, o, d, bind=(c.lower, c.upper))
+        if isinstance(c, BindSymbol)
+        else GraphStep(c.func, a, o, d, _extern_attrs(c))
         for c, a, o, d in zip(calls, args, outs, dead, strict=True)
     )
     return GraphProgram(
@@ -90,7 +94,9 @@ def lower_graph_function(func: Function) -> GraphProgram:
     )
 
 
-def _extern_attrs(call: CallTIR | CallExtern) -> tuple[tuple[str, Any], ...] | None:
+def _extern_attrs(
+    call: CallTIR | CallExtern | BindSymbol,
+) -> tuple[tuple[str, Any], ...] | None:
     """A library call's attributes as a step's (None for a kernel call)."""
     if not isinstance(call, CallExtern):
         return None

@@ -8,6 +8,7 @@ from typing import Any
 from ..ir import Attrs, DataType, Expr, Var
 from ..ir.dtype import dtype as to_dtype
 from .ir import Binding, CallTIR, Function, OpCall, TensorType, TensorVar, as_graph_shape
+from .ir_bind import BindSymbol, carrier_type
 from .op import GraphError, infer_type
 
 
@@ -74,6 +75,27 @@ class GraphBuilder:
         """Bind ``call_tir(func, args)`` to a new variable of ``out_type``."""
         var = TensorVar(self.fresh(name), out_type)
         self.bindings.append(Binding(var, CallTIR(func, tuple(args), out_type)))
+        return var
+
+    def emit_bind_symbol(
+        self,
+        source: TensorVar,
+        symbol: str | Var,
+        lower: int | Expr = 0,
+        upper: int | Expr = -1,
+    ) -> TensorVar:
+        """Bind ``symbol`` to the integer in ``source`` at run time; returns its carrier.
+
+        ``symbol`` (a name becomes this function's shape variable) is then an extent like
+        an input's: a binding whose type names it takes the carrier as an argument (see
+        :mod:`tilecraft.graph.ir_bind`).
+        """
+        sym = self.shape((symbol,))[0] if isinstance(symbol, str) else symbol
+        if not isinstance(sym, Var):
+            raise GraphError(f"bind_symbol: expected a shape variable, got {symbol!r}")
+        value = BindSymbol((source,), sym, lower, upper)
+        var = TensorVar(self.fresh(f"{sym.name}_c"), carrier_type(sym, source.type))
+        self.bindings.append(Binding(var, value))
         return var
 
     def finish(

@@ -7,6 +7,7 @@ calls. Its body is one dataflow block of bindings in A-normal form::
     lv = call_tir("prim_func_name", args, T)   # CallTIR: a PrimFunc of the same module
     lv = call_extern("blas.gemm", args, T, attrs)  # CallExtern: a routine of an external library
     lv = const(T, data)                        # Constant: a tensor known at compile time
+    u_c = bind_symbol(count, "u")   # BindSymbol: extent u read from a tensor (ir_bind.py)
 
 Every value is a :class:`TensorVar` carrying a :class:`TensorType` (shape and dtype); shapes
 hold int32 constants or symbolic :class:`~tilecraft.ir.Var` extents shared across the function.
@@ -38,6 +39,7 @@ from ..ir import (
 )
 from ..ir import dtype as to_dtype
 from ..ir.node import as_attrs
+from .ir_bind import BindSymbol, check_carrier, check_symbols
 
 ShapeLike = Sequence[int | Expr]
 
@@ -285,14 +287,14 @@ class Binding(Node):
     """``var = value`` inside a dataflow block; ``var.type`` is the value's type."""
 
     var: TensorVar
-    value: OpCall | CallTIR | CallExtern | CallFunc | Constant
+    value: OpCall | CallTIR | CallExtern | CallFunc | Constant | BindSymbol
 
     def __post_init__(self) -> None:
-        if not isinstance(self.value, (OpCall, CallTIR, CallExtern, CallFunc, Constant)):
-            raise IRError(
-                f"Binding {self.var.name}: value must be OpCall, CallTIR, CallExtern, CallFunc "
-                "or Constant"
-            )
+        if isinstance(self.value, BindSymbol):
+            check_carrier(self.var, self.value)
+        elif not isinstance(self.value, (OpCall, CallTIR, CallExtern, CallFunc, Constant)):
+            kinds = "OpCall, CallTIR, CallExtern, CallFunc, Constant or BindSymbol"
+            raise IRError(f"Binding {self.var.name}: value must be {kinds}")
         if isinstance(self.value, Constant) and not _same_type(self.var.type, self.value.type):
             raise IRError(
                 f"Binding {self.var.name}: a {self.var.type.describe()} variable cannot hold "
@@ -420,6 +422,7 @@ def check_well_formed(func: Function) -> None:
         if id(b.var) in defined:
             raise IRError(f"{where}: {b.var.name} is bound twice")
         defined.add(id(b.var))
+    check_symbols(func)
     rets = func.ret if isinstance(func.ret, tuple) else (func.ret,)
     if not rets:
         raise IRError(f"{where}: returns an empty tuple; a function returns at least one tensor")

@@ -16,9 +16,11 @@ A graph function prints as::
 Symbolic extents are strings naming int32 shape variables (one Var per name and function;
 ``"n * 64"`` spells an expression). Operator calls print as ``R.<op>(args, attr=literal)``,
 fused-group calls as ``cls.<name>(args)``, constants as ``R.const(R.Tensor(...), "<base64
-of the little-endian bytes>")``. A module prints as one ``@T.ir_module`` class whose
-PrimFuncs use the PrimFunc printer. The printer is :mod:`tilecraft.graph._script_printer`;
-parsing reads the Python AST (attribute values with ``ast.literal_eval``); nothing is executed.
+of the little-endian bytes>")``, an extent read at run time as ``R.bind_symbol(count, "u0",
+lower=0, upper="n")`` (its type, ``("u0", 0)``, implied). A module prints as one
+``@T.ir_module`` class whose PrimFuncs use the PrimFunc printer. The printer is
+:mod:`tilecraft.graph._script_printer`; parsing reads the Python AST (attribute values with
+``ast.literal_eval``); nothing is executed.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from .ir import (
     TensorType,
     TensorVar,
 )
+from .ir_bind import BindSymbol, carrier_type
 from .op import infer_type
 
 _IND = "    "
@@ -254,7 +257,7 @@ class _GraphParser:
         else:
             raise self.fail(s, "expected `name = R.<op>(...)` in a dataflow block")
         op = self.r_name(call.func)
-        value: OpCall | CallTIR | CallExtern | CallFunc | Constant
+        value: OpCall | CallTIR | CallExtern | CallFunc | Constant | BindSymbol
         if op == "const" and ann is None:
             value = self.constant(call, svars)
             t = value.type
@@ -280,6 +283,9 @@ class _GraphParser:
         elif op == "call_extern":
             value = self.call_extern(call, env, svars)
             t = value.out_type
+        elif op == "bind_symbol":
+            value = self.bind_symbol(call, env, svars)
+            t = carrier_type(value.symbol, value.source.type)
         else:
             value, t = self.op_call(op, call, env)
         var = TensorVar(name, t)
@@ -351,6 +357,21 @@ class _GraphParser:
         attrs = self.checked(call, lambda: Attrs(raw))
         args = tuple(self.lookup(a, env) for a in call.args[1].elts)
         return self.checked(call, lambda: CallExtern(name, args, t, attrs))
+
+    def bind_symbol(
+        self, call: ast.Call, env: dict[str, TensorVar], svars: dict[str, Var]
+    ) -> BindSymbol:
+        kw = {k.arg: k.value for k in call.keywords}
+        name = self.literal(call.args[1]) if len(call.args) == 2 else None
+        if set(kw) != {"lower", "upper"} or not isinstance(name, str) or not _is_name(name):
+            raise self.fail(
+                call,
+                'expected R.bind_symbol(tensor, "name", lower=..., upper=...) (ints or extents)',
+            )
+        src = self.lookup(call.args[0], env)
+        lower, upper = self.dim(kw["lower"], svars), self.dim(kw["upper"], svars)
+        sym = svars.setdefault(name, Var(name, to_dtype("int32")))
+        return self.checked(call, lambda: BindSymbol((src,), sym, lower, upper))
 
 
 def parse(text: str) -> Function | IRModule:

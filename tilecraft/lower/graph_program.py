@@ -59,6 +59,10 @@ class TensorSpec:
         return f"Tensor(({dims}{comma}), {self.dtype})"
 
 
+def _is_zero(e: Expr) -> bool:
+    return isinstance(e, IntImm) and e.value == 0
+
+
 def _dim_text(e: Expr) -> str:
     if isinstance(e, IntImm):
         return str(e.value)
@@ -69,6 +73,9 @@ def _dim_text(e: Expr) -> str:
 
 ExternAttrs = tuple[tuple[str, bool | int | float | str], ...]
 
+BIND_SYMBOL = "tc.bind_symbol"
+"""The ``func`` of a step reading a symbolic extent from a tensor (``bind_symbol``)."""
+
 
 @dataclass(frozen=True)
 class GraphStep:
@@ -77,6 +84,10 @@ class GraphStep:
     A kernel step (``extern`` None) calls the compiled PrimFunc ``func``; an external step
     calls the library routine ``func`` (``"blas.gemm"``) configured by the ``extern``
     attributes (sorted ``(key, value)`` pairs), which reads every extent from its arrays.
+    A ``bind_symbol`` step (``func`` :data:`BIND_SYMBOL`, ``bind`` its ``(lower, upper)``)
+    calls nothing: it reads the integer in slot ``args[0]`` on the host and binds the shape
+    variable of its output slot, whose type is ``(symbol, 0)`` (see
+    :mod:`tilecraft.graph.ir_bind`).
     """
 
     func: str
@@ -84,6 +95,18 @@ class GraphStep:
     out: int
     free_after: tuple[int, ...]  # slots whose last use is this step (their storage is freed)
     extern: ExternAttrs | None = None
+    bind: tuple[int | Expr, int | Expr] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.bind is not None) != (self.func == BIND_SYMBOL) or (
+            self.bind is not None and (len(self.args) != 1 or self.extern is not None)
+        ):
+            raise LowerError(f"graph step {self.func}: a bind_symbol step reads one slot")
+
+    @property
+    def is_bind(self) -> bool:
+        """True for a step binding a symbolic extent to a tensor's value."""
+        return self.bind is not None
 
     @property
     def is_extern(self) -> bool:
@@ -139,11 +162,31 @@ class GraphProgram:
         slots += [s for step in self.steps for s in (*step.args, step.out)]
         if len(self.param_names) > n or any(not 0 <= s < n for s in slots):
             raise LowerError(f"graph program {self.name}: a slot is out of range")
+        for step in self.steps:
+            shape = self.slot_types[step.out].shape if step.is_bind else ()
+            if step.is_bind and not (
+                len(shape) == 2 and isinstance(shape[0], Var) and _is_zero(shape[1])
+            ):
+                raise LowerError(
+                    f"graph program {self.name}: a bind_symbol step writes a (symbol, 0) slot"
+                )
 
     @property
     def has_extern_steps(self) -> bool:
         """True when some step calls an external library routine."""
         return any(s.is_extern for s in self.steps)
+
+    @property
+    def has_bind_steps(self) -> bool:
+        """True when some extent is read from a tensor at run time (``bind_symbol`` steps)."""
+        return any(s.is_bind for s in self.steps)
+
+    def bound_symbol(self, step: GraphStep) -> Var:
+        """The shape variable a ``bind_symbol`` step binds (its output's first extent)."""
+        sym = self.slot_types[step.out].shape[0]
+        if not step.is_bind or not isinstance(sym, Var):
+            raise LowerError(f"graph program {self.name}: step {step.func} binds no symbol")
+        return sym
 
     @property
     def num_params(self) -> int:

@@ -14,7 +14,9 @@ program"``, version 1)::
 A program returning a tuple has ``"ret_slots": [6, 7]`` in place of ``"ret_slot"``.
 
 A step calling an external library routine has a fifth entry, its attributes:
-``["blas.gemm", [0, 3], 4, [0], {"trans_a": false, "trans_b": true}]``.
+``["blas.gemm", [0, 3], 4, [0], {"trans_a": false, "trans_b": true}]``; a ``bind_symbol``
+step an empty object: ``["tc.bind_symbol", [5], 6, [5], {}]``; the ``(lower, upper)`` bounds
+of the bind_symbol steps (extent expressions, in step order) are then a third part of ``ir``.
 
 The slot shapes and the symbolic extents are one ``tc.ir`` document, so a symbolic extent
 comes back as one :class:`~tilecraft.ir.Var` shared by every shape that names it (the
@@ -31,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import IRError, LowerError
-from ..ir import DataType, Expr, Var, dtype, from_json, to_json
-from .graph_program import GraphProgram, GraphStep, TensorSpec
+from ..ir import DataType, Expr, IntImm, Var, as_expr, dtype, from_json, to_json
+from .graph_program import BIND_SYMBOL, GraphProgram, GraphStep, TensorSpec
 
 FORMAT = "tilecraft.graph_program"
 VERSION = 1
@@ -52,7 +54,7 @@ def program_to_json(program: GraphProgram) -> str:
         "name": program.name,
         "param_names": list(program.param_names),
         "dtypes": [str(t.dtype) for t in program.slot_types],
-        "ir": to_json((shapes, tuple(program.shape_vars))),
+        "ir": to_json(_ir_parts(program, shapes)),
         "constants": constants,
         "steps": [_step_json(s) for s in program.steps],
     }
@@ -80,10 +82,11 @@ def program_from_json(text: str, constants: Sequence[np.ndarray]) -> GraphProgra
     """
     doc = _document(text)
     try:
-        shapes, shape_vars = from_json(doc["ir"])
+        shapes, shape_vars, *rest = from_json(doc["ir"])
+        bounds = list(rest[0]) if rest else []  # written since bind_symbol steps
         dtypes = [dtype(str(d)) for d in doc["dtypes"]]
         slot_types = tuple(_spec(s, d) for s, d in zip(shapes, dtypes, strict=True))
-        steps = tuple(_step(s) for s in doc["steps"])
+        steps = tuple(_step(s, bounds) for s in doc["steps"])
         if not all(isinstance(v, Var) for v in shape_vars):
             raise TypeError("shape_vars must be Vars")
         params = tuple(_strs(doc["param_names"]))
@@ -166,26 +169,47 @@ def _step_json(s: GraphStep) -> list[Any]:
     out: list[Any] = [s.func, list(s.args), s.out, list(s.free_after)]
     if s.extern is not None:
         out.append(dict(s.extern))
+    if s.bind is not None:  # its bounds are in the "ir" document (extent expressions)
+        out.append({})
     return out
 
 
-def _step(raw: object) -> GraphStep:
+def _ir_parts(program: GraphProgram, shapes: tuple[tuple[Expr, ...], ...]) -> tuple[Any, ...]:
+    """(slot shapes, shape vars), and the bind_symbol steps' bounds if it has any."""
+    bounds = tuple(
+        (as_expr(s.bind[0]), as_expr(s.bind[1])) for s in program.steps if s.bind is not None
+    )
+    parts = (shapes, tuple(program.shape_vars))
+    return (*parts, bounds) if bounds else parts
+
+
+def _step(raw: object, bounds: list[Any]) -> GraphStep:
     if not isinstance(raw, list) or len(raw) not in (4, 5) or not isinstance(raw[0], str):
         raise TypeError("a step is [func, args, out, free_after] or [..., extern attributes]")
     func, args, out, free = raw[:4]
     if not isinstance(out, int):
         raise TypeError("a step's output slot is an integer")
-    extern = None
+    extern, bind = None, None
     if len(raw) == 5:
         attrs = raw[4]
         if not isinstance(attrs, dict) or not all(
             isinstance(v, (bool, int, float, str)) for v in attrs.values()
         ):
             raise TypeError("a step's extern attributes are an object of scalars")
-        extern = tuple(sorted(attrs.items()))
+        if func == BIND_SYMBOL:
+            if attrs or not bounds or not _bounds_pair(bounds[0]):
+                raise TypeError("a bind_symbol step's bounds are a pair of the ir document's")
+            lo, hi = (b.value if isinstance(b, IntImm) else b for b in bounds.pop(0))
+            bind = (lo, hi)
+        else:
+            extern = tuple(sorted(attrs.items()))
     return GraphStep(
-        func, tuple(_ints(args, "step args")), out, tuple(_ints(free, "free_after")), extern
+        func, tuple(_ints(args, "step args")), out, tuple(_ints(free, "free_after")), extern, bind
     )
+
+
+def _bounds_pair(item: object) -> bool:
+    return isinstance(item, tuple) and len(item) == 2 and all(isinstance(e, Expr) for e in item)
 
 
 def _ints(values: object, what: str) -> list[int]:

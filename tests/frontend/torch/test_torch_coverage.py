@@ -4,16 +4,17 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tilecraft.frontend.torch import coverage, from_exported_program  # noqa: E402
+from tilecraft.frontend.torch import (  # noqa: E402
+    _errors,
+    coverage,
+    from_exported_program,
+)
 from tilecraft.frontend.torch._errors import UnsupportedOpsError  # noqa: E402
 
 # Core ATen operators that have a meaning at inference but no converter yet, with the reason
 # coverage() gives. A new torch that adds a Core ATen operator fails the test below until it
 # is supported or listed here.
-NOT_YET = {
-    "aten::_local_scalar_dense": "missing: needs a tensor's value as a host scalar (.item())",
-    "aten::nonzero": "missing: needs a data-dependent output shape",
-}
+NOT_YET: dict[str, str] = {}
 
 
 def test_core_aten_coverage():
@@ -25,14 +26,16 @@ def test_core_aten_coverage():
     assert set(NOT_YET) - set(missing) == set(), "listed as missing but supported now (or gone)"
     assert missing == NOT_YET, "each missing operator says why"
     print(f"supported Core ATen operators: {len(supported)} of {len(meaningful)}")  # noqa: T201
-    assert len(supported) >= 175
+    assert len(supported) >= 179
 
 
-def test_unsupported_operator_error_says_why():
-    class Nonzero(torch.nn.Module):
+def test_unsupported_operator_error_says_why(monkeypatch):
+    class Search(torch.nn.Module):  # searchsorted: no converter (and not Core ATen)
         def forward(self, x):
-            return torch.ops.aten.nonzero(x) + 1
+            return torch.searchsorted(torch.tensor([0.0, 1.0]), x)
 
-    ep = torch.export.export(Nonzero(), (torch.tensor([0.0, 1.0, 2.0]),))
-    with pytest.raises(UnsupportedOpsError, match=r"aten::nonzero \(needs a data-dependent"):
+    why = {**_errors.WHY_UNSUPPORTED, "aten::searchsorted.Tensor": "needs a reason here"}
+    monkeypatch.setattr(_errors, "WHY_UNSUPPORTED", why)
+    ep = torch.export.export(Search(), (torch.tensor([0.0, 1.0, 2.0]),))
+    with pytest.raises(UnsupportedOpsError, match=r"searchsorted.Tensor \(needs a reason here\)"):
         from_exported_program(ep)

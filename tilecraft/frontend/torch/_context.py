@@ -17,7 +17,7 @@ import numpy as np
 from ...graph import Binding, Constant, GraphBuilder, TensorType, TensorVar
 from ...graph._shape_text import extent_text
 from ...graph.ir import collect_vars_of_shape
-from ...ir import Expr, Var, as_expr, collect_vars
+from ...ir import Expr, PrimFunc, Var, as_expr, collect_vars
 from ...ir import dtype as to_dtype
 from ._errors import TorchFrontendError
 from ._views import lift, merged, same_shape, unmerged
@@ -82,6 +82,7 @@ class Context:
         self.env: dict[Any, Any] = {}
         self.carriers: dict[str, TensorVar] = {}
         self.view_of: dict[int, TensorVar] = {}
+        self.prims: dict[str, PrimFunc] = {}  # kernels written by hand (nonzero's)
 
     # values ------------------------------------------------------------------------------
     def value(self, a: Any) -> Any:

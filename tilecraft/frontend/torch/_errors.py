@@ -12,10 +12,7 @@ class TorchFrontendError(TilecraftError):
 
 
 # Core ATen operators with a meaning at inference that the importer cannot express yet, and why
-WHY_UNSUPPORTED = {
-    "aten::nonzero": "needs a data-dependent output shape",
-    "aten::_local_scalar_dense": "needs a tensor's value as a host scalar (.item())",
-}
+WHY_UNSUPPORTED: dict[str, str] = {}
 
 
 class UnsupportedOpsError(TorchFrontendError):

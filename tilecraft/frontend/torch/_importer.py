@@ -20,10 +20,11 @@ from typing import Any
 import numpy as np
 
 from ...graph import Function, TensorVar
-from ...ir import IRModule, Var
+from ...ir import IRModule, PrimFunc, Var
 from ...ir import dtype as to_dtype
 from . import (  # noqa: F401  (the converters)
     _ops_complex,
+    _ops_dynamic,
     _ops_fft,
     _ops_math,
     _ops_more,
@@ -42,6 +43,7 @@ from ._complex import (
 )
 from ._context import Context, UnsupportedNodeError, torch_dtype_name
 from ._errors import TorchFrontendError, UnsupportedOpsError, import_torch
+from ._ops_dynamic import DATA_DEPENDENT
 from ._registry import HANDLERS
 
 # ATen calls on shape symbols and Python operators on them: values are read from meta
@@ -107,7 +109,8 @@ def from_exported_program(
     _check_supported(ep)
     inputs, params = _inputs(ep)
     outputs = _outputs(ep)
-    return IRModule({name: _convert(ep, inputs, outputs, name)}), params
+    func, prims = _convert(ep, inputs, outputs, name)
+    return IRModule({name: func, **prims}), params
 
 
 def _check_supported(ep: Any) -> None:
@@ -183,7 +186,7 @@ def _shape_vars(ep: Any) -> tuple[dict[str, Var], dict[str, tuple[int, int]]]:
 
 def _convert(
     ep: Any, inputs: list[tuple[str, str, Any]], outputs: list[str], fname: str
-) -> Function:
+) -> tuple[Function, dict[str, PrimFunc]]:
     syms, bounds = _shape_vars(ep)
     ctx = Context(syms)
     nodes = {n.name: n for n in ep.graph.nodes}
@@ -218,11 +221,11 @@ def _convert(
     attrs = {"num_input": sum(1 for i in inputs if i[2] is None), "tc.shape_bounds": bounds}
     attrs.update(_complex_attrs(ctx, [nodes[p] for p, _, _ in inputs], [nodes[o] for o in outputs]))
     if len(rets) > 1:  # the executor returns inputs and repeats in a tuple as copies
-        return ctx.bb.finish(rets, name=fname, attrs=attrs)
+        return ctx.bb.finish(rets, name=fname, attrs=attrs), ctx.prims
     ret = rets[0]
     if not any(b.var is ret for b in ctx.bb.bindings):  # an input returned as is
         ret = ctx.emit("reshape", [ret], {"shape": ctx.shape_attr(ret.type.shape)})
-    return ctx.bb.finish(ret, name=fname, attrs=attrs)
+    return ctx.bb.finish(ret, name=fname, attrs=attrs), ctx.prims
 
 
 def _convert_node(ctx: Context, node: Any, failures: dict[str, list[str]]) -> None:
@@ -231,7 +234,10 @@ def _convert_node(ctx: Context, node: Any, failures: dict[str, list[str]]) -> No
         src = ctx.env.get(node.args[0], _MISSING)
         ctx.env[node] = _MISSING if src is _MISSING else src[node.args[1]]
         return
-    if n in _SYMBOLIC or n in _ASSERTS or _is_sym_value(node.meta.get("val")):
+    data_dependent = n in DATA_DEPENDENT  # a symbol's value read from a tensor: bound here
+    if not data_dependent and (
+        n in _SYMBOLIC or n in _ASSERTS or _is_sym_value(node.meta.get("val"))
+    ):
         ctx.env[node] = node.meta.get("val")
         return
     if any(ctx.env.get(a, None) is _MISSING for a in node.all_input_nodes):

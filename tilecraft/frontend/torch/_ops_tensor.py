@@ -9,6 +9,7 @@ import numpy as np
 from ...graph import TensorVar
 from ...ir import Expr, IntImm, as_expr
 from ._context import Context, UnsupportedNodeError
+from ._ops_dynamic import boolean_index
 from ._registry import handles
 
 
@@ -231,8 +232,8 @@ def _index(ctx: Context, node: Any) -> TensorVar:
     if len(used) != 1 or not isinstance(used[0][1], TensorVar):
         raise UnsupportedNodeError("index with more than one index tensor")
     d, t = used[0]
-    if t.type.dtype.is_bool:
-        raise UnsupportedNodeError("index with a boolean mask (data-dependent shape)")
+    if t.type.dtype.is_bool:  # a data-dependent count of rows
+        return boolean_index(ctx, node, x, d, t)
     return ctx.emit("take", [x, t], {"axis": d})
 
 

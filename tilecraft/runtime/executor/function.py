@@ -36,6 +36,7 @@ from ..arguments import (
     result_like,
     to_array,
 )
+from .dynamic import run_binding
 from .extern import extern_kernel
 from .memory_plan import MemoryPlan, plan_memory
 from .native import NativeGraph, StepRecord, buffer_formats
@@ -91,8 +92,9 @@ class GraphFunction:
     def param_formats(self) -> list[tuple[str, ...]] | None:
         """The buffer formats of each parameter for the native entry (None: runs in Python)."""
         one_constant = not self.program.returns_tuple and self.ret_slots[0] in self.const_of_slot
-        if one_constant or self.program.has_extern_steps:
-            return None  # run() copies a constant result and calls the external routines
+        if one_constant or self.program.has_extern_steps or self.program.has_bind_steps:
+            # run() copies a constant result, calls the external routines, reads extents
+            return None
         formats = []
         for t in self.program.param_types:
             try:
@@ -112,6 +114,8 @@ class GraphFunction:
         self.kernels = [
             extern_kernel(s.func, dict(s.extern), emulated=self.emulated)
             if s.extern is not None
+            else _no_kernel(s.func)  # a bind_symbol step: run() reads its value itself
+            if s.is_bind
             else lookup(s.func)
             for s in self.steps
         ]
@@ -151,7 +155,7 @@ class GraphFunction:
                         f"{where} has shape {arr.shape}, expected "
                         f"{want.describe()} (dimension {d} should be {expected})"
                     )
-            values[i] = np.ascontiguousarray(arr)
+            values[i] = np.ascontiguousarray(arr) if arr.ndim else arr  # (it makes 0-d 1-d)
         return values, env
 
     def memory_plan(self, env: dict[int, int]) -> MemoryPlan:
@@ -194,6 +198,8 @@ class GraphFunction:
         A function returning a tuple gives a tuple of arrays, each its own (see
         :meth:`~tilecraft.lower.graph_program.GraphProgram.copied_results`).
         """
+        if self.program.has_bind_steps:  # extents known only as the steps run
+            return run_binding(self, args, on_step)
         values, env = self._bind_inputs(args)
         for slot, c in self.const_of_slot.items():
             values[slot] = self.constants[c]
@@ -210,6 +216,10 @@ class GraphFunction:
                 on_step(s.func, out, seconds)
             for d in s.free_after:
                 values[d] = None
+        return self.results(values)
+
+    def results(self, values: list[Any]) -> np.ndarray | tuple[np.ndarray, ...]:
+        """The function's result(s) from the slots' ``values`` after the last step."""
         if self.program.returns_tuple:
             copied = self.program.copied_results()
             return tuple(

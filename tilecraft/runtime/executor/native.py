@@ -49,6 +49,7 @@ from ..backend import backend_of
 from ..emulate import EmulateArg
 from ..module import Module
 from ..openmp_fork import guard_forks
+from .dynamic import bind_refusal
 from .memory_plan import RESULT, MemoryPlan
 
 _API_FUNCTIONS = (
@@ -247,6 +248,8 @@ def build_native(
     plain: list[tuple[GraphProgram, str, str]] = []  # program, entry symbol, plain C entry
     if api_table() is not None and not taken & set(abi.GLOBAL_SYMBOLS):
         for prog, formats in programs:
+            if bind_refusal(prog) is not None:  # the Python executor runs it
+                continue
             kernels = [
                 None if s.is_extern else
                 Kernel(originals[s.func], lowered[s.func], emitted.symbols[s.func])

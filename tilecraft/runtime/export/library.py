@@ -31,6 +31,7 @@ from ...target import Target, as_target
 from ..backend import Artifact, load_artifact
 from ..backend import program as lowered_program
 from ..executor import Executable
+from ..executor.dynamic import bind_refusal
 from ..executor.executable import _attach
 from ..executor.native import NativeBuild
 from .manifest import (
@@ -200,7 +201,8 @@ def _c_entry(f: Any, plain_only: str | None) -> tuple[dict[str, str] | None, str
             "non-CPU build, or a routine with no C form)"
         )
     if symbol is None:
-        return None, "it has no native entry (the Python executor runs it: see the build)"
+        why = bind_refusal(program)
+        return None, why or "it has no native entry (the Python executor runs it: see the build)"
     entry, ws_size, out_shape, *_ = abi.c_names(symbol)
     return {"symbol": entry, "workspace_size": ws_size, "output_shape": out_shape}, None
 
