@@ -13,7 +13,9 @@ On one thread for both sides (``BENCH_THREADS`` defaults to 1; ``OPENBLAS_CORETY
   median over seeds (three; one with ``--quick``).
 
 Every time is measured in this process after tuning, numpy, tuned and rules timed in turn
-round by round, median of ``--rounds``; on a shared machine read the ratios.
+round by round, each round calling a side for about 20 ms (kernels through bound calls, as
+the runner times them), median of ``--rounds``; on a shared machine read the ratios. Each
+line also says which record won: the rules' schedule or a search candidate.
 
     python benchmarks/tune_bench.py [--quick] [--rounds N]
 """
@@ -83,21 +85,41 @@ def softmax(m: int, n: int) -> tuple[tc.ir.PrimFunc, Callable[..., Any], list[np
 
 
 def seconds(fn: Callable[[], object], rounds: int) -> float:
-    """Median of ``rounds`` timings of ``fn`` (after one warm-up call)."""
+    """Median seconds per call of ``fn`` over ``rounds`` rounds (see :func:`interleaved`)."""
     return interleaved([fn], rounds)[0]
 
 
+ROUND_S = 0.02
+"""Least time of one round of one side: a kernel of microseconds is called many times per
+round, so the clock's resolution and one preemption do not decide the comparison."""
+
+
+def calls_per_round(fn: Callable[[], object]) -> int:
+    """How many calls of ``fn`` (after a warm-up call) take about :data:`ROUND_S`."""
+    fn()
+    n = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        took = time.perf_counter() - t0
+        if took >= ROUND_S / 4 or n >= 1 << 20:
+            return max(1, round(n * ROUND_S / max(took, 1e-9)))
+        n *= 4
+
+
 def interleaved(fns: list[Callable[[], object]], rounds: int) -> list[float]:
-    """Median of ``rounds`` timings of each of ``fns``, timed in turn round by round (after a
-    warm-up call each), so a change of the machine's load hits every side alike."""
-    for fn in fns:
-        fn()
+    """Median seconds per call of each of ``fns`` over ``rounds`` rounds, the sides timed in
+    turn round by round (so a change of the machine's load hits every side alike), each
+    round calling a side for about :data:`ROUND_S`."""
+    counts = [calls_per_round(fn) for fn in fns]
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(rounds):
-        for fn, out in zip(fns, times, strict=True):
+        for fn, n, out in zip(fns, counts, times, strict=True):
             t0 = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - t0)
+            for _ in range(n):
+                fn()
+            out.append((time.perf_counter() - t0) / n)
     return [statistics.median(t) for t in times]
 
 
@@ -131,7 +153,12 @@ def best_secs(db: ms.Database) -> float:
 
 
 def report(name: str, make: Any, target: tc.Target, trials: int, rounds: int) -> None:
-    """Tune one workload and print its figures."""
+    """Tune one workload and print its figures.
+
+    The kernels are timed through bound calls (``Function.bind``: arguments checked once), as
+    the runner and ``time_evaluator`` time them; an unbound ``lib["main"](*args)`` adds tens
+    of microseconds of argument checks per call, more than a small kernel takes.
+    """
     func, ref, args, flops = make
     rules = rules_candidate(func, target, name)
     rules_lib = tc.build(rules.mod, target) if rules is not None else None
@@ -141,9 +168,9 @@ def report(name: str, make: Any, target: tc.Target, trials: int, rounds: int) ->
     lib = tc.build(sch.mod, target)
     lib["main"](*args)
     np.testing.assert_allclose(args[-1], ref(*args[:-1]), rtol=1e-3, atol=1e-3)
-    sides: list[Callable[[], object]] = [lambda: ref(*args[:-1]), lambda: lib["main"](*args)]
+    sides: list[Callable[[], object]] = [lambda: ref(*args[:-1]), lib["main"].bind(*args)]
     if rules_lib is not None:
-        sides.append(lambda: rules_lib["main"](*args))
+        sides.append(rules_lib["main"].bind(*args))
     np_secs, tuned, *rest = interleaved(sides, rounds)
     gf = flops / 1e9
     line = f"{name}: tuned {gf / tuned:7.2f} GFLOP/s  numpy {gf / np_secs:7.2f}  " \
@@ -151,8 +178,22 @@ def report(name: str, make: Any, target: tc.Target, trials: int, rounds: int) ->
     if rest:
         line += f"  rules {gf / rest[0]:7.2f}  tuned/rules {rest[0] / tuned:5.2f}x"
     n = len(db.get_all_tuning_records())
-    print(f"{line}\n    {n} trials, tuning {wall:6.1f} s total, {wall / max(n, 1):5.2f} s/trial",
-          flush=True)  # fmt: skip
+    print(f"{line}\n    {n} trials, tuning {wall:6.1f} s total, {wall / max(n, 1):5.2f} s/trial"
+          f"; best record: {_best_of(db, rules)}", flush=True)  # fmt: skip
+
+
+def _best_of(db: ms.Database, rules: Any) -> str:
+    """Which record won, and the runner's own ratio of the rules' record to it."""
+    ok = sorted((r for r in db.get_all_tuning_records() if r.ok), key=lambda r: r.mean_secs)
+    if not ok:
+        return "none"
+    key = tc.ir.structural_hash(rules.func) if rules is not None else None
+    mine = [r for r in ok if r.func_hash == key]
+    if ok[0].func_hash == key:
+        return "the rules' schedule"
+    if not mine:
+        return "a search candidate (the rules' one was not measured)"
+    return f"a search candidate, {mine[0].mean_secs / ok[0].mean_secs:.2f}x the rules' as measured"
 
 
 def compare(target: tc.Target, seeds: list[int]) -> None:
