@@ -5,11 +5,12 @@ Each round (one call of ``generate``):
 1. **Population.** Up to ``init_measured_ratio`` of ``population_size`` are the fastest
    measured candidates of the task (earlier runs' records included); the rest are fresh
    samples of the space (its traces with every decision drawn anew).
-2. **Generations.** ``num_generations`` times, the cost model scores the population; parents
-   are drawn in proportion to their score, and each child is its parent mutated (with
-   probability ``mutation_prob``, by a mutator drawn with its per-target probability) or the
-   parent itself. Children are postprocessed; invalid ones are counted and dropped, and
-   duplicates (by structural hash) kept once.
+2. **Generations.** ``num_generations`` times (none while nothing is measured and the model
+   scores at random, as in a task's first round: the proposals are then random samples), the
+   cost model scores the population; parents are drawn in proportion to their score, and
+   each child is its parent mutated (with probability ``mutation_prob``, by a mutator drawn
+   with its per-target probability) or the parent itself. Children are postprocessed;
+   invalid ones are counted and dropped, and duplicates (by structural hash) kept once.
 3. **Picking.** The best-scored candidates never measured are proposed, except an
    ``eps_greedy`` share that are fresh random samples, so a wrong model cannot trap the
    search.
@@ -257,8 +258,7 @@ class EvolutionaryTask(SearchStrategy):
                 return cand
         return None
 
-    def _initial_population(self) -> dict[str, Candidate]:
-        size = self.config.population_size
+    def _initial_population(self, size: int) -> dict[str, Candidate]:
         population: dict[str, Candidate] = {}
         seeded = min(len(self.best), int(size * self.config.init_measured_ratio))
         for _, trace in self.best[:seeded]:
@@ -302,9 +302,12 @@ class EvolutionaryTask(SearchStrategy):
 
     def generate(self, count: int) -> list[Schedule]:
         """Up to ``count`` new candidates: the model's best, and an ε share at random."""
-        population = self._initial_population()
+        guided = bool(self.best) or self.model.informed
+        # With nothing measured and random scores, generations would only mutate random
+        # samples into other random samples: draw the proposals directly (the first round).
+        population = self._initial_population(self.config.population_size if guided else count)
         seen = dict(population)
-        for _ in range(self.config.num_generations):
+        for _ in range(self.config.num_generations if guided else 0):
             if not population:
                 break
             population = self._evolve(population)
