@@ -3,8 +3,10 @@
 Each round (one call of ``generate``):
 
 1. **Population.** Up to ``init_measured_ratio`` of ``population_size`` are the fastest
-   measured candidates of the task (earlier runs' records included); the rest are fresh
-   samples of the space (its traces with every decision drawn anew).
+   measured candidates of the task (earlier runs' records included), then the space's
+   sketches without sampling instructions not measured yet (each is one candidate, such as
+   a variant of the default rules); the rest are fresh samples of the space's other
+   sketches (their traces with every decision drawn anew).
 2. **Generations.** ``num_generations`` times (none while nothing is measured and the model
    scores at random, as in a task's first round: the proposals are then random samples), the
    cost model scores the population; parents are drawn in proportion to their score, and
@@ -205,6 +207,10 @@ class EvolutionaryTask(SearchStrategy):
         )
         self._sketch_failures = 0
         self.sketches: list[Trace] = self._sketches(space, func, target)
+        # A sketch without sampling instructions is one candidate (a rule variant, say): it
+        # joins every population until measured, and random draws go to the others.
+        self.fixed = [t for t in self.sketches if not t.sampling_indices()]
+        self.sampled = [t for t in self.sketches if t.sampling_indices()] or self.sketches
         self.best: list[tuple[float, Trace]] = []
         self.proposed: dict[str, Candidate] = {}
         self._learn_records(records)
@@ -249,10 +255,10 @@ class EvolutionaryTask(SearchStrategy):
         return None if cand is None else cand.sch
 
     def _random_candidate(self) -> Candidate | None:
-        if not self.sketches:
+        if not self.sampled:
             return None
         for _ in range(DRAWS_PER_CANDIDATE):
-            sketch = self.sketches[self.rng.randrange(len(self.sketches))]
+            sketch = self.sampled[self.rng.randrange(len(self.sampled))]
             cand = self.maker.make(_cleared(sketch), self.rng)
             if cand is not None:
                 return cand
@@ -264,6 +270,10 @@ class EvolutionaryTask(SearchStrategy):
         for _, trace in self.best[:seeded]:
             cand = self.maker.make(trace, self.rng)
             if cand is not None:
+                population.setdefault(cand.key, cand)
+        for trace in self.fixed:
+            cand = self.maker.make(trace, self.rng)
+            if len(population) < size and cand is not None and cand.key not in self.measured:
                 population.setdefault(cand.key, cand)
         for _ in range(size * DRAWS_PER_CANDIDATE):
             if len(population) >= size:
