@@ -72,6 +72,8 @@ def test_the_same_library_timed_twice_compares_equal(bench: ModuleType) -> None:
     rules = rules_candidate(func, target, "layer_norm")
     assert rules is not None
     lib = tc.build(rules.mod, target)
-    first, second = bench.interleaved([lib["main"].bind(*args), lib["main"].bind(*args)], 5)
-    assert 0.8 <= first / second <= 1.25
+    # medians of 9 rounds of ~20 ms, side by side: a loaded machine (load average 4 on two
+    # cores while this was written) moves them by a few percent, not by a third
+    first, second = bench.interleaved([lib["main"].bind(*args), lib["main"].bind(*args)], 9)
+    assert 0.75 <= first / second <= 1.33
     assert np.isfinite(args[-1]).all()
