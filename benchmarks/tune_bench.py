@@ -138,12 +138,15 @@ def runner() -> ms.LocalRunner:
 
 def tune(func: tc.ir.PrimFunc, target: tc.Target, trials: int, strategy: str, seed: int,
          with_rules: bool) -> tuple[ms.Database, float]:  # fmt: skip
-    """The database of one tuning run and its wall time."""
+    """The database of one tuning run and its wall time (without the rules: over the search
+    rules' space alone, so the comparison is about the search, not the rules' schedule that
+    the default space holds)."""
     run = runner()
+    space = None if with_rules else ms.space.search_rules_space(target)
     t0 = time.perf_counter()
     db = ms.tune_tir(func, target, max_trials_global=trials, database=ms.database.MemoryDatabase(),
                      strategy=strategy, num_trials_per_iter=16, runner=run, seed=seed,
-                     seed_with_rules=with_rules, progress=False,
+                     seed_with_rules=with_rules, progress=False, space=space,
                      confirm_top=3 if with_rules else 0)  # fmt: skip
     wall = time.perf_counter() - t0
     run.close()
@@ -201,19 +204,19 @@ def _best_of(db: ms.Database, rules: Any, func: tc.ir.PrimFunc, target: tc.Targe
     return f"a search candidate, {mine[0].mean_secs / ok[0].mean_secs:.2f}x the rules' as measured"
 
 
-def compare(target: tc.Target, seeds: list[int]) -> None:
-    """Evolutionary vs ReplayTrace on matmul 1024^3, 64 trials, no rules' seed."""
-    func = matmul(1024)[0]
+def compare(target: tc.Target, seeds: list[int], n: int = 1024, trials: int = 64) -> None:
+    """Evolutionary vs ReplayTrace on matmul n^3, ``trials`` trials, no rules' seed."""
+    func = matmul(n)[0]
     found: dict[str, list[float]] = {"evolutionary": [], "replay-trace": []}
     for seed in seeds:
         for strategy in found:
-            db, wall = tune(func, target, 64, strategy, seed, False)
+            db, wall = tune(func, target, trials, strategy, seed, False)
             found[strategy].append(best_secs(db))
-            rate = 2.0 * 1024**3 / found[strategy][-1] / 1e9
+            rate = 2.0 * n**3 / found[strategy][-1] / 1e9
             print(f"    seed {seed} {strategy}: best {rate:.2f} GFLOP/s, {wall:.0f} s", flush=True)
     evo, rep = (statistics.median(found[k]) for k in ("evolutionary", "replay-trace"))
-    print(f"matmul 1024^3, 64 trials, median of {len(seeds)} seed(s): evolutionary "
-          f"{2.0 * 1024**3 / evo / 1e9:.2f} GFLOP/s, replay-trace {2.0 * 1024**3 / rep / 1e9:.2f}"
+    print(f"matmul {n}^3, {trials} trials, median of {len(seeds)} seed(s): evolutionary "
+          f"{2.0 * n**3 / evo / 1e9:.2f} GFLOP/s, replay-trace {2.0 * n**3 / rep / 1e9:.2f}"
           f"; evolutionary {rep / evo:.2f}x faster")  # fmt: skip
 
 
@@ -223,6 +226,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one seed in the comparison")
     parser.add_argument("--rounds", type=int, default=5, help="timings per median")
     parser.add_argument("--only", default="", help="comma list: mm512,mm1024,ln,sm,cmp")
+    parser.add_argument("--cmp-size", type=int, default=1024, help="matmul size compared")
+    parser.add_argument("--cmp-trials", type=int, default=64, help="trials of each strategy")
     opts = parser.parse_args()
     target = tc.Target("cpu -num-cores=1")
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -237,7 +242,7 @@ def main() -> None:
         if not only or key in only:
             report(name, make(), target, trials, opts.rounds)
     if not only or "cmp" in only:
-        compare(target, [0] if opts.quick else [0, 1, 2])
+        compare(target, [0] if opts.quick else [0, 1, 2], opts.cmp_size, opts.cmp_trials)
 
 
 if __name__ == "__main__":
