@@ -63,17 +63,18 @@ def test_interleaved_reports_seconds_per_call_over_many_calls(
     monkeypatch.setattr(bench.time, "perf_counter", clock.perf_counter)
     assert bench.calls_per_round(clock.kernel) >= 1000  # ~20 ms of 10 us calls
     (secs,) = bench.interleaved([clock.kernel], rounds=5)
-    assert secs == pytest.approx(1e-5, rel=0.1)  # one slow call does not decide a round
+    assert secs == pytest.approx(1e-5, rel=0.1)  # a slow call does not decide
 
 
+@pytest.mark.slow  # real timings: on a shared machine a burst of load can still swing them
 def test_the_same_library_timed_twice_compares_equal(bench: ModuleType) -> None:
     target = tc.Target("cpu -mcpu=x86-64-v3 -num-cores=1")
     func, _, args, _ = bench.layer_norm(128, 768)
     rules = rules_candidate(func, target, "layer_norm")
     assert rules is not None
     lib = tc.build(rules.mod, target)
-    # medians of 9 rounds of ~20 ms, side by side: a loaded machine (load average 4 on two
+    # the best of 9 rounds of ~20 ms, side by side: a loaded machine (load average 3-4 on two
     # cores while this was written) moves them by a few percent, not by a third
     first, second = bench.interleaved([lib["main"].bind(*args), lib["main"].bind(*args)], 9)
-    assert 0.75 <= first / second <= 1.33
+    assert 0.8 <= first / second <= 1.25
     assert np.isfinite(args[-1]).all()
