@@ -11,6 +11,7 @@ from tune_workloads import matmul, tile_matmul
 import tilecraft as tc
 from tilecraft import tune as ms
 from tilecraft.ir import structural_hash
+from tilecraft.rules import cpu as cpu_rules
 from tilecraft.schedule import Schedule
 from tilecraft.tune._defaults import rules_candidate
 from tilecraft.tune.space import RuleVariants, ScheduleFnSpace, UnionSpace, default_space
@@ -86,3 +87,16 @@ def test_evolutionary_search_puts_the_fixed_sketches_in_its_first_round() -> Non
     keys = [r.func_hash for r in db.get_all_tuning_records()]
     assert len(keys) == len(set(keys)) == 8
     assert variants <= set(keys)
+
+
+class NoConfigArgument(cpu_rules.GeneralReduction):
+    """A rule subclass whose constructor takes no config: no variants, still its schedule."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+
+def test_a_rule_built_without_a_config_gives_its_own_schedule_only() -> None:
+    func = _softmax()
+    (sch,) = RuleVariants([NoConfigArgument()]).generate(func, CPU, 0)
+    tc.testing.check_numeric(sch.func, func, rtol=1e-4, atol=1e-4)

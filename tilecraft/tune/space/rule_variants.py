@@ -99,12 +99,18 @@ class RuleVariants(SpaceGenerator):
         if rule is None:
             return []
         found: dict[str, Schedule] = {}
-        _, *others = config_variants(rule.config_for(target))
-        variants = [rule, *(type(rule)(config=config) for config in others)]
-        for variant in variants:
+        for variant in [rule, *_with_configs(rule, config_variants(rule.config_for(target))[1:])]:
             # try_rules declines for a rule that breaks on a variant instead of raising
             sch = try_rules(func, [variant], target, tunable=True).schedule
             if sch is not None:
                 found.setdefault(structural_hash(sch.func), sch)
         logger.debug("rule variants of %s: %d distinct sketches", rule.name, len(found))
         return list(found.values())
+
+
+def _with_configs(rule: ScheduleRule, configs: list[object]) -> list[ScheduleRule]:
+    """Copies of ``rule`` with each of ``configs`` (none for a rule not built from a config)."""
+    try:
+        return [type(rule)(config=config) for config in configs]
+    except TypeError:  # a rule class whose constructor takes no config
+        return []
