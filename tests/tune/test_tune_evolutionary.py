@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 from tune_workloads import PoisonBuilder, matmul
 
@@ -157,3 +158,41 @@ def _replay(trace: tc.schedule.Trace) -> tc.ir.PrimFunc:
     sch = Schedule(matmul(32, 32, 32))
     trace.apply_to_schedule(sch)
     return sch.func
+
+
+class CountingModel(ms.cost_model.RandomModel):
+    """Random scores, counting how many programs were scored."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+        self.scored = 0
+
+    def predict(self, features: Sequence[np.ndarray]) -> np.ndarray:
+        self.scored += len(features)
+        return super().predict(features)
+
+
+def test_the_first_round_of_an_uninformed_model_draws_only_what_it_proposes() -> None:
+    # nothing measured, random scores: generations would mutate random samples into other
+    # random samples at ~0.1 s a candidate (matmul 512^3); the round draws `count` instead
+    config = EvolutionarySearch(population_size=12, num_generations=2, cost_model=CountingModel())
+    task = config.start(matmul(32, 32, 32), CPU, SPACE, 0)
+    made = len(task.maker._made)
+    cands = task.generate(4)
+    assert len(cands) == 4
+    assert len(task.maker._made) - made <= 4 + 1  # the proposals (and an eps-greedy draw)
+    assert task.model.scored <= 4
+    # once something is measured, the generations run again
+    task.notify(cands, _records(task, cands))
+    assert len(task.generate(4)) == 4
+    assert len(task.maker._made) - made > 12
+
+
+def test_models_say_whether_their_scores_are_informed() -> None:
+    assert not ms.cost_model.RandomModel().informed
+    pytest.importorskip("xgboost")
+    model = ms.cost_model.XGBModel(min_train=2)
+    assert not model.informed
+    feats = [np.ones((1, ms.features.NUM_FEATURES), np.float32) * i for i in range(1, 3)]
+    model.update("task", feats, [1e-3, 2e-3])
+    assert model.informed

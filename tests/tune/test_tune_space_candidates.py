@@ -13,7 +13,7 @@ from tilecraft.tune.postproc import default_postprocs
 from tilecraft.tune.search import EvolutionarySearch
 from tilecraft.tune.search._candidates import CandidateMaker, decision_key
 from tilecraft.tune.search.evolutionary import _cleared
-from tilecraft.tune.space import default_space
+from tilecraft.tune.space import search_rules_space
 
 CPU = tc.Target("cpu -mcpu=avx2 -num-cores=1")
 
@@ -24,9 +24,9 @@ def _maker(func: tc.ir.PrimFunc) -> CandidateMaker:
 
 def test_decision_key_tells_traces_apart() -> None:
     func = matmul(32, 32, 32)
-    sketch = default_space(CPU).generate(func, CPU, 0)[0].trace
-    again = default_space(CPU).generate(func, CPU, 0)[0].trace
-    other = default_space(CPU).generate(func, CPU, 3)[0].trace
+    sketch = search_rules_space(CPU).generate(func, CPU, 0)[0].trace
+    again = search_rules_space(CPU).generate(func, CPU, 0)[0].trace
+    other = search_rules_space(CPU).generate(func, CPU, 3)[0].trace
     assert decision_key(sketch) == decision_key(again)
     assert decision_key(sketch) != decision_key(other)
     assert decision_key(_cleared(sketch)) is None  # undrawn decisions fix nothing
@@ -36,7 +36,8 @@ def test_a_trace_made_twice_is_reused() -> None:
     func = matmul(32, 32, 32)
     maker = _maker(func)
     rng = random.Random(0)
-    sketch = default_space(CPU).generate(func, CPU, 0)[0].trace.simplified(remove_postproc=True)
+    sketch = search_rules_space(CPU).generate(func, CPU, 0)[0].trace
+    sketch = sketch.simplified(remove_postproc=True)
     first = maker.make(_cleared(sketch), rng)
     assert first is not None
     assert maker.reused == 0

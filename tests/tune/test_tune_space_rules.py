@@ -24,6 +24,7 @@ from tilecraft.tune.space import (
     PostOrderApply,
     RandomComputeLocation,
     default_space,
+    search_rules_space,
 )
 from tilecraft.tune.space.post_order_apply import block_names
 
@@ -50,7 +51,7 @@ def _row_sum(m: int = 2, n: int = 256) -> tc.ir.PrimFunc:
 
 
 def _sketch_traces(func: tc.ir.PrimFunc, seeds: range) -> list[Trace]:
-    space = default_space(CPU)
+    space = search_rules_space(CPU)
     return [s.trace for seed in seeds for s in space.generate(func, CPU, seed)]
 
 
@@ -66,7 +67,7 @@ def test_matmul_space_gives_distinct_valid_candidates() -> None:
 
 def test_traces_replay_to_the_same_function() -> None:
     func = matmul(32, 32, 32)
-    (sch,) = default_space(CPU).generate(func, CPU, seed=4)
+    (sch,) = search_rules_space(CPU).generate(func, CPU, seed=4)
     again = Schedule(func)
     Trace.from_json(sch.trace.as_json()).apply_to_schedule(again)
     assert tc.ir.structural_equal(again.func, sch.func)
@@ -83,7 +84,7 @@ def test_cache_and_pack_choices_are_sampled_and_change_the_program() -> None:
                 seen[key].add(by_output[id(inst.inputs[1])].decision)
     assert seen[keys.WRITE_CACHE] == {0, 1, 2, keys.REGISTER_TILE}
     assert seen[keys.PACK] == {0, 1, 2}
-    (sch,) = default_space(CPU).generate(func, CPU, seed=0)
+    (sch,) = search_rules_space(CPU).generate(func, CPU, seed=0)
     fixed = sch.trace
     for index in fixed.sampling_indices():
         if fixed[index].kind == "sample_categorical":
@@ -102,7 +103,7 @@ def test_cache_and_pack_choices_are_sampled_and_change_the_program() -> None:
 
 def test_mutators_change_cache_parallel_and_unroll_samples() -> None:
     func = matmul(32, 32, 32)
-    (sch,) = default_space(CPU).generate(func, CPU, seed=1)
+    (sch,) = search_rules_space(CPU).generate(func, CPU, seed=1)
     rng = random.Random(0)
     for mutator in (MutateTileCache(), MutateParallel(), MutateUnroll()):
         new = mutator.apply(func, sch.trace, rng)
@@ -128,7 +129,7 @@ def test_elementwise_intermediates_are_inlined() -> None:
     b = tc.te.compute((16, 16), lambda i, j: a[i, j] + 1.0, name="b")
     c = tc.te.compute((16, 16), lambda i, j: b[i, j] * 2.0, name="c")
     func = tc.te.create_prim_func([a, c])
-    (sch,) = default_space(CPU).generate(func, CPU, seed=0)
+    (sch,) = search_rules_space(CPU).generate(func, CPU, seed=0)
     kinds = [i.kind for i in sch.trace]
     assert "compute_inline" in kinds or "reverse_compute_inline" in kinds
     assert len(block_names(sch.func)) == 2  # one block left, and the root
@@ -137,7 +138,7 @@ def test_elementwise_intermediates_are_inlined() -> None:
 
 def test_rfactor_forks_small_spatial_reductions() -> None:
     func = _row_sum()
-    sketches = default_space(CPU).generate(func, CPU, seed=0)
+    sketches = search_rules_space(CPU).generate(func, CPU, seed=0)
     assert len(sketches) == 3
     assert sum(any(i.kind == "rfactor" for i in s.trace) for s in sketches) == 2
     for sch in sketches:
@@ -219,7 +220,7 @@ def test_one_model_object_is_shared_by_every_task() -> None:
 def test_numeric_reference_of_rfactor_sum() -> None:
     func = _row_sum()
     x = np.random.default_rng(0).random((2, 256), dtype=np.float32)
-    for sch in default_space(CPU).generate(func, CPU, seed=2):
+    for sch in search_rules_space(CPU).generate(func, CPU, seed=2):
         out = _finished(func, sch.trace)
         y = np.zeros(2, "float32")
         tc.build(out.mod, target=CPU)["main"](x, y)

@@ -20,6 +20,7 @@ from ..errors import TuneError
 from ..ir import IRModule, PrimFunc, structural_hash
 from ..schedule import Schedule
 from ..target import Target
+from ._confirm import is_confirmation
 from .arg_info import ArgInfo, args_info
 from .builder.base import Builder, BuilderInput
 from .database.base import Database
@@ -54,6 +55,10 @@ class TaskState:
     """Candidates measured before the strategy's: the rules' schedule when not yet measured."""
     from_space: int = 0
     """Candidates of the design space, earlier records included (the rules' one is not)."""
+    rules_key: str | None = None
+    """Structural hash of the rules' schedule (None: no rule takes the task)."""
+    resumed: int = 0
+    """Trials recorded before this run."""
 
     @property
     def func(self) -> PrimFunc:
@@ -94,11 +99,12 @@ def start_task(
     record of the task already holds the same function.
     """
     workload = db.commit_workload(task.mod, target)
-    records = db.records_of(workload)
+    records = [r for r in db.records_of(workload) if not is_confirmation(r)]
     state = TaskState(task, workload, args_info(task.func), strategy, budget, 0)
     state.flops = flop_count(task.func)
     for rec in records:
         _account(state, rec, quiet=True)
+    state.resumed = state.trials
     if state.remaining == 0:
         state.done = True
         logger.info("task %s: %d trials already recorded; skipped", task.task_name, len(records))
@@ -106,6 +112,7 @@ def start_task(
     schedules = [r for r in records if r.library is None]  # library records replay nothing
     strategy.initialize(task.func, target, space, seed, schedules)
     key = structural_hash(first.func) if first is not None else None
+    state.rules_key = key
     state.from_space = sum(1 for r in schedules if r.func_hash != key)
     if first is not None and key is not None and key not in strategy.measured:
         strategy.measured.add(key)  # the strategy must not propose it again

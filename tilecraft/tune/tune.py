@@ -26,6 +26,7 @@ from ..ir import IRModule, PrimFunc
 from ..runtime.backend import backend_of
 from ..schedule import Schedule
 from ..target import Target, as_target
+from ._confirm import confirm
 from ._defaults import rules_candidate
 from ._library import LibrariesLike, library_candidates, library_plan, measure_libraries, reserved
 from ._loop import TaskState, run_round, start_task
@@ -116,6 +117,7 @@ def tune_tasks(
     plot: str | os.PathLike[str] | None = None,
     cost_model: CostModel | str | None = None,
     libraries: LibrariesLike = None,
+    confirm_top: int = 0,
 ) -> Database:
     """Tune ``tasks`` and return the database holding their records (TuneError on bad
     settings; a task that cannot be tuned, with symbolic shapes say, is skipped with a warning).
@@ -154,8 +156,15 @@ def tune_tasks(
         :class:`~tilecraft.dispatch.measure.LibraryCandidate` objects; ``[]``: none). Default:
         BLAS when installed, on a CPU target, when the tuner makes its own runner (see
         :mod:`tilecraft.tune._library`).
+    confirm_top
+        At the end, measure each tuned task's ``confirm_top`` fastest functions and the
+        rules' schedule twice more, side by side; the database ranks a function by the median
+        of its measurements, so on a loaded machine a lucky measurement does not pick a
+        slower schedule (0: off; these records are not trials, see :mod:`._confirm`).
     """
     _check_budget(max_trials_global, num_trials_per_iter)
+    if confirm_top < 0:
+        raise TuneError(f"tune: confirm_top must be >= 0, got {confirm_top}")
     _check_tasks(tasks)
     tgt = as_target(target if target is not None else (tasks[0].target if tasks else None))
     db = _database(work_dir, database)
@@ -174,6 +183,9 @@ def tune_tasks(
             loop = _Loop(scheduler, budget, num_trials_per_iter, check_correctness)
             with reserved(plan):
                 loop(states, db, build, run, watch)
+            for state in states if confirm_top else ():
+                if state.trials > state.resumed:
+                    confirm(state, db, build, run, confirm_top)
             for state, rec in measure_libraries(plan, db, run):
                 watch.update(state, [rec])
     if model is not None and work_dir is not None:

@@ -80,6 +80,12 @@ class CostModel(ABC):
     def predict(self, features: Sequence[np.ndarray]) -> np.ndarray:
         """One score per program (its feature rows)."""
 
+    @property
+    def informed(self) -> bool:
+        """Whether the scores carry knowledge (False while they are random: a search then
+        gains nothing from ranking candidates by them)."""
+        return True
+
     @abstractmethod
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the model to the directory ``path`` (JSON files, no pickle)."""

@@ -36,6 +36,11 @@ class RandomModel(CostModel):
         """A random score per program."""
         return self._rng.random(len(features))
 
+    @property
+    def informed(self) -> bool:
+        """False: the scores are random."""
+        return False
+
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the seed to ``path/model.json``."""
         Path(path).mkdir(parents=True, exist_ok=True)

@@ -140,6 +140,11 @@ class XGBModel(CostModel):
         rows = self.booster.predict(self.xgb.DMatrix(x))
         return np.bincount(owner, weights=rows, minlength=len(features))
 
+    @property
+    def informed(self) -> bool:
+        """True once fitted (the scores are random before)."""
+        return self.booster is not None
+
     # -- files ------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write ``path/booster.json`` (XGBoost JSON) and ``path/model.json`` (the rest)."""

@@ -144,7 +144,8 @@ class Database(ABC):
         return list(self._records(key))
 
     def get_top_k(self, workload: Workload | WorkloadKey, top_k: int) -> list[TuningRecord]:
-        """The ``top_k`` fastest successful records of ``workload``, fastest first."""
+        """The ``top_k`` fastest successful records of ``workload``, fastest first, one per
+        scheduled function (see :meth:`_ranked`)."""
         if top_k < 0:
             raise DatabaseError(f"get_top_k: top_k must be >= 0, got {top_k}")
         key = workload.key if isinstance(workload, Workload) else workload
@@ -153,10 +154,18 @@ class Database(ABC):
     def _ranked(self, key: WorkloadKey) -> list[TuningRecord]:
         """Successful records of ``key`` measured for its target, fastest first (stable in
         commit order), library records left out. Storage refuses other targets' records on
-        load and on commit; checking again here keeps any storage from handing one out."""
+        load and on commit; checking again here keeps any storage from handing one out.
+
+        A function measured more than once (records with the same ``func_hash``: the tuner
+        measures its fastest candidates again, see ``tune_tasks(confirm_top=...)``) counts
+        once, by its median record: on a loaded machine one measurement may come out lucky,
+        and the fastest of many lucky draws is likely a slower function than it looks."""
         ok = (r for r in self._records(key) if r.ok and r.library is None)
-        usable = (r for r in ok if target_conflict(r.target, key.target) is None)
-        return sorted(usable, key=lambda r: r.mean_secs)
+        usable = [r for r in ok if target_conflict(r.target, key.target) is None]
+        groups: dict[object, list[TuningRecord]] = {}
+        for i, rec in enumerate(usable):
+            groups.setdefault(rec.func_hash or i, []).append(rec)
+        return sorted((_median(g) for g in groups.values()), key=lambda r: r.mean_secs)
 
     def query_tuning_record(
         self,
@@ -283,6 +292,11 @@ class Database(ABC):
         """The database of the innermost ``with db:`` block, or None."""
         stack = getattr(_CURRENT, "stack", None)
         return stack[-1] if stack else None
+
+
+def _median(records: list[TuningRecord]) -> TuningRecord:
+    """The median record by mean time (of an even count, the slower middle one)."""
+    return sorted(records, key=lambda r: r.mean_secs)[len(records) // 2]
 
 
 _MALFORMED = (TypeError, ValueError, IndexError, KeyError, AttributeError, RecursionError)

@@ -3,13 +3,16 @@
 Each round (one call of ``generate``):
 
 1. **Population.** Up to ``init_measured_ratio`` of ``population_size`` are the fastest
-   measured candidates of the task (earlier runs' records included); the rest are fresh
-   samples of the space (its traces with every decision drawn anew).
-2. **Generations.** ``num_generations`` times, the cost model scores the population; parents
-   are drawn in proportion to their score, and each child is its parent mutated (with
-   probability ``mutation_prob``, by a mutator drawn with its per-target probability) or the
-   parent itself. Children are postprocessed; invalid ones are counted and dropped, and
-   duplicates (by structural hash) kept once.
+   measured candidates of the task (earlier runs' records included), then the space's
+   sketches without sampling instructions not measured yet (each is one candidate, such as
+   a variant of the default rules); the rest are fresh samples of the space's other
+   sketches (their traces with every decision drawn anew).
+2. **Generations.** ``num_generations`` times (none while nothing is measured and the model
+   scores at random, as in a task's first round: the proposals are then random samples), the
+   cost model scores the population; parents are drawn in proportion to their score, and
+   each child is its parent mutated (with probability ``mutation_prob``, by a mutator drawn
+   with its per-target probability) or the parent itself. Children are postprocessed;
+   invalid ones are counted and dropped, and duplicates (by structural hash) kept once.
 3. **Picking.** The best-scored candidates never measured are proposed, except an
    ``eps_greedy`` share that are fresh random samples, so a wrong model cannot trap the
    search.
@@ -204,6 +207,10 @@ class EvolutionaryTask(SearchStrategy):
         )
         self._sketch_failures = 0
         self.sketches: list[Trace] = self._sketches(space, func, target)
+        # A sketch without sampling instructions is one candidate (a rule variant, say): it
+        # joins every population until measured, and random draws go to the others.
+        self.fixed = [t for t in self.sketches if not t.sampling_indices()]
+        self.sampled = [t for t in self.sketches if t.sampling_indices()] or self.sketches
         self.best: list[tuple[float, Trace]] = []
         self.proposed: dict[str, Candidate] = {}
         self._learn_records(records)
@@ -248,22 +255,25 @@ class EvolutionaryTask(SearchStrategy):
         return None if cand is None else cand.sch
 
     def _random_candidate(self) -> Candidate | None:
-        if not self.sketches:
+        if not self.sampled:
             return None
         for _ in range(DRAWS_PER_CANDIDATE):
-            sketch = self.sketches[self.rng.randrange(len(self.sketches))]
+            sketch = self.sampled[self.rng.randrange(len(self.sampled))]
             cand = self.maker.make(_cleared(sketch), self.rng)
             if cand is not None:
                 return cand
         return None
 
-    def _initial_population(self) -> dict[str, Candidate]:
-        size = self.config.population_size
+    def _initial_population(self, size: int) -> dict[str, Candidate]:
         population: dict[str, Candidate] = {}
         seeded = min(len(self.best), int(size * self.config.init_measured_ratio))
         for _, trace in self.best[:seeded]:
             cand = self.maker.make(trace, self.rng)
             if cand is not None:
+                population.setdefault(cand.key, cand)
+        for trace in self.fixed:
+            cand = self.maker.make(trace, self.rng)
+            if len(population) < size and cand is not None and cand.key not in self.measured:
                 population.setdefault(cand.key, cand)
         for _ in range(size * DRAWS_PER_CANDIDATE):
             if len(population) >= size:
@@ -302,9 +312,12 @@ class EvolutionaryTask(SearchStrategy):
 
     def generate(self, count: int) -> list[Schedule]:
         """Up to ``count`` new candidates: the model's best, and an ε share at random."""
-        population = self._initial_population()
+        guided = bool(self.best) or self.model.informed
+        # With nothing measured and random scores, generations would only mutate random
+        # samples into other random samples: draw the proposals directly (the first round).
+        population = self._initial_population(self.config.population_size if guided else count)
         seen = dict(population)
-        for _ in range(self.config.num_generations):
+        for _ in range(self.config.num_generations if guided else 0):
             if not population:
                 break
             population = self._evolve(population)

@@ -3,7 +3,8 @@
 ``ReplayFunc`` runs the space again for every candidate (so Python control flow in a
 schedule function may depend on what it sampled). ``ReplayTrace`` runs the space once and
 then replays its traces with every sampling decision drawn anew (the structure stays, the
-decisions change), which is cheaper and works the same on any trace.
+decisions change), which is cheaper and works the same on any trace; a trace without
+sampling instructions is one candidate, drawn once.
 """
 
 from __future__ import annotations
@@ -63,5 +64,8 @@ class ReplayTrace(SearchStrategy):
         assert self.func is not None
         if not self.traces:
             return None
-        trace = self.traces[self.rng.randrange(len(self.traces))]
+        index = self.rng.randrange(len(self.traces))
+        trace = self.traces[index]
+        if not trace.sampling_indices():  # one candidate only (a rule variant): drawn once
+            del self.traces[index]
         return resampled(self.func, trace, self._seed())

@@ -10,6 +10,7 @@ from .base import ScheduleFnSpace as ScheduleFnSpace
 from .base import SpaceGenerator as SpaceGenerator
 from .base import SpaceLike as SpaceLike
 from .base import TunableRule as TunableRule
+from .base import UnionSpace as UnionSpace
 from .base import as_space as as_space
 from .base import resampled as resampled
 from .cpu_default import cpu_default_space as cpu_default_space
@@ -20,11 +21,20 @@ from .parallel_vectorize_unroll import ParallelVectorizeUnroll as ParallelVector
 from .post_order_apply import PostOrderApply as PostOrderApply
 from .random_compute_location import RandomComputeLocation as RandomComputeLocation
 from .rule import SearchRule as SearchRule
+from .rule_variants import RuleVariants as RuleVariants
+
+
+def search_rules_space(target: Target) -> SpaceGenerator:
+    """:class:`PostOrderApply` with the target's :func:`default_search_rules` (TuneError for
+    targets without them)."""
+    rules = default_search_rules(target)  # raises for targets without rules
+    return PostOrderApply(rules, name="post_order_apply")
 
 
 def default_space(target: Target) -> SpaceGenerator:
     """The space used when none is given: :class:`PostOrderApply` with the target's
-    :func:`default_search_rules`.
+    :func:`default_search_rules`, and the default rules' schedule with its one-knob
+    neighbours (:class:`RuleVariants`), so the space holds what the rules do.
 
     Raises
     ------
@@ -32,5 +42,4 @@ def default_space(target: Target) -> SpaceGenerator:
         For GPU targets, which have no default search rules yet: pass ``space=`` (a schedule
         function or a rule with ``tunable=True``).
     """
-    rules = default_search_rules(target)  # raises for targets without rules
-    return PostOrderApply(rules, name="post_order_apply")
+    return UnionSpace([search_rules_space(target), RuleVariants()], name="default")

@@ -136,6 +136,29 @@ class RuleSpace(SpaceGenerator):
         return result
 
 
+class UnionSpace(SpaceGenerator):
+    """The sketches of several spaces together (a space that does not apply adds none).
+
+    Parameters
+    ----------
+    spaces
+        The spaces, in order.
+    name
+        Shown in logs.
+    """
+
+    def __init__(self, spaces: Sequence[SpaceGenerator], name: str = "union") -> None:
+        bad = [sp for sp in spaces if not isinstance(sp, SpaceGenerator)]
+        if bad:
+            raise TuneError(f"UnionSpace: expected SpaceGenerator objects, got {bad[0]!r}")
+        self.spaces = list(spaces)
+        self.name = name
+
+    def generate(self, func: PrimFunc, target: Target, seed: int) -> list[Schedule]:
+        """Every space's sketches, each space seeded from ``seed``."""
+        return [s for i, sp in enumerate(self.spaces) for s in sp.generate(func, target, seed + i)]
+
+
 SpaceLike = SpaceGenerator | TunableRule | ScheduleFn
 
 
