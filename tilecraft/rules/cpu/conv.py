@@ -1,0 +1,237 @@
+"""CPU ``Conv``: direct 2-D convolution in NCHW, register-blocked, without an im2col panel.
+
+Takes a function with exactly one reduction block that is a convolution
+``Y[n, oc, oh, ow] += X[n, chan, oh * sh + r, ow * sw + q] * W[oc, ic, r, q]``
+(:func:`~tilecraft.rules.cpu._conv_match.match_conv`: dense or depthwise, any kernel size,
+stride and dilation), the padding block before it and injective blocks after it (batch
+norm, bias, activation, residual add: the epilogue). Other functions are declined; the
+``Matmul`` rule takes a declined convolution as an implicit GEMM.
+
+Why not the implicit GEMM: its im2col panel (``K = IC * KH * KW`` rows of a tile of output
+columns, copied with the padding test per element) is rebuilt for every tile of columns and
+read by only ``OC / mr`` register tiles: on a ResNet-18 3x3 convolution (64 channels, 56x56)
+two thirds of the kernel's time went to that copy (measured on an AVX-512 Cascade Lake).
+
+Dense convolution (numbers from :class:`ConvConfig`, per target):
+
+* the vector axis is the output channel: an ``mr x nv`` register tile holds ``mr`` output
+  columns (``ow``) of ``nv`` vectors of output channels. Each step of the reduction
+  (``ic, r, q``) loads ``nv`` weight vectors and broadcasts ``mr`` input pixels, so the
+  stride does not matter (a strided input is read by broadcasts, never by gathers);
+* the weight is packed before the nest into ``W_p[oc // V, ic, r, q, oc % V]`` (``V = nv *
+  lanes``): the tile's weight vectors are contiguous and a panel of ``V`` output channels is
+  read at unit stride. It is done on every call (``IC * KH * KW * OC`` elements, a few
+  percent of the convolution);
+* the padding block is split into a zero fill and a copy of the interior
+  (``decompose_padding``) per channel, in parallel, vectorized: no test per element;
+* ``V`` divides ``OC`` (whole vectors; half or a quarter of one for channel counts that are
+  not a multiple of a vector) and ``mr`` divides ``OW``, the pair chosen for the share of
+  the FMA units the tile keeps busy (:func:`~tilecraft.rules.cpu.matmul.tile_efficiency`)
+  within the target's vector registers (``mr * nv`` accumulators, ``nv`` weight vectors and a
+  broadcast), see :func:`register_tile`; the accumulator tile is laid out ``[ow][oc]`` so the
+  compiler keeps it in registers;
+* loops ``[n, oc / V, oh, ow / mr] (fused, parallel) | ic, r, q | ow_i oc_i (vectorized)``;
+  the epilogue is applied as the tile is written back. ``ow_i`` is not marked ``unroll``: a
+  source with ``#pragma GCC unroll`` is compiled without if-conversion (a gcc 12 miscompile,
+  ``tilecraft.runtime.compiler``), which leaves a ReLU6 or ReLU epilogue scalar and branchy;
+  gcc unrolls the short ``ow_i`` loop by itself (``mr`` is at most
+  :attr:`ConvConfig.max_columns`: at 14 columns it no longer did, 3x slower).
+
+Depthwise convolution: every output channel reads its own input channel, so there is no
+reuse across channels; the vector axis is the output row (``ow``): loops ``[n, oc]
+(parallel) | oh | r, q | ow (vectorized)``, the row accumulated in a local buffer and written
+back through the epilogue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...ir import PrimFunc
+from ...schedule import BlockRV, Schedule
+from ...schedule.analysis import normalize_prim_func, why_not_normalized
+from ...target import Target
+from ..base import CPURule, Decline
+from ..common import attempt, block_node, localize_output, vectorize_innermost
+from ._conv_match import ConvInfo, match_conv
+from ._matmul_parts import vector_registers
+from .matmul import tile_efficiency
+
+
+@dataclass(frozen=True)
+class ConvConfig:
+    """Numbers of the CPU Conv schedule for one target.
+
+    Attributes
+    ----------
+    vector_bits
+        Width of a SIMD register (``Target.simd_bits``).
+    registers
+        SIMD registers: the accumulators, the weight vectors and one broadcast share them.
+    max_vectors
+        Most weight vectors (``nv``) of the register tile.
+    max_columns
+        Most output columns (``mr``) of the register tile: each is a broadcast per step, and
+        the compiler must unroll them by itself (module docstring).
+    num_cores
+        Cores the parallel loop is spread over.
+    """
+
+    vector_bits: int = 256
+    registers: int = 16
+    max_vectors: int = 4
+    max_columns: int = 8
+    num_cores: int = 1
+
+    @staticmethod
+    def for_target(target: Target) -> ConvConfig:
+        """The configuration of a CPU target: SIMD width and register count from it."""
+        return ConvConfig(max(target.simd_bits, 128), vector_registers(target),
+                          num_cores=max(target.num_cores, 1))  # fmt: skip
+
+    def lanes(self, bits: int) -> int:
+        """SIMD lanes of a ``bits``-wide element (at least 1)."""
+        return max(1, self.vector_bits // max(bits, 8))
+
+
+def register_tile(cfg: ConvConfig, lanes: int, channels: int, columns: int) -> tuple[int, int]:
+    """``(width, mr)``: the dense convolution's register tile (module docstring), ``width``
+    output channels (``nv`` vectors) by ``mr`` output columns; ``(0, 0)`` when no width fits.
+
+    ``width`` divides ``channels``: ``nv`` whole vectors, or (channels not a multiple of a
+    vector) half or a quarter of one, at least 4 lanes; ``mr`` divides ``columns``, with
+    ``mr * nv + nv + 1`` registers at most. The best share of busy FMA units wins (a part of
+    a vector counts its part), then the most accumulators.
+    """
+    widths = [nv * lanes for nv in range(1, cfg.max_vectors + 1)]
+    widths += [lanes // d for d in (2, 4) if lanes // d >= 4]
+    best: tuple[float, int, int, int] = (-1.0, 0, 0, 0)
+    for width in widths:
+        if channels % width:
+            continue
+        nv = -(-width // lanes)
+        room = min((cfg.registers - nv - 1) // nv, cfg.max_columns)
+        mr = max((m for m in range(1, room + 1) if columns % m == 0), default=0)
+        if mr:
+            share = tile_efficiency(mr, nv) * width / (nv * lanes)
+            best = max(best, (share, mr * width, width, mr))
+    return best[2], best[3]
+
+
+class Conv(CPURule):
+    """Direct, register-blocked NCHW convolution, dense or depthwise (module docstring).
+
+    Parameters
+    ----------
+    config
+        Fixed numbers; None: :meth:`ConvConfig.for_target` of the target at apply time.
+    """
+
+    Config = ConvConfig
+
+    def schedule(
+        self, func: PrimFunc, target: Target, cfg: ConvConfig, tunable: bool
+    ) -> Schedule | Decline:
+        """Schedule ``func`` as a convolution, or decline with the reason."""
+        # Step 1. Find the convolution block; everything else is padding or epilogue.
+        sch = Schedule(func)
+        infos = normalize_prim_func(sch)
+        if infos is None:
+            return Decline(f"the function is not normalized: {why_not_normalized(sch)}")
+        reductions = [b for b in infos if b.is_reduction()]
+        if len(reductions) != 1:
+            return Decline(f"needs exactly one reduction block, found {len(reductions)}")
+        if any(b.is_opaque() or not b.is_injective() for b in infos if b is not reductions[0]):
+            return Decline("a block other than the reduction is opaque or not injective")
+        conv = match_conv(reductions[0])
+        if isinstance(conv, str):
+            return Decline(f"not a convolution: {conv}")
+        main = reductions[0].block_rv
+        # Step 2. Schedule the dense or depthwise nest.
+        if conv.depthwise:
+            why = _depthwise(sch, main, conv)
+        else:
+            why = _dense(sch, main, conv, cfg)
+        if why is not None:
+            return Decline(why)
+        # Step 3. The input's padding: a zero fill and an interior copy, per channel.
+        _schedule_padding(sch, main, conv)
+        return sch
+
+
+def _dense(sch: Schedule, main: BlockRV, conv: ConvInfo, cfg: ConvConfig) -> str | None:
+    """The dense schedule (module docstring); why not when it cannot be made."""
+    lanes = cfg.lanes(conv.weight.dtype.bits)
+    width, mr = register_tile(cfg, lanes, conv.extent(conv.oc), conv.extent(conv.ow))
+    if not width:
+        return f"{conv.extent(conv.oc)} output channels: no multiple of {lanes // 4} lanes"
+    loops = {id(it): lp for it, lp in zip(_iter_vars(sch, main), sch.get_loops(main), strict=True)}
+    n, oc, oh, ow = (loops[id(v)] for v in (conv.n, conv.oc, conv.oh, conv.ow))
+    ic, r, q = (loops[id(v)] for v in (conv.ic, conv.r, conv.q))
+    # Step 2a. Pack the weight: W_p[oc // V, ic, r, q, oc % V].
+    packed = sch.cache_read(main, conv.weight_read, "global")
+    sch.transform_layout(packed, ("write", 0), lambda o, i, a, b: (o // width, i, a, b, o % width))
+    _parallel_vector(sch, packed, cfg)
+    # Step 2b. Tile: [n, oc_o, oh, ow_o] [ic, r, q] ow_i oc_i.
+    oc_o, oc_i = sch.split(oc, factors=[None, width])
+    ow_o, ow_i = sch.split(ow, factors=[None, mr])
+    sch.reorder(n, oc_o, oh, ow_o, ic, r, q, ow_i, oc_i)
+    # Step 2c. Accumulate in a local [ow][oc] tile; the epilogue folds into its write-back.
+    if not localize_output(sch, main, ow_o):
+        return "cannot accumulate the output tile in a local buffer"
+    sch.transform_layout(main, ("write", 0), lambda a, b, c, d: (a, c, d, b))
+    attempt(sch, sch.decompose_reduction, main, ic)
+
+    sch.vectorize(oc_i)
+    fused = sch.fuse(n, oc_o, oh, ow_o)
+    if cfg.num_cores > 1:
+        sch.parallel(fused)
+    return None
+
+
+def _depthwise(sch: Schedule, main: BlockRV, conv: ConvInfo) -> str | None:
+    """The depthwise schedule (module docstring); why not when it cannot be made."""
+    loops = {id(it): lp for it, lp in zip(_iter_vars(sch, main), sch.get_loops(main), strict=True)}
+    n, oc, oh, ow = (loops[id(v)] for v in (conv.n, conv.oc, conv.oh, conv.ow))
+    ic, r, q = (loops[id(v)] for v in (conv.ic, conv.r, conv.q))
+    sch.reorder(n, oc, oh, ic, r, q, ow)
+    if not localize_output(sch, main, oh):
+        return "cannot accumulate the output row in a local buffer"
+    attempt(sch, sch.decompose_reduction, main, ic)
+
+    sch.vectorize(ow)
+    sch.parallel(sch.fuse(n, oc))
+    for block in sch.get_child_blocks(oh):
+        if block.name != block_node(sch, main).name:
+            vectorize_innermost(sch, block, oh)
+    return None
+
+
+def _iter_vars(sch: Schedule, block: BlockRV) -> list[object]:
+    """The block's iterator variables in the order of the loops binding them (a normalized
+    block: each loop binds one iterator, in order)."""
+    return [iv.var for iv in block_node(sch, block).iter_vars]
+
+
+def _parallel_vector(sch: Schedule, block: BlockRV, cfg: ConvConfig) -> None:
+    """Vectorize a copy's innermost loop and run its outermost in parallel."""
+    loops = sch.get_loops(block)
+    vectorize_innermost(sch, block)
+    if cfg.num_cores > 1 and len(loops) > 1:
+        attempt(sch, sch.parallel, loops[0])
+
+
+def _schedule_padding(sch: Schedule, main: BlockRV, conv: ConvInfo) -> None:
+    """Split the padding block writing the data into a zero fill and an interior copy per
+    channel (``decompose_padding``), channels in parallel, rows vectorized."""
+    for producer in sch.get_producers(main):
+        node = block_node(sch, producer)
+        if node.writes[0].buffer is not conv.data or len(sch.get_loops(producer)) != 4:
+            continue
+        loops = sch.get_loops(producer)
+        outer = sch.fuse(loops[0], loops[1])
+        attempt(sch, sch.parallel, outer)
+        got = sch.try_(sch.decompose_padding, producer, loops[2])
+        if got.ok:
+            vectorize_innermost(sch, got.value)
+        vectorize_innermost(sch, producer)
