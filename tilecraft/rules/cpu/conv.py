@@ -48,7 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...ir import PrimFunc
-from ...schedule import BlockRV, Schedule
+from ...schedule import BlockRV, LoopRV, Schedule
 from ...schedule.analysis import normalize_prim_func, why_not_normalized
 from ...target import Target
 from ..base import CPURule, Decline
@@ -148,14 +148,16 @@ class Conv(CPURule):
             return Decline(f"not a convolution: {conv}")
         main = reductions[0].block_rv
         # Step 2. Schedule the dense or depthwise nest.
+        channel: LoopRV | None = None
         if conv.depthwise:
-            why = _depthwise(sch, main, conv)
-        else:
-            why = _dense(sch, main, conv, cfg)
-        if why is not None:
+            got = _depthwise(sch, main, conv)
+            if isinstance(got, str):
+                return Decline(got)
+            channel = got
+        elif (why := _dense(sch, main, conv, cfg)) is not None:
             return Decline(why)
         # Step 3. The input's padding: a zero fill and an interior copy, per channel.
-        _schedule_padding(sch, main, conv)
+        _schedule_padding(sch, main, conv, channel)
         return sch
 
 
@@ -189,8 +191,9 @@ def _dense(sch: Schedule, main: BlockRV, conv: ConvInfo, cfg: ConvConfig) -> str
     return None
 
 
-def _depthwise(sch: Schedule, main: BlockRV, conv: ConvInfo) -> str | None:
-    """The depthwise schedule (module docstring); why not when it cannot be made."""
+def _depthwise(sch: Schedule, main: BlockRV, conv: ConvInfo) -> LoopRV | str:
+    """The depthwise schedule (module docstring): the channel loop, or why it cannot be
+    made."""
     loops = {id(it): lp for it, lp in zip(_iter_vars(sch, main), sch.get_loops(main), strict=True)}
     n, oc, oh, ow = (loops[id(v)] for v in (conv.n, conv.oc, conv.oh, conv.ow))
     ic, r, q = (loops[id(v)] for v in (conv.ic, conv.r, conv.q))
@@ -200,11 +203,12 @@ def _depthwise(sch: Schedule, main: BlockRV, conv: ConvInfo) -> str | None:
     attempt(sch, sch.decompose_reduction, main, ic)
 
     sch.vectorize(ow)
-    sch.parallel(sch.fuse(n, oc))
+    channel = sch.fuse(n, oc)
+    sch.parallel(channel)
     for block in sch.get_child_blocks(oh):
         if block.name != block_node(sch, main).name:
             vectorize_innermost(sch, block, oh)
-    return None
+    return channel
 
 
 def _iter_vars(sch: Schedule, block: BlockRV) -> list[object]:
@@ -221,17 +225,25 @@ def _parallel_vector(sch: Schedule, block: BlockRV, cfg: ConvConfig) -> None:
         attempt(sch, sch.parallel, loops[0])
 
 
-def _schedule_padding(sch: Schedule, main: BlockRV, conv: ConvInfo) -> None:
+def _schedule_padding(
+    sch: Schedule, main: BlockRV, conv: ConvInfo, channel: LoopRV | None = None
+) -> None:
     """Split the padding block writing the data into a zero fill and an interior copy per
-    channel (``decompose_padding``), channels in parallel, rows vectorized."""
+    channel (``decompose_padding``), rows vectorized: under ``channel`` (a depthwise
+    convolution's channel loop: one channel's padded plane, made where it is read, stays in
+    the L1 cache), else before the nest, channels in parallel."""
     for producer in sch.get_producers(main):
         node = block_node(sch, producer)
         if node.writes[0].buffer is not conv.data or len(sch.get_loops(producer)) != 4:
             continue
-        loops = sch.get_loops(producer)
-        outer = sch.fuse(loops[0], loops[1])
-        attempt(sch, sch.parallel, outer)
-        got = sch.try_(sch.decompose_padding, producer, loops[2])
+        if channel is not None and attempt(sch, sch.compute_at, producer, channel):
+            loops = sch.get_loops(producer)
+            row = loops[len(sch.get_loops(main)) - len(loops) - 1]
+        else:
+            loops = sch.get_loops(producer)
+            attempt(sch, sch.parallel, sch.fuse(loops[0], loops[1]))
+            row = loops[2]
+        got = sch.try_(sch.decompose_padding, producer, row)
         if got.ok:
             vectorize_innermost(sch, got.value)
         vectorize_innermost(sch, producer)
