@@ -64,6 +64,7 @@ CASES = {
         "epilogue": "bn_relu",
     },
     "5x5_dilated": {"c": 8, "o": 16, "size": 11, "k": 5, "pad": 4, "dilation": 2},
+    "1x1_rows": {"c": 32, "o": 24, "size": 16, "k": 1, "pad": 0, "epilogue": "residual"},
     "odd_channels": {"c": 5, "o": 12, "size": 13},  # 12 channels: a quarter of an AVX-512 vector
     "depthwise": {"c": 24, "o": 24, "size": 14, "groups": 24, "epilogue": "clip"},
     "depthwise_stride2": {
@@ -129,6 +130,29 @@ def test_dense_loops_and_packed_weight() -> None:
     shapes = {b.name: tuple(d.value for d in b.shape) for b in _allocated(sch.func)}
     assert shapes["w_global"] == (1, 64, 3, 3, 64)  # W_p[oc // 64, ic, r, q, oc % 64]
     assert shapes["conv2d"] == (1, 56, 56, 64)  # the accumulator tile, output channels last
+
+
+def _innermost(func: tc.ir.PrimFunc, preset: str) -> tuple[str, int]:
+    sch = _scheduled(func, PRESETS[preset])
+    loop = sch.get(sch.get_loops(sch.get_block("conv2d"))[-1])
+    return loop.kind.value, loop.extent.value  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("preset", "c", "o", "size", "innermost"),
+    [
+        ("avx512", 24, 144, 56, ("vectorized", 56)),  # 1x1 expansion: rows of 56 columns
+        ("avx512", 144, 24, 56, ("vectorized", 56)),  # 1x1 projection to 24 channels: rows
+        ("avx512", 192, 32, 28, ("vectorized", 32)),  # 28 = 16 + 12 columns: channel vectors
+        ("avx2", 24, 144, 56, ("vectorized", 56)),
+        ("avx2", 192, 32, 28, ("vectorized", 32)),  # rows: 2 x 4 vectors, an eighth unused
+    ],
+)
+def test_pointwise_rows_or_channel_vectors(
+    preset: str, c: int, o: int, size: int, innermost: tuple[str, int]
+) -> None:
+    func = _conv(c, o, size, k=1, pad=0, epilogue="clip")
+    assert _innermost(func, preset) == innermost
 
 
 def _allocated(func: tc.ir.PrimFunc) -> list[tc.ir.Buffer]:
