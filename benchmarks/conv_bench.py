@@ -7,7 +7,8 @@ at 56x56, two 3x3 convolutions, identity shortcut), its downsampling block (64 -
 2, 1x1 projection shortcut) and MobileNetV2 inverted residual blocks (1x1 expand, 3x3
 depthwise, 1x1 projection; with and without the residual add). Outputs are checked against
 eager first. Times are medians of interleaved rounds after a settle pause, in the same
-process; ``ratio`` is tilecraft's time over eager's (``<= 1``: at most eager's time). The
+process; ``ratio`` is tilecraft's time over eager's (``<= 1``: at most eager's time), and
+``min ratio`` the same for the fastest call of each, steadier on a shared machine. The
 per-kernel times of tilecraft follow each table row with ``--kernels``. ``--inductor`` also
 times ``torch.compile`` (slow to compile).
 
@@ -29,7 +30,9 @@ import _bench_common as bench  # first: sets the thread environment before numpy
 # isort: on
 
 import argparse
+import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +73,23 @@ def _tilecraft(torch: Any, model: Any, args: tuple[Any, ...]) -> tuple[Any, Any,
     return (lambda: exe["main"](*arrays)), exe, arrays
 
 
+def _times(fns: list[Any], rounds: int) -> tuple[list[float], list[float]]:
+    """(median, fastest) seconds per call of each callable, interleaved over ``rounds``
+    rounds of a few calls each after a settle pause (the fastest call is the steadier
+    comparison on a machine other work shares)."""
+    samples: list[list[float]] = [[] for _ in fns]
+    for fn in fns:
+        fn()
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            time.sleep(bench.SETTLE_S)
+            for _ in range(5):
+                start = time.perf_counter()
+                fn()
+                samples[i].append(time.perf_counter() - start)
+    return [statistics.median(s) for s in samples], [min(s) for s in samples]
+
+
 def run_block(torch: Any, name: str, model: Any, args: tuple[Any, ...], opts: Any) -> str:
     """Check and time one block; its table row (and its kernel times when asked)."""
     fast, exe, arrays = _tilecraft(torch, model, args)
@@ -94,10 +114,11 @@ def run_block(torch: Any, name: str, model: Any, args: tuple[Any, ...], opts: An
                 return compiled(*args)
 
         fns.append(inductor)
-    times = bench.per_call(fns, opts.rounds)
-    row = f"{name:<26}{times[0] * 1e3:>11.3f}{times[1] * 1e3:>11.3f}{times[0] / times[1]:>8.2f}"
+    med, low = _times(fns, opts.rounds)
+    row = f"{name:<26}{med[0] * 1e3:>11.3f}{med[1] * 1e3:>11.3f}{med[0] / med[1]:>8.2f}"
     if opts.inductor:
-        row += f"{times[2] * 1e3:>11.3f}{times[0] / times[2]:>8.2f}"
+        row += f"{med[2] * 1e3:>11.3f}{med[0] / med[2]:>8.2f}"
+    row += f"{low[0] / low[1]:>11.2f}"
     if opts.kernels:
         for kernel, seconds in bench.kernel_shares(exe, "main", arrays, runs=3):
             row += f"\n    {kernel:<52}{seconds * 1e6:>10.1f} us"
@@ -123,11 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     head = f"{'block':<26}{'tilecraft ms':>11}{'eager ms':>11}{'ratio':>8}"
     if opts.inductor:
         head += f"{'inductor ms':>11}{'ratio':>8}"
+    head += f"{'min ratio':>11}"
     print(head)
     for name, (model, args) in blocks(torch).items():
         if opts.only in name:
             print(run_block(torch, name, model, args, opts), flush=True)
-    print("ratio = tilecraft time / torch time (<= 1: at most torch's time)")
+    print("ratio = tilecraft time / torch time, medians (<= 1: at most torch's time);")
+    print("min ratio = the same for the fastest call of each (vs eager)")
     return 0
 
 

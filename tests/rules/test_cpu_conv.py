@@ -189,3 +189,18 @@ def test_declines_what_is_not_a_static_nchw_convolution() -> None:
         assert isinstance(got, Decline), got
         assert got.reason
         assert reason in got.reason
+
+
+def test_explain_names_the_rule_for_a_resnet_block() -> None:
+    import models
+
+    from tilecraft import rules as dl
+
+    target = PRESETS["avx512"]
+    with target:
+        mod = models.pipelined(models.small("resnet18_block_small"), "default", bind=True)
+    report = dl.explain(mod, default_rules(), target)
+    taken = {f.name: f.rule for f in report.functions}
+    assert taken["fused_conv2d_multiply_add_relu"] == "Conv", str(report)
+    assert taken["fused_conv2d_multiply_add_add1_relu"] == "Conv", str(report)
+    assert "Conv" in str(report)
