@@ -103,7 +103,7 @@ def test_default_rules_put_conv_before_matmul() -> None:
         ("avx512", 128, 28, (64, 4)),
         ("avx512", 144, 56, (48, 8)),  # 3 vectors x 8 columns: 24 accumulators
         ("avx512", 24, 56, (8, 8)),  # 24 channels: half vectors
-        ("avx2", 64, 56, (32, 2)),  # 16 registers: 4 vectors x 2 columns
+        ("avx2", 64, 56, (16, 4)),  # 16 registers: 2 vectors x 4 columns (not 4 x 2)
         ("avx2", 24, 56, (24, 4)),
         ("avx2", 6, 56, (0, 0)),  # not a multiple of 4 lanes: Matmul takes it
     ],
@@ -145,7 +145,7 @@ def _innermost(func: tc.ir.PrimFunc, preset: str) -> tuple[str, int]:
         ("avx512", 144, 24, 56, ("vectorized", 56)),  # 1x1 projection to 24 channels: rows
         ("avx512", 192, 32, 28, ("vectorized", 32)),  # 28 = 16 + 12 columns: channel vectors
         ("avx2", 24, 144, 56, ("vectorized", 56)),
-        ("avx2", 192, 32, 28, ("vectorized", 32)),  # rows: 2 x 4 vectors, an eighth unused
+        ("avx2", 192, 32, 28, ("vectorized", 16)),  # rows: 2 x 4 vectors, an eighth unused
     ],
 )
 def test_pointwise_rows_or_channel_vectors(
