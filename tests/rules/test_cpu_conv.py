@@ -86,6 +86,17 @@ def test_schedule_is_exact(name: str, preset: str) -> None:
     check_numeric(sch.func, func, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("groups", [1, 8])
+def test_symbolic_batch(groups: int) -> None:
+    n = tc.ir.Var("n", "int32")
+    x = te.placeholder((n, 8, 9, 9), "float32", name="x")
+    w = te.placeholder((8, 8 // groups, 3, 3), "float32", name="w")
+    func = te.create_prim_func([x, w, T.relu(T.conv2d(x, w, padding=1, groups=groups))])
+    sch = _scheduled(func, PRESETS["avx512"])
+    for size in (1, 3):
+        check_numeric(sch.func, func, shape_vars={"n": size}, rtol=1e-4, atol=1e-5)
+
+
 def test_trace_replays() -> None:
     func = _conv(16, 32, 9, epilogue="residual")
     verify_trace_roundtrip(_scheduled(func, PRESETS["avx512"]), func)
@@ -174,8 +185,8 @@ def test_declines_with_a_reason(func: tc.ir.PrimFunc, reason: str) -> None:
 
 
 def test_declines_what_is_not_a_static_nchw_convolution() -> None:
-    n = tc.ir.Var("n", "int32")
-    x = te.placeholder((n, 4, 9, 9), "float32", name="x")
+    h = tc.ir.Var("h", "int32")
+    x = te.placeholder((1, 4, h, 9), "float32", name="x")
     w = te.placeholder((8, 4, 3, 3), "float32", name="w")
     symbolic = te.create_prim_func([x, w, T.conv2d(x, w, padding=1)])
     xh = te.placeholder((1, 9, 9, 4), "float32", name="x")

@@ -41,7 +41,8 @@ class ConvInfo:
     depthwise
         One input channel per output channel (``groups`` = channels).
     extents
-        Constant extent of each iterator by ``id`` of its variable.
+        Constant extent of each iterator by ``id`` of its variable (all but a symbolic
+        batch).
     """
 
     n: Var
@@ -61,7 +62,7 @@ class ConvInfo:
     extents: dict[int, int]
 
     def extent(self, v: Var) -> int:
-        """The constant extent of iterator ``v``."""
+        """The constant extent of iterator ``v`` (not the batch: it may be symbolic)."""
         return self.extents[id(v)]
 
 
@@ -117,8 +118,9 @@ def match_conv(main: BlockInfo) -> ConvInfo | str:
     extents = {id(it.var): const_int(it.dom) for it in main.iters}
     if len(spatial) != 4 or len(reduce) != 3:
         return "needs four spatial and three reduction iterators (n, oc, oh, ow; ic, r, q)"
-    if any(e is None for e in extents.values()):
-        return "a symbolic extent"
+    batch = idx[0]
+    if any(e is None for k, e in extents.items() if k != id(batch)):
+        return "a symbolic extent other than the batch"
     got = _operands(block, out.buffer)
     if isinstance(got, str):
         return got

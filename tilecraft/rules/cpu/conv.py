@@ -3,9 +3,10 @@
 Takes a function with exactly one reduction block that is a convolution
 ``Y[n, oc, oh, ow] += X[n, chan, oh * sh + r, ow * sw + q] * W[oc, ic, r, q]``
 (:func:`~tilecraft.rules.cpu._conv_match.match_conv`: dense or depthwise, any kernel size,
-stride and dilation), the padding block before it and injective blocks after it (batch
-norm, bias, activation, residual add: the epilogue). Other functions are declined; the
-``Matmul`` rule takes a declined convolution as an implicit GEMM.
+stride and dilation, constant extents but for a symbolic batch), the padding block before it
+and injective blocks after it (batch norm, bias, activation, residual add: the epilogue).
+Other functions are declined; the ``Matmul`` rule takes a declined convolution (grouped, NHWC,
+symbolic image sizes, channel counts no multiple of 4) as an implicit GEMM.
 
 Why not the implicit GEMM: its im2col panel (``K = IC * KH * KW`` rows of a tile of output
 columns, copied with the padding test per element) is rebuilt for every tile of columns and
