@@ -56,7 +56,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...ir import PrimFunc
+from ...ir import PrimFunc, Var
 from ...schedule import BlockRV, LoopRV, Schedule
 from ...schedule.analysis import normalize_prim_func, why_not_normalized
 from ...target import Target
@@ -235,7 +235,6 @@ def _dense(sch: Schedule, main: BlockRV, conv: ConvInfo, cfg: ConvConfig) -> str
         return "cannot accumulate the output tile in a local buffer"
     sch.transform_layout(main, ("write", 0), lambda a, b, c, d: (a, c, d, b))
     attempt(sch, sch.decompose_reduction, main, ic)
-
     sch.vectorize(oc_i)
     fused = sch.fuse(n, oc_o, oh, ow_o)
     if cfg.num_cores > 1:
@@ -252,7 +251,7 @@ def _rows(sch: Schedule, main: BlockRV, conv: ConvInfo, cfg: ConvConfig, mr: int
     ic, r, q = (loops[id(v)] for v in (conv.ic, conv.r, conv.q))
     oc_o, oc_i = sch.split(oc, factors=[None, mr])
     sch.reorder(n, oc_o, oh, ic, r, q, oc_i, ow)
-    localize_output(sch, main, oh)
+    localize_output(sch, main, oh)  # atomic: when it cannot, the rows accumulate in place
     attempt(sch, sch.decompose_reduction, main, ic)
     sch.vectorize(ow)
     fused = sch.fuse(n, oc_o, oh)
@@ -273,17 +272,16 @@ def _depthwise(sch: Schedule, main: BlockRV, conv: ConvInfo) -> LoopRV | str:
     if not localize_output(sch, main, oh):
         return "cannot accumulate the output row in a local buffer"
     attempt(sch, sch.decompose_reduction, main, ic)
-
     sch.vectorize(ow)
     channel = sch.fuse(n, oc)
-    sch.parallel(channel)
+    sch.parallel(channel)  # one thread: a plain loop
     for block in sch.get_child_blocks(oh):
         if block.name != block_node(sch, main).name:
             vectorize_innermost(sch, block, oh)
     return channel
 
 
-def _iter_vars(sch: Schedule, block: BlockRV) -> list[object]:
+def _iter_vars(sch: Schedule, block: BlockRV) -> list[Var]:
     """The block's iterator variables in the order of the loops binding them (a normalized
     block: each loop binds one iterator, in order)."""
     return [iv.var for iv in block_node(sch, block).iter_vars]
@@ -314,8 +312,7 @@ def _schedule_padding(
         if node.writes[0].buffer is not conv.data or len(sch.get_loops(producer)) != 4:
             continue
         if channel is not None and attempt(sch, sch.compute_at, producer, channel):
-            loops = sch.get_loops(producer)
-            row = loops[len(sch.get_loops(main)) - len(loops) - 1]
+            row = sch.get_loops(producer)[1]  # the first loop under the channel loop
         else:
             loops = sch.get_loops(producer)
             attempt(sch, sch.parallel, sch.fuse(loops[0], loops[1]))
