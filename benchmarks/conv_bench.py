@@ -115,9 +115,9 @@ def run_block(torch: Any, name: str, model: Any, args: tuple[Any, ...], opts: An
 
         fns.append(inductor)
     med, low = _times(fns, opts.rounds)
-    row = f"{name:<26}{med[0] * 1e3:>11.3f}{med[1] * 1e3:>11.3f}{med[0] / med[1]:>8.2f}"
+    row = f"{name:<26}{med[0] * 1e3:>13.3f}{med[1] * 1e3:>11.3f}{med[0] / med[1]:>8.2f}"
     if opts.inductor:
-        row += f"{med[2] * 1e3:>11.3f}{med[0] / med[2]:>8.2f}"
+        row += f"{med[2] * 1e3:>13.3f}{med[0] / med[2]:>8.2f}"
     row += f"{low[0] / low[1]:>11.2f}"
     if opts.kernels:
         for kernel, seconds in bench.kernel_shares(exe, "main", arrays, runs=3):
@@ -141,9 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"target: {target}")
     print(bench.environment_line())
     print(f"torch {torch.__version__}")
-    head = f"{'block':<26}{'tilecraft ms':>11}{'eager ms':>11}{'ratio':>8}"
+    head = f"{'block':<26}{'tilecraft ms':>13}{'eager ms':>11}{'ratio':>8}"
     if opts.inductor:
-        head += f"{'inductor ms':>11}{'ratio':>8}"
+        head += f"{'inductor ms':>13}{'ratio':>8}"
     head += f"{'min ratio':>11}"
     print(head)
     for name, (model, args) in blocks(torch).items():
