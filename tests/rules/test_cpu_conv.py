@@ -65,6 +65,8 @@ CASES = {
     },
     "5x5_dilated": {"c": 8, "o": 16, "size": 11, "k": 5, "pad": 4, "dilation": 2},
     "1x1_rows": {"c": 32, "o": 24, "size": 16, "k": 1, "pad": 0, "epilogue": "residual"},
+    "stem": {"c": 3, "o": 32, "size": 17, "stride": 2, "epilogue": "clip"},  # K = 27
+    "one_channel": {"c": 1, "o": 16, "size": 12, "epilogue": "bn_relu"},  # K = 9
     "odd_channels": {"c": 5, "o": 12, "size": 13},  # 12 channels: a quarter of an AVX-512 vector
     "depthwise": {"c": 24, "o": 24, "size": 14, "groups": 24, "epilogue": "clip"},
     "depthwise_stride2": {
@@ -215,3 +217,12 @@ def test_explain_names_the_rule_for_a_resnet_block() -> None:
     assert taken["fused_conv2d_multiply_add_relu"] == "Conv", str(report)
     assert taken["fused_conv2d_multiply_add_add1_relu"] == "Conv", str(report)
     assert "Conv" in str(report)
+
+
+def test_small_reduction_writes_back_by_channel() -> None:
+    """K = 27 (3 input channels, 3x3): the write-back costs more than the products, so the
+    epilogue runs on vectors of output channels; K = 27 * 8 does not."""
+    for c, innermost in ((3, ("vectorized", 32)), (24, ("serial", 3))):
+        sch = _scheduled(_conv(c, 32, 17, stride=2, epilogue="clip"), PRESETS["avx512"])
+        loop = sch.get(sch.get_loops(sch.get_block("T_clip"))[-1])
+        assert (loop.kind.value, loop.extent.value) == innermost  # type: ignore[union-attr]
