@@ -1,9 +1,9 @@
 """topi operators as PrimFuncs for the CPU rule tests, with the rule that should take each.
 
 ``OPS`` maps a name to ``(builder, expected, sizes)``: ``expected`` is the first rule of
-``default_rules()`` (Matmul, GEMV, Reduction, GeneralReduction, Injective, Fallback) that
-should accept the function, ``sizes`` the values of the symbolic extent ``n`` to check (empty
-for static shapes).
+``default_rules()`` (Conv, Matmul, GEMV, Reduction, GeneralReduction, Injective, Fallback)
+that should accept the function, ``sizes`` the values of the symbolic extent ``n`` to check
+(empty for static shapes).
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ OPS: dict[str, tuple[Builder, str, tuple[int, ...]]] = {
     "matmul": (matmul((13, 7), (7, 100)), "Matmul", ()),
     "batch_matmul": (matmul((2, 7, 13), (2, 13, 5)), "Matmul", ()),
     "dense_bias": (dense_bias, "Matmul", SYM),
-    "conv2d": (conv2d, "Matmul", (1, 2)),  # symbolic batch, as an implicit GEMM
+    "conv2d": (conv2d, "Conv", (1, 2)),  # symbolic batch
     # what the earlier rules leave
     "argmax": (unary(topi.argmax, (7, 13), axis=1), "Fallback", ()),
     "argmin": (unary(topi.argmin, (13, 7), axis=0), "Fallback", ()),

@@ -31,7 +31,9 @@ def expected_rule(kernel: str) -> str:
         return "Reduction"
     if "softmax" in name or "layer_norm" in name:
         return "GeneralReduction"
-    if "matmul" in name or "conv2d" in name:  # conv2d as an implicit GEMM
+    if "conv2d" in name:  # static NCHW convolutions: the direct Conv rule
+        return "Conv"
+    if "matmul" in name:
         one_row = case.startswith(GEMV_CASES) and not any(a in name for a in ATTENTION)
         return "GEMV" if one_row else "Matmul"
     return "Injective"  # transposes, reshapes, rotary, concatenation, batch-norm folds

@@ -90,8 +90,8 @@ def test_models_kernels_go_to_the_expected_rules() -> None:
                                "fused_concatenate_reshape3": "Injective"},
         "bert_layer_small": {"fused_matmul3_add2_gelu": "Matmul",
                              "fused_matmul4_add_add1": "Matmul"},
-        "resnet18_block_small": {"fused_conv2d_multiply_add_relu": "Matmul",
-                                 "fused_conv2d_multiply_add_add1_relu": "Matmul"},
+        "resnet18_block_small": {"fused_conv2d_multiply_add_relu": "Conv",
+                                 "fused_conv2d_multiply_add_add1_relu": "Conv"},
     }  # fmt: skip
     for name, want in expect.items():
         with CPU:

@@ -1,6 +1,7 @@
 """CPU schedule rules, one per file, and :func:`default_rules`.
 
-``Matmul`` (GEMM-like einsums, conv2d as an implicit GEMM) and ``GEMV`` (matrix-vector) tile
+``Conv`` (direct NCHW conv2d, dense and depthwise), ``Matmul`` (GEMM-like einsums, other
+convolutions as an implicit GEMM) and ``GEMV`` (matrix-vector) tile
 for registers and caches; ``Reduction``, ``GeneralReduction``, ``Injective`` and ``Fallback``
 vectorize for the target's SIMD width and run outer loops on its cores. Their numbers are in
 each rule's ``Config`` (``Config.for_target(target)``).
@@ -9,6 +10,8 @@ each rule's ``Config`` (``Config.for_target(target)``).
 from ..base import ScheduleRule
 from ._matmul_parts import MatmulConfig as MatmulConfig
 from ._vector_config import VectorConfig as VectorConfig
+from .conv import Conv as Conv
+from .conv import ConvConfig as ConvConfig
 from .fallback import Fallback as Fallback
 from .gemv import GEMV as GEMV
 from .gemv import GEMVConfig as GEMVConfig
@@ -21,7 +24,7 @@ from .reduction import Reduction as Reduction
 def default_rules() -> list[ScheduleRule]:
     """The CPU rules in the order ``ApplyDefaultSchedule`` should try them.
 
-    Most specific first, ``Fallback`` (which takes everything) last: Matmul, GEMV,
+    Most specific first, ``Fallback`` (which takes everything) last: Conv, Matmul, GEMV,
     Reduction, GeneralReduction, Injective, Fallback.
 
     Returns
@@ -29,10 +32,12 @@ def default_rules() -> list[ScheduleRule]:
     list of ScheduleRule
         New rule instances with per-target configurations.
     """
-    return [Matmul(), GEMV(), Reduction(), GeneralReduction(), Injective(), Fallback()]
+    return [Conv(), Matmul(), GEMV(), Reduction(), GeneralReduction(), Injective(), Fallback()]
 
 
 __all__ = [
+    "Conv",
+    "ConvConfig",
     "GEMV",
     "Fallback",
     "GEMVConfig",
