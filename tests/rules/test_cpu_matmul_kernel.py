@@ -166,6 +166,14 @@ def test_rows_of_the_broadcast_operand_are_blocked_for_l2(preset: str) -> None:
     assert blocks > 1
     assert f"T.parallel({blocks * (n // nr)})" in text, text
     assert f'B_global = T.alloc_buffer(({n // nr}, {k}, {nr}), "float32")' in text, text
+    # the copy goes row after row of B, reading it at unit stride, each vector stored whole
+    # (panel after panel read 64 bytes of each row, a page apart: twice the time at 1024^3)
+    copy = text.split('T.block("B_global")')[0].splitlines()[-3:-1]
+    assert [ln.strip() for ln in copy] == [
+        f"for ax1_0 in range({n // nr}):",
+        f"for ax1_1_1 in T.vectorized({nr}):",
+    ], text
+    assert f"for ax0 in T.parallel({k}):" in text, text
     tc.testing.check_numeric(sch.func, func, rtol=1e-4, atol=1e-3)
 
 
