@@ -177,6 +177,15 @@ def test_rows_of_the_broadcast_operand_are_blocked_for_l2(preset: str) -> None:
     tc.testing.check_numeric(sch.func, func, rtol=1e-4, atol=1e-3)
 
 
+def test_a_prime_count_of_row_tiles_is_not_cut_into_single_tiles() -> None:
+    """1016 rows are 127 AVX-512 row tiles (prime): the blocks L2 asks for (8) do not divide
+    them and one-tile blocks would stream every panel of B from memory once per row tile,
+    so the rows stay whole (B's 32 panels are the parallel loop)."""
+    text = _schedule(_matmul(1016, 1024, 1024), "avx512").func.script()
+    assert "T.parallel(32)" in text, text
+    assert "T.parallel(4064)" not in text, text
+
+
 @pytest.mark.parametrize(
     ("m", "k", "unroll"), [(1024, 64, 4), (192, 64, 2), (1024, 6, 2), (1024, 7, 1)]
 )
