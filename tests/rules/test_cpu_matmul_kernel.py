@@ -177,6 +177,16 @@ def test_rows_of_the_broadcast_operand_are_blocked_for_l2(preset: str) -> None:
     tc.testing.check_numeric(sch.func, func, rtol=1e-4, atol=1e-3)
 
 
+def test_a_streamed_operand_beyond_the_last_level_cache_is_packed_per_panel() -> None:
+    """128 tokens against a 4096 x 1536 weight (24 MiB, more than half the avx512 preset's
+    L3): A's rows are not blocked for L2, which would pack the whole weight before the nest,
+    written to memory and read back; each K x nr panel is packed under its own column tile,
+    where it stays in L2."""
+    text = _schedule(_matmul(128, 1536, 4096), "avx512").func.script()
+    assert text.count("T.parallel(") == 1, text
+    assert "T.parallel(48)" in text, text  # 1536 / 32 column tiles, rows not blocked
+
+
 def test_a_prime_count_of_row_tiles_is_not_cut_into_single_tiles() -> None:
     """1016 rows are 127 AVX-512 row tiles (prime): the blocks L2 asks for (8) do not divide
     them and one-tile blocks would stream every panel of B from memory once per row tile,

@@ -326,14 +326,21 @@ def _m_blocks(plan: Plan, cfg: MatmulConfig, mr: int, parallel: int | None) -> i
     Blocking needs the panels packed once before the nest (:func:`pack_mode`), not repacked
     per block. Measured on a Cascade Lake, one thread, 1024^3: AVX2 0.72x numpy's GFLOP/s
     with ``U`` streamed from L3, 0.83x blocked for L2; AVX-512 0.85x and 0.91x (with the
-    ``K`` loop unrolled). Blocks also give the parallel loop one iteration per core.
+    ``K`` loop unrolled). Only while those panels (one batch's) fit in half the last-level
+    cache: a larger ``V`` (a weight of 100 MB against 128 tokens) would be written to memory
+    and read back, where packed under each ``n_o`` its panels stay in L2; ``m`` then is
+    blocked only when ``U`` does not fit in half the last-level cache. Blocks also give the
+    parallel loop one iteration per core.
     """
     m_ext, k_ext = const_int(plan.doms[id(plan.m)]), reduce_extent(plan)
     if m_ext is None or k_ext is None or m_ext % mr:
         return 1
     tiles = m_ext // mr
     itemsize = max(plan.einsum.output.buffer.dtype.bits // 8, 1)
-    want = -(-m_ext * k_ext * itemsize // max(cfg.l2_bytes // 2, 1))
+    v_bytes = product([k_ext, *(const_int(plan.doms[id(v)]) for v in [plan.n, *plan.v_other])])
+    small_v = v_bytes is not None and v_bytes * itemsize <= cfg.l3_bytes // 2
+    budget = cfg.l2_bytes // 2 if small_v else cfg.l3_bytes // 2
+    want = -(-m_ext * k_ext * itemsize // max(budget, 1))
     blocks = _blocks_near(tiles, want) if want > 1 else 1
     if parallel is not None and parallel * blocks < cfg.num_cores:
         least = -(-cfg.num_cores // max(parallel, 1))
