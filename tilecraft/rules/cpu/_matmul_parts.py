@@ -71,15 +71,13 @@ FMA_CHAINS = 8
 """Independent accumulators that keep the FMA units busy: 4 cycles of latency times 2 ports
 (x86 since Haswell and Zen 2). A register tile with fewer leaves FMA slots idle."""
 K_UNROLL = 4
-"""``K`` steps of the micro-kernel per loop iteration. One step of an ``mr x nr_vectors``
-tile issues ``mr * nr_vectors`` FMAs, ``mr + nr_vectors`` loads and three loop instructions
-(two pointer increments, a fused compare-and-branch): AVX2's 6 x 2 tile, 23 instructions for
-6 cycles of FMAs on a 4-wide front end, is bound by the front end, not by the FMA ports.
-Unrolled four times the loop costs under one instruction a step (measured on a Cascade Lake,
-one thread, 1000^3: AVX2 0.72x numpy's GFLOP/s rolled, 0.76x unrolled by 2, 0.85x by 4).
-Unrolled steps overlap, each loading its own panel vectors and broadcast: a tile leaving
-fewer registers free than one step loads is unrolled by 2 only (AVX2's 6 x 2 tile uses 15
-of 16 registers; unrolled by 4, gcc spills an accumulator to the stack)."""
+"""Most ``K`` steps of the micro-kernel per loop iteration (see :func:`k_unroll`)."""
+LOOP_INSTRUCTIONS = 3
+"""Instructions of the micro-kernel's ``K`` loop itself: two pointer increments and a fused
+compare-and-branch. One step of an ``mr x nr_vectors`` tile issues ``mr * nr_vectors`` FMAs
+and ``mr + nr_vectors`` loads on a 4-wide front end: AVX2's 4 x 2 tile, 14 instructions for
+4 cycles of FMAs, is bound by the front end, not by the FMA ports, and the loop's share
+counts."""
 ROW_POINTERS = 8
 """Most rows of the broadcast operand one micro-kernel step reads: each row is an address
 register in the inner loop (x86-64 has 16 general registers, the loop needs the others); at
@@ -93,9 +91,22 @@ def vector_registers(target: Target) -> int:
 
 
 def k_unroll(cfg: MatmulConfig, mr: int, nr_vectors: int) -> int:
-    """Most ``K`` steps to unroll for an ``mr x nr_vectors`` tile (:data:`K_UNROLL`)."""
+    """``K`` steps to unroll for an ``mr x nr_vectors`` tile: the fewest (a power of two, at
+    most ``cfg.k_unroll``) that bring the loop's :data:`LOOP_INSTRUCTIONS` under a tenth of
+    the steps' own, and at most 2 when the tile leaves fewer registers free than a step loads.
+
+    Measured on a Cascade Lake, one thread, against numpy: AVX2's 4 x 2 tile (512^3): 0.85x
+    rolled by 2, 0.91x by 4; AVX-512's 8 x 2 tile is unrolled by 2, where by 4 gcc keeps a
+    pointer per row and rotates the accumulators through other registers (124 instructions
+    for 64 FMAs against 56 for 32): 128 x 2048 x 5632 (rows 8 KiB apart) 0.59x by 2, 0.46x by
+    4. AVX2's 6 x 2 tile uses 15 of 16 registers: unrolled by 4, gcc spills an accumulator.
+    """
+    step = mr * nr_vectors + mr + nr_vectors
+    factor = 1
+    while factor < cfg.k_unroll and step * factor < LOOP_INSTRUCTIONS * 10:
+        factor *= 2
     free = cfg.registers - mr * nr_vectors - nr_vectors - 1
-    return cfg.k_unroll if free >= nr_vectors + 1 else min(cfg.k_unroll, 2)
+    return factor if free >= nr_vectors + 1 else min(factor, 2)
 
 
 def register_tile(registers: int, nr_vectors: int) -> int:

@@ -41,7 +41,7 @@ The schedule (numbers from :class:`MatmulConfig`, per target):
   before the nest (see :func:`_m_blocks`). ``K`` is not blocked: the register tile is
   accumulated over the whole ``K`` (a ``K`` block's partial tiles summed through an
   ``rfactor`` buffer measured 0.80x-0.86x numpy at 1024^3 on AVX-512 against 0.91x without);
-* the micro-kernel's ``K`` loop is unrolled by up to 4 steps (:data:`K_UNROLL`);
+* the micro-kernel's ``K`` loop is unrolled by 2 or 4 steps (:func:`k_unroll`);
 * the blocks after the reduction (bias, activation, residual...) are inlined into the
   write-back and computed per register tile (``compute_inline`` + ``reverse_compute_at``);
   when that fails they stay after the nest, reading the whole intermediate;
