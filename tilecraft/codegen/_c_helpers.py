@@ -59,14 +59,91 @@ static inline uint16_t tc_f32_to_bf16(float f) {
 static inline float tc_round_bf16(float f) { return tc_bf16_to_f32(tc_f32_to_bf16(f)); }
 """
 
-ALLOC = r"""static void* tc_alloc(size_t bytes) {
-  size_t size = (bytes + 63u) / 64u * 64u;
-  void* p = aligned_alloc(64, size ? size : 64u);
+ALLOC = r"""/* Heap temporaries come from a small pool of this library's freed blocks: a
+   kernel called again gets the same memory back instead of new pages from the system (glibc
+   returns the top of its heap once several megabytes are free, and every call faulted them in
+   again). At most TC_POOL_SLOTS blocks and TC_POOL_MAX bytes are kept; a block is reused for
+   a request of at least half its size. A 64-byte header before each block holds its size. */
+#define TC_POOL_SLOTS 8
+#define TC_POOL_MAX ((size_t)256 << 20)
+static unsigned char* tc_pool_block[TC_POOL_SLOTS];
+static size_t tc_pool_size[TC_POOL_SLOTS];
+static size_t tc_pool_total;
+static int tc_pool_lock;
+
+static void tc_pool_enter(void) {
+  while (__atomic_exchange_n(&tc_pool_lock, 1, __ATOMIC_ACQUIRE))
+    while (__atomic_load_n(&tc_pool_lock, __ATOMIC_RELAXED)) {}
+}
+
+static void tc_pool_leave(void) { __atomic_store_n(&tc_pool_lock, 0, __ATOMIC_RELEASE); }
+
+/* The smallest pooled block of at least `size` bytes and at most twice that, taken out. */
+static unsigned char* tc_pool_take(size_t* size) {
+  int best = -1;
+  tc_pool_enter();
+  for (int i = 0; i < TC_POOL_SLOTS; ++i)
+    if (tc_pool_block[i] && tc_pool_size[i] >= *size && tc_pool_size[i] / 2u <= *size &&
+        (best < 0 || tc_pool_size[i] < tc_pool_size[best]))
+      best = i;
+  unsigned char* p = NULL;
+  if (best >= 0) {
+    p = tc_pool_block[best];
+    *size = tc_pool_size[best];
+    tc_pool_block[best] = NULL;
+    tc_pool_total -= *size;
+  }
+  tc_pool_leave();
+  return p;
+}
+
+static void* tc_alloc(size_t bytes) {
+  size_t size = (bytes + 63u) / 64u * 64u + 64u;
+  unsigned char* p = tc_pool_take(&size);
+  if (p == NULL) p = (unsigned char*)aligned_alloc(64, size);
   if (p == NULL) {
     fprintf(stderr, "tilecraft: out of memory allocating %zu bytes\n", bytes);
     abort();
   }
-  return p;
+  memcpy(p, &size, sizeof size);
+  return p + 64;
+}
+
+/* Give a tc_alloc block back: into a free slot, or in place of a smaller pooled block, while
+   the pool stays under TC_POOL_MAX; otherwise (or for what it displaced) to the system. */
+static void tc_release(void* q) {
+  unsigned char* p = (unsigned char*)q - 64;
+  size_t size;
+  memcpy(&size, p, sizeof size);
+  tc_pool_enter();
+  int slot = 0;  /* a free slot, else the one holding the smallest block */
+  for (int i = 0; i < TC_POOL_SLOTS; ++i) {
+    if (!tc_pool_block[i]) {
+      slot = i;
+      break;
+    }
+    if (tc_pool_size[i] < tc_pool_size[slot]) slot = i;
+  }
+  unsigned char* out = p;
+  if (!tc_pool_block[slot] || tc_pool_size[slot] < size) {
+    size_t gone = tc_pool_block[slot] ? tc_pool_size[slot] : 0u;
+    if (tc_pool_total - gone + size <= TC_POOL_MAX) {
+      out = tc_pool_block[slot];
+      tc_pool_block[slot] = p;
+      tc_pool_size[slot] = size;
+      tc_pool_total = tc_pool_total - gone + size;
+    }
+  }
+  tc_pool_leave();
+  free(out);
+}
+
+__attribute__((destructor)) static void tc_pool_drain(void) {
+  for (int i = 0; i < TC_POOL_SLOTS; ++i) {
+    free(tc_pool_block[i]);
+    tc_pool_block[i] = NULL;
+  }
+  tc_pool_total = 0;
 }
 """
 

@@ -233,7 +233,7 @@ class _FunctionEmitter(SourceEmitter):
             self.out.emit(f"{ctype} {name}[{max(size.value, 1)}] __attribute__((aligned(64)));")
         self.stmt(s.body)
         if heap:
-            self.out.emit(f"free({name});")
+            self.out.emit(f"tc_release({name});")
         self.out.level -= 1
         self.out.emit("}")
 
