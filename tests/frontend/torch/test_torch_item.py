@@ -104,8 +104,20 @@ def test_item_used_as_a_size_and_as_a_number_reads_one_value():
 def test_dynamic_shape_used_as_a_number():
     model = Lambda(lambda x: x * x.shape[0] + x.shape[0] * x.shape[1])
     _, exe = _compile(model, (_rows(4, 0),), ({0: Dim("b", max=64)},))
+    assert exe.functions["main"].native is not None  # a kernel counts it: no host read
     for rows in (4, 13):
         _same(exe, model, _rows(rows, rows))
+
+
+def test_a_count_and_a_bool_item_used_as_numbers():
+    def f(x, n):
+        count = torch.nonzero(x > 0).shape[0]  # a bound extent, as a number
+        return x * count + x * (n > 2).item() + torch.scalar_tensor(n.item() * 0.5)
+
+    model = Lambda(f)
+    _, exe = _compile(model, (_rows(4, 0), torch.tensor(3)), (*ROWS, None))
+    for rows, k in ((4, 3), (10, 1)):
+        _same(exe, model, _rows(rows, k), torch.tensor(k))
 
 
 @pytest.mark.parametrize(

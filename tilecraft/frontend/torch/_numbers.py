@@ -122,6 +122,10 @@ def _pow(ctx: Context, parts: list[TensorVar], e: Any) -> TensorVar:
     return ctx.emit("power", _promoted(ctx, parts)[0])
 
 
+def _unary_bool(ctx: Context, parts: list[TensorVar], e: Any) -> TensorVar:
+    return ctx.emit("logical_not", [ctx.cast(parts[0], "bool")])
+
+
 def _abs(ctx: Context, parts: list[TensorVar], e: Any) -> TensorVar:
     return ctx.emit("abs", parts)
 
@@ -143,4 +147,13 @@ _RULES: dict[str, Callable[[Context, list[TensorVar], Any], TensorVar]] = {
     "FloorToInt": _unary("floor", "int64"),
     "CeilToInt": _unary("ceil", "int64"),
     "Abs": _abs,
+    "Equality": _binary("equal"),
+    "Unequality": _binary("not_equal"),
+    "StrictLessThan": _binary("less"),
+    "LessThan": _binary("less_equal"),
+    "StrictGreaterThan": _binary("greater"),
+    "GreaterThan": _binary("greater_equal"),
+    "And": _fold("logical_and"),
+    "Or": _fold("logical_or"),
+    "Not": _unary_bool,
 }

@@ -220,12 +220,21 @@ def _item(ctx: Context, node: Any) -> Any:
     src = ctx.tensor(node, 0)
     kind = type(val).__name__
     expr = getattr(getattr(val, "node", None), "expr", None)
+    if kind == "SymBool" and type(expr).__name__ == "Equality":  # a bool's u0 as Eq(u0, 1)
+        expr, kind = _bool_symbol(expr), "SymInt"
     if kind not in SYMBOLIC_NUMBERS or not getattr(expr, "is_Symbol", False):
         raise UnsupportedNodeError(f"a tensor's value as a host scalar {val} ({kind})")
     register_source(ctx, str(expr), src, kind)
-    if kind == "SymInt" and (src.type.dtype.is_integer or src.type.dtype.is_bool):
+    if type(val).__name__ == "SymInt" and (src.type.dtype.is_integer or src.type.dtype.is_bool):
         ctx.pending[str(expr)] = lambda: _bind_item(ctx, node, val, src)
     return val
+
+
+def _bool_symbol(eq: Any) -> Any:
+    """``u0`` of ``Eq(u0, 1)``, torch's value of a bool tensor's ``.item()`` (else ``eq``)."""
+    syms = [a for a in eq.args if a.is_Symbol]
+    ones = [a for a in eq.args if a.is_Integer and int(a) == 1]
+    return syms[0] if len(syms) == 1 and len(ones) == 1 else eq
 
 
 def _bind_item(ctx: Context, node: Any, val: Any, src: TensorVar) -> None:
