@@ -260,7 +260,7 @@ def _data_dependent_error() -> type[Exception]:
     """torch's error for a converter that asked a value only known at run time."""
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
-    return GuardOnDataDependentSymNode  # type: ignore[no-any-return]
+    return GuardOnDataDependentSymNode
 
 
 def _complex_attrs(ctx: Context, inputs: list[Any], outputs: list[Any]) -> dict[str, Any]:

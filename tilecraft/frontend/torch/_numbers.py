@@ -20,8 +20,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ...graph import TensorVar
-from ._context import _SYMBOLIC_NUMBERS as SYMBOLIC_NUMBERS
-from ._context import Context, UnsupportedNodeError
+from ._context import _SYMBOLIC_NUMBERS, Context, UnsupportedNodeError
+
+SYMBOLIC_NUMBERS = _SYMBOLIC_NUMBERS
+"""The types of torch's symbolic scalars (SymInt, SymFloat, SymBool)."""
 
 
 def is_symbolic_number(v: Any) -> bool:
@@ -78,6 +80,8 @@ def _promoted(ctx: Context, parts: list[TensorVar]) -> tuple[list[TensorVar], st
 
 
 def _fold(op: str) -> Callable[[Context, list[TensorVar], Any], TensorVar]:
+    """A rule folding ``op`` over the promoted operands (``Add``, ``Mul``, ``Max``...)."""
+
     def rule(ctx: Context, parts: list[TensorVar], e: Any) -> TensorVar:
         parts, _ = _promoted(ctx, parts)
         out = parts[0]
@@ -89,6 +93,8 @@ def _fold(op: str) -> Callable[[Context, list[TensorVar], Any], TensorVar]:
 
 
 def _binary(op: str, dtype: str | None = None) -> Callable[..., TensorVar]:
+    """A rule applying ``op`` to two operands, both of ``dtype`` (default: promoted)."""
+
     def rule(ctx: Context, parts: list[TensorVar], e: Any) -> TensorVar:
         if dtype is not None:
             parts = [ctx.cast(p, dtype) for p in parts]
@@ -100,6 +106,8 @@ def _binary(op: str, dtype: str | None = None) -> Callable[..., TensorVar]:
 
 
 def _unary(op: str | None, dtype: str) -> Callable[..., TensorVar]:
+    """A rule applying ``op`` (None: none) in float64, the result as ``dtype``."""
+
     def rule(ctx: Context, parts: list[TensorVar], e: Any) -> TensorVar:
         x = parts[0]
         if op is not None:
@@ -123,10 +131,12 @@ def _pow(ctx: Context, parts: list[TensorVar], e: Any) -> TensorVar:
 
 
 def _unary_bool(ctx: Context, parts: list[TensorVar], e: Any) -> TensorVar:
+    """``Not(a)``."""
     return ctx.emit("logical_not", [ctx.cast(parts[0], "bool")])
 
 
 def _abs(ctx: Context, parts: list[TensorVar], e: Any) -> TensorVar:
+    """``Abs(a)`` in ``a``'s type."""
     return ctx.emit("abs", parts)
 
 
