@@ -9,7 +9,7 @@ expressions over them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,9 @@ _DTYPES = {
     "float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64",
     "uint8", "bool",
 }  # fmt: skip
+
+
+_SYMBOLIC_NUMBERS = ("SymInt", "SymFloat", "SymBool")
 
 
 def sym_to_expr(e: Any, syms: Mapping[str, Var]) -> Expr:
@@ -83,6 +86,8 @@ class Context:
         self.carriers: dict[str, TensorVar] = {}
         self.view_of: dict[int, TensorVar] = {}
         self.prims: dict[str, PrimFunc] = {}  # kernels written by hand (nonzero's)
+        self.numbers: dict[str, TensorVar] = {}  # symbol -> 0-d tensor of its value
+        self.pending: dict[str, Callable[[], None]] = {}  # symbol -> its bind, on first use
 
     # values ------------------------------------------------------------------------------
     def value(self, a: Any) -> Any:
@@ -115,6 +120,10 @@ class Context:
         if isinstance(v, int):
             return as_expr(v)
         if hasattr(v, "node") and hasattr(v.node, "expr"):
+            for s in getattr(v.node.expr, "free_symbols", ()):  # an .item() now an extent
+                bind = self.pending.pop(str(s), None)
+                if bind is not None:
+                    bind()
             return sym_to_expr(v.node.expr, self.syms)
         raise UnsupportedNodeError(f"expected an integer, got {type(v).__name__}")
 
@@ -145,6 +154,9 @@ class Context:
         self, op: str, args: Sequence[TensorVar], attrs: Mapping[str, Any] | None = None
     ) -> TensorVar:
         """Bind ``op(args, attrs)``, on the un-merged bases of merged views where it can."""
+        for k, v in (attrs or {}).items():
+            if type(v).__name__ in _SYMBOLIC_NUMBERS:
+                raise UnsupportedNodeError(f"{op}: a symbolic number {v} as its attribute {k}")
         lifted = lift(self, op, list(args), dict(attrs or {}))
         if lifted is not None:
             return lifted
@@ -180,6 +192,8 @@ class Context:
         """A 0-d constant of ``dtype``."""
         if isinstance(value, Expr):
             raise UnsupportedNodeError("a symbolic scalar used as a tensor value")
+        if type(value).__name__ in _SYMBOLIC_NUMBERS:
+            return self.operand(value, dtype)
         return self.const(np.array(value, dtype=np.dtype(_np_name(dtype))), "scalar")
 
     def cast(self, x: TensorVar, dtype: str) -> TensorVar:
@@ -194,6 +208,10 @@ class Context:
             return self.cast(v, dtype)
         if isinstance(v, (bool, int, float)):
             return self.scalar(v, dtype)
+        from ._numbers import is_symbolic_number, number  # (it builds on this class)
+
+        if is_symbolic_number(v):
+            return number(self, v, dtype)
         raise UnsupportedNodeError(f"operand of type {type(v).__name__}")
 
     def reshape(self, x: TensorVar, shape: Sequence[Expr]) -> TensorVar:

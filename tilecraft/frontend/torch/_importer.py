@@ -178,6 +178,8 @@ def _shape_vars(ep: Any) -> tuple[dict[str, Var], dict[str, tuple[int, int]]]:
     syms: dict[str, Var] = {}
     bounds: dict[str, tuple[int, int]] = {}
     for sym, vr in ep.range_constraints.items():
+        if not vr.lower.is_Integer:  # an .item() unbounded below, or a float: not an extent
+            continue
         syms[sym.name] = Var(sym.name, to_dtype("int32"))
         hi = vr.upper
         bounds[sym.name] = (int(vr.lower), int(hi) if hi.is_Integer else -1)
@@ -248,9 +250,17 @@ def _convert_node(ctx: Context, node: Any, failures: dict[str, list[str]]) -> No
             ctx.env[node] = convert_complex(ctx, node, n)
         else:
             ctx.env[node] = HANDLERS[n](ctx, node)
-    except UnsupportedNodeError as e:
-        failures.setdefault(f"{n}: {e}", []).append(location(node))
+    except (UnsupportedNodeError, _data_dependent_error()) as e:
+        why = e if isinstance(e, UnsupportedNodeError) else "a data-dependent value it cannot take"
+        failures.setdefault(f"{n}: {why}", []).append(location(node))
         ctx.env[node] = _MISSING
+
+
+def _data_dependent_error() -> type[Exception]:
+    """torch's error for a converter that asked a value only known at run time."""
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    return GuardOnDataDependentSymNode
 
 
 def _complex_attrs(ctx: Context, inputs: list[Any], outputs: list[Any]) -> dict[str, Any]:

@@ -8,7 +8,8 @@ bounds, and is then a shape variable like an input's.
 - ``nonzero(x)``: a count kernel, the bind, a fill kernel (:mod:`tilecraft.graph.dynamic`);
 - ``x[mask]`` (``index.Tensor`` with a boolean mask) and ``masked_select(x, mask)``: the
   flat indices of the mask's ``nonzero``, then ``take``;
-- ``n.item()`` (``_local_scalar_dense``): the bind alone.
+- ``n.item()`` (``_local_scalar_dense``): the bind alone, made when a shape first needs the
+  value (a value used only as a number is a 0-d tensor, :mod:`._numbers`, and binds nothing).
 
 The bounds are torch's range for the symbol, the element count for a mask, and the extents
 the program asserts (``torch._check(k <= x.shape[0])``: an upper bound of ``x``'s extent, so
@@ -27,6 +28,7 @@ from ...graph.op import broadcast_shapes
 from ...ir import Expr, IntImm, Var, as_expr
 from ...ir import dtype as to_dtype
 from ._context import Context, UnsupportedNodeError, sym_to_expr
+from ._numbers import SYMBOLIC_NUMBERS, register_source
 from ._registry import handles
 
 DATA_DEPENDENT = frozenset({"aten::_local_scalar_dense"})
@@ -213,12 +215,31 @@ def _broadcast(ctx: Context, t: TensorVar, shape: tuple[Expr, ...]) -> TensorVar
 
 @handles("aten::_local_scalar_dense")
 def _item(ctx: Context, node: Any) -> Any:
+    """``n.item()``: a number (:mod:`._numbers`) and, once a shape needs it, a bound extent."""
     val = node.meta.get("val")
     src = ctx.tensor(node, 0)
-    if type(val).__name__ != "SymInt" or not (src.type.dtype.is_integer or src.type.dtype.is_bool):
-        raise UnsupportedNodeError("a tensor's value as a host scalar other than an integer")
+    kind = type(val).__name__
+    expr = getattr(getattr(val, "node", None), "expr", None)
+    if kind == "SymBool" and type(expr).__name__ == "Equality":  # a bool's u0 as Eq(u0, 1)
+        expr, kind = _bool_symbol(expr), "SymInt"
+    if kind not in SYMBOLIC_NUMBERS or not getattr(expr, "is_Symbol", False):
+        raise UnsupportedNodeError(f"a tensor's value as a host scalar {val} ({kind})")
+    register_source(ctx, str(expr), src, kind)
+    if type(val).__name__ == "SymInt" and (src.type.dtype.is_integer or src.type.dtype.is_bool):
+        ctx.pending[str(expr)] = lambda: _bind_item(ctx, node, val, src)
+    return val
+
+
+def _bool_symbol(eq: Any) -> Any:
+    """``u0`` of ``Eq(u0, 1)``, torch's value of a bool tensor's ``.item()`` (else ``eq``)."""
+    syms = [a for a in eq.args if a.is_Symbol]
+    ones = [a for a in eq.args if a.is_Integer and int(a) == 1]
+    return syms[0] if len(syms) == 1 and len(ones) == 1 else eq
+
+
+def _bind_item(ctx: Context, node: Any, val: Any, src: TensorVar) -> None:
+    """Bind the extent ``val`` of ``n.item()`` (``src``), first used as a size here."""
     sym = _symbol(ctx, val, ".item()")
     lo, hi = _bounds(ctx, node, sym.name, _range_upper(val))
     flat = ctx.reshape(src, (as_expr(1),)) if src.type.ndim != 1 else src
     ctx.carriers[sym.name] = ctx.bb.emit_bind_symbol(flat, sym, lo, hi)
-    return val

@@ -7,6 +7,7 @@ from typing import Any
 from ...graph import TensorVar
 from ...ir import as_expr
 from ._context import Context, UnsupportedNodeError
+from ._numbers import is_symbolic_number
 from ._registry import handles
 
 _UNARY = {
@@ -129,7 +130,7 @@ def _clamp(ctx: Context, node: Any) -> TensorVar:
     hard = node.target.name() == "aten::hardtanh"
     lo = ctx.arg(node, 1, "min_val" if hard else "min", -1.0 if hard else None)
     hi = ctx.arg(node, 2, "max_val" if hard else "max", 1.0 if hard else None)
-    if isinstance(lo, TensorVar) or isinstance(hi, TensorVar):
+    if any(isinstance(v, TensorVar) or is_symbolic_number(v) for v in (lo, hi)):
         dt = ctx.out_dtype(node)
         if lo is not None:
             x = ctx.emit("maximum", [x, ctx.operand(lo, dt)])

@@ -9,6 +9,7 @@ import numpy as np
 from ...graph import TensorVar
 from ...ir import Expr, IntImm, as_expr
 from ._context import Context, UnsupportedNodeError
+from ._numbers import is_symbolic_number
 from ._ops_dynamic import boolean_index
 from ._registry import handles
 
@@ -180,6 +181,8 @@ def _fill(ctx: Context, node: Any, value: Any) -> TensorVar:
     if isinstance(value, (TensorVar, Expr)):
         raise UnsupportedNodeError("a fill value that is not a constant")
     shape, dt = ctx.out_shape(node), ctx.out_dtype(node)
+    if is_symbolic_number(value):  # full(..., v.item()): the 0-d value broadcast
+        return ctx.emit_shaped("broadcast_to", [ctx.operand(value, dt)], {}, shape)
     if all(isinstance(s, IntImm) for s in shape):
         data = np.full(tuple(s.value for s in shape), value, dtype=np.dtype(dt))  # type: ignore[attr-defined]
         return ctx.const(data, "full")
