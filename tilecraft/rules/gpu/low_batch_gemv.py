@@ -4,12 +4,14 @@ a constant up to ``max_batch``): decode projections of a batch of sequences. Mem
 
 Takes a function with exactly one einsum reduction block whose one operand (the *weight*) has
 constant extents and whose other operand has exactly one non-unit spatial iterator ``b``
-outside the batch group (the *batch rows*), other blocks injective (the epilogue). The
-weight's reduction axis must be contiguous (``(out, in)`` weights, the layout linear layers
-use); a strided weight is declined.
+outside the batch group (the *batch rows*), other blocks injective (the epilogue). Two
+weight layouts, by the weight's contiguous axis: the reduction (``(out, in)`` weights, the
+layout linear layers use) or the output column (``(in, out)`` weights, ``x @ W``; a constant
+column count); a weight whose innermost index is neither is declined.
 
-The schedule (numbers from :class:`LowBatchGEMVConfig`) is the ``GEMV`` rows schedule with a
-bucket: ``b`` is padded to a multiple of ``bucket`` (``pad_einsum``: the zero-filled copy of
+Both schedules (numbers from :class:`LowBatchGEMVConfig`) pad ``b`` to whole buckets; the
+``(in, out)`` one is in :mod:`._low_batch_cols`. The ``(out, in)`` one is the ``GEMV`` rows
+schedule with a bucket: ``b`` is padded to a multiple of ``bucket`` (``pad_einsum``: the zero-filled copy of
 ``X`` is inlined into its register loads, the copy-back into the guarded epilogue); a block of
 ``threads`` threads computes ``bucket x rows`` outputs; each thread walks ``k`` in vector
 chunks, loading the chunk of each of its ``rows`` weight rows once (one 16-byte load) and the
@@ -17,7 +19,7 @@ chunk of each of the ``bucket`` activation rows, and accumulates ``bucket x rows
 in registers (``rfactor``); a cross-thread reduction (warp shuffles) combines them and thread
 ``t`` applies the epilogue to output ``t`` of the tile, each element written once. Loops:
 ``bx (outer, bucket and row tiles) | tx | ko | ji (weight load) bi kv``. ``tunable=True``
-samples ``rows`` with ``sample_categorical``.
+samples ``rows`` (``k_threads`` for ``(in, out)`` weights) with ``sample_categorical``.
 """
 
 from __future__ import annotations
@@ -26,17 +28,25 @@ from dataclasses import dataclass
 
 from ...ir import Expr, PrimFunc, Var
 from ...schedule import BlockRV, LoopRV, Schedule
-from ...schedule.analysis import EinsumInfo, EinsumOperand, classify_einsum, why_not_einsum
+from ...schedule.analysis import (
+    EinsumInfo,
+    EinsumOperand,
+    IndexRole,
+    classify_einsum,
+    why_not_einsum,
+)
 from ...target import Target
 from ..base import Decline, GPURule
 from ..common import attempt, block_node, const_int, loop_extent
 from ._mm_common import (
     bind_unbound_roots,
     float_dtypes,
+    gpu_facts,
     halvings_and_double,
     knob,
     match_single_reduction,
 )
+from ._low_batch_cols import columns_tile
 from .gemv import cache_vector, fuse_epilogue, k_split, lanes_for
 
 
@@ -49,9 +59,14 @@ class LowBatchGEMVConfig:
     bucket
         Batch rows per block, sharing each weight load.
     rows
-        Weight rows per block.
+        Weight rows per block (``(out, in)`` weights).
     threads
-        Threads per block along the reduction.
+        Threads per block along the reduction (``(out, in)`` weights).
+    col_threads, k_threads
+        Threads per block along the columns and along the reduction (``(in, out)`` weights).
+    sm_count
+        Multiprocessors: the ``(in, out)`` schedule trades column threads for reduction
+        threads until there are two column tiles per multiprocessor.
     vector_bytes
         Widest load (16 bytes).
     max_batch
@@ -66,12 +81,14 @@ class LowBatchGEMVConfig:
     vector_bytes: int = 16
     max_batch: int = 16
     unroll: int = 256
+    col_threads: int = 32
+    k_threads: int = 8
+    sm_count: int = 1
 
     @staticmethod
     def for_target(target: Target) -> LowBatchGEMVConfig:
-        """The configuration for a CUDA target (the same numbers for sm_70 ... sm_90)."""
-        del target
-        return LowBatchGEMVConfig()
+        """The configuration for a CUDA target (the same tile for sm_70 ... sm_90)."""
+        return LowBatchGEMVConfig(sm_count=gpu_facts(target).sm_count)
 
 
 @dataclass
@@ -83,6 +100,7 @@ class _Roles:
     k: list[int]
     outer: list[int]
     weight: str
+    k_contiguous: bool
 
 
 class LowBatchGEMV(GPURule):
@@ -145,7 +163,12 @@ def _match(
         return sides
     weight, _, j, b = sides
     if not weight.reduce_innermost:
-        return Decline("the weight's reduction axis is strided: left to Matmul")
+        last = [i for i, r in zip(weight.indices, weight.roles, strict=True)
+                if r is not IndexRole.CONST]  # fmt: skip
+        if not last or last[-1] is not j:
+            return Decline("the weight's innermost index is neither the reduction nor a column")
+        if const_int(doms[pos[id(j)]]) is None:
+            return Decline("the weight's columns are contiguous and their count is symbolic")
     b_ext = const_int(doms[pos[id(b)]])
     if b_ext is not None and b_ext > cfg.max_batch:
         return Decline(f"the batch {b_ext} is larger than max_batch = {cfg.max_batch}")
@@ -154,7 +177,7 @@ def _match(
     inner = {id(b), id(j)}
     outer = [pos[id(v)] for v in (*e.batch_iters, *e.i_iters, *e.j_iters) if id(v) not in inner]
     roles = _Roles(pos[id(b)], pos[id(j)], [pos[id(v)] for v in e.k_iters], sorted(outer),
-                   weight.buffer.name)  # fmt: skip
+                   weight.buffer.name, weight.reduce_innermost)  # fmt: skip
     return info.block_rv, roles, doms
 
 
@@ -185,6 +208,10 @@ def _tile(
     outer = [loops[p] for p in roles.outer]
     sch.reorder(*outer, loops[roles.b], loops[roles.j], *k_loops)
     k = sch.fuse(*k_loops) if len(k_loops) > 1 else k_loops[0]
+    if not roles.k_contiguous:
+        by_role = {"outer": outer, "b": loops[roles.b], "j": loops[roles.j], "k": k}
+        columns_tile(sch, main, by_role, roles.weight, cfg, padded, tunable)
+        return
     k_ext = loop_extent(sch, k)
     assert k_ext is not None  # _match checked it
     itemsize = max(block_node(sch, main).reads[0].buffer.dtype.bits // 8, 1)
