@@ -46,25 +46,32 @@ def thread_shape(cols: int, itemsize: int, cfg: LowBatchGEMVConfig) -> tuple[int
     tiles = cols // (tx_n * lanes)
     while tiles < 2 * cfg.sm_count and tx_n > 8 and tx_n % 2 == 0:
         tx_n, ty_n, tiles = tx_n // 2, ty_n * 2, tiles * 2
+    while ty_n > 1 and not fits_shared(ty_n, tx_n, lanes, cfg):
+        ty_n //= 2
     return lanes, tx_n, ty_n
 
 
+def fits_shared(ty: int, tx: int, lanes: int, cfg: LowBatchGEMVConfig) -> bool:
+    """Whether the fp32 partial sums of ``ty`` reduction threads fit in shared memory, with
+    the combined bucket x columns tile (read by a padded batch's epilogue)."""
+    return (ty + 1) * cfg.bucket * tx * lanes * 4 <= cfg.shared_bytes
+
+
 def columns_tile(
-    sch: Schedule, main: BlockRV, loops: dict[str, LoopRV | list[LoopRV]], weight: str,
-    cfg: LowBatchGEMVConfig, padded: bool, tunable: bool,
+    sch: Schedule, main: BlockRV, nest: tuple[list[LoopRV], LoopRV, LoopRV, LoopRV],
+    weight: str, cfg: LowBatchGEMVConfig, padded: bool, tunable: bool,
 ) -> None:  # fmt: skip
-    """Schedule the einsum block ``main`` (module docstring); ``loops`` holds its loops by
-    role: ``outer`` (list), ``b``, ``j``, ``k`` (the fused reduction, constant extent)."""
-    outer, b, j, k = loops["outer"], loops["b"], loops["j"], loops["k"]
-    assert isinstance(outer, list)
-    assert not isinstance(b, list) and not isinstance(j, list) and not isinstance(k, list)
+    """Schedule the einsum block ``main`` (module docstring); ``nest`` holds its loops by
+    role: the outer ones, ``b``, ``j`` and ``k`` (the fused reduction, constant extent)."""
+    outer, b, j, k = nest
     cols, k_ext = loop_extent(sch, j), loop_extent(sch, k)
-    assert cols is not None and k_ext is not None  # _match checked them
+    assert cols is not None  # _match checked it
+    assert k_ext is not None
     itemsize = max(block_node(sch, main).reads[0].buffer.dtype.bits // 8, 1)
     lanes, tx_n, ty_n = thread_shape(cols, itemsize, cfg)
     fits = k_ext % ty_n == 0
-    choices = halvings_and_double(ty_n, lambda c: c * tx_n <= 1024
-                                  and (not fits or k_ext % c == 0))  # fmt: skip
+    choices = halvings_and_double(ty_n, lambda c: c * tx_n <= 1024 and fits_shared(
+        c, tx_n, lanes, cfg) and (not fits or k_ext % c == 0))  # fmt: skip
     ty_k = knob(sch, tunable, ty_n, choices)
     # the write-back's bucket x lanes outputs per column thread on at most the fewest
     # threadIdx.y any choice launches: an exact split, no guard
@@ -97,7 +104,7 @@ def columns_tile(
     attempt(sch, sch.decompose_reduction, rf, ko)
     sch.reverse_compute_at(main, bx)
     bi_c, c = sch.get_loops(main)[-3:-1]
-    cy, cx = _spread(sch, sch.fuse(bi_c, c), wb_y, tx_n)
+    cx = _spread(sch, sch.fuse(bi_c, c), wb_y, tx_n)[1]
     if padded or not localize_output(sch, main, cx, copy_param=False):
         _shared_epilogue(sch, main, bx, wb_y, tx_n)
     sch.annotate(bx, "pragma_auto_unroll_max_step", cfg.unroll)
@@ -131,9 +138,7 @@ def _stage_activations(
         attempt(sch, stage)
 
 
-def _shared_epilogue(
-    sch: Schedule, main: BlockRV, bx: LoopRV, ty: int, tx: int
-) -> None:
+def _shared_epilogue(sch: Schedule, main: BlockRV, bx: LoopRV, ty: int, tx: int) -> None:
     """The combined sums in shared memory, read after a barrier by the epilogue spread over
     the block's threads (a guarded write-back of padded rows); unchanged when it fails."""
     if writes_param(sch, main):

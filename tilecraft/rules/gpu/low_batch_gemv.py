@@ -11,15 +11,16 @@ column count); a weight whose innermost index is neither is declined.
 
 Both schedules (numbers from :class:`LowBatchGEMVConfig`) pad ``b`` to whole buckets; the
 ``(in, out)`` one is in :mod:`._low_batch_cols`. The ``(out, in)`` one is the ``GEMV`` rows
-schedule with a bucket: ``b`` is padded to a multiple of ``bucket`` (``pad_einsum``: the zero-filled copy of
-``X`` is inlined into its register loads, the copy-back into the guarded epilogue); a block of
-``threads`` threads computes ``bucket x rows`` outputs; each thread walks ``k`` in vector
-chunks, loading the chunk of each of its ``rows`` weight rows once (one 16-byte load) and the
-chunk of each of the ``bucket`` activation rows, and accumulates ``bucket x rows`` partial sums
-in registers (``rfactor``); a cross-thread reduction (warp shuffles) combines them and thread
-``t`` applies the epilogue to output ``t`` of the tile, each element written once. Loops:
-``bx (outer, bucket and row tiles) | tx | ko | ji (weight load) bi kv``. ``tunable=True``
-samples ``rows`` (``k_threads`` for ``(in, out)`` weights) with ``sample_categorical``.
+schedule with a bucket: ``b`` is padded to a multiple of ``bucket`` (``pad_einsum``: the
+zero-filled copy of ``X`` is inlined into its register loads, the copy-back into the guarded
+epilogue); a block of ``threads`` threads computes ``bucket x rows`` outputs; each thread
+walks ``k`` in vector chunks, loading the chunk of each of its ``rows`` weight rows once (one
+16-byte load) and the chunk of each of the ``bucket`` activation rows, and accumulates
+``bucket x rows`` partial sums in registers (``rfactor``); a cross-thread reduction (warp
+shuffles) combines them and thread ``t`` applies the epilogue to output ``t`` of the tile,
+each element written once. Loops: ``bx (outer, bucket and row tiles) | tx | ko | ji (weight
+load) bi kv``. ``tunable=True`` samples ``rows`` (``k_threads`` for ``(in, out)`` weights)
+with ``sample_categorical``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ...schedule.analysis import (
 from ...target import Target
 from ..base import Decline, GPURule
 from ..common import attempt, block_node, const_int, loop_extent
+from ._low_batch_cols import columns_tile
 from ._mm_common import (
     bind_unbound_roots,
     float_dtypes,
@@ -46,7 +48,6 @@ from ._mm_common import (
     knob,
     match_single_reduction,
 )
-from ._low_batch_cols import columns_tile
 from .gemv import cache_vector, fuse_epilogue, k_split, lanes_for
 
 
@@ -67,6 +68,9 @@ class LowBatchGEMVConfig:
     sm_count
         Multiprocessors: the ``(in, out)`` schedule trades column threads for reduction
         threads until there are two column tiles per multiprocessor.
+    shared_bytes
+        Static shared memory per block: the ``(in, out)`` schedule's fp32 partial sums
+        (``k_threads x bucket x columns per block``) stay within it.
     vector_bytes
         Widest load (16 bytes).
     max_batch
@@ -84,11 +88,13 @@ class LowBatchGEMVConfig:
     col_threads: int = 32
     k_threads: int = 8
     sm_count: int = 1
+    shared_bytes: int = 48 * 1024
 
     @staticmethod
     def for_target(target: Target) -> LowBatchGEMVConfig:
         """The configuration for a CUDA target (the same tile for sm_70 ... sm_90)."""
-        return LowBatchGEMVConfig(sm_count=gpu_facts(target).sm_count)
+        facts = gpu_facts(target)
+        return LowBatchGEMVConfig(sm_count=facts.sm_count, shared_bytes=facts.shared_bytes)
 
 
 @dataclass
@@ -167,8 +173,6 @@ def _match(
                 if r is not IndexRole.CONST]  # fmt: skip
         if not last or last[-1] is not j:
             return Decline("the weight's innermost index is neither the reduction nor a column")
-        if const_int(doms[pos[id(j)]]) is None:
-            return Decline("the weight's columns are contiguous and their count is symbolic")
     b_ext = const_int(doms[pos[id(b)]])
     if b_ext is not None and b_ext > cfg.max_batch:
         return Decline(f"the batch {b_ext} is larger than max_batch = {cfg.max_batch}")
@@ -209,8 +213,8 @@ def _tile(
     sch.reorder(*outer, loops[roles.b], loops[roles.j], *k_loops)
     k = sch.fuse(*k_loops) if len(k_loops) > 1 else k_loops[0]
     if not roles.k_contiguous:
-        by_role = {"outer": outer, "b": loops[roles.b], "j": loops[roles.j], "k": k}
-        columns_tile(sch, main, by_role, roles.weight, cfg, padded, tunable)
+        nest = (outer, loops[roles.b], loops[roles.j], k)
+        columns_tile(sch, main, nest, roles.weight, cfg, padded, tunable)
         return
     k_ext = loop_extent(sch, k)
     assert k_ext is not None  # _match checked it
