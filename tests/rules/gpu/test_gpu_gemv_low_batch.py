@@ -168,6 +168,18 @@ def test_declines_with_reasons() -> None:
     assert LowBatchGEMVConfig.for_target(SM80).bucket == 4
 
 
+@pytest.mark.parametrize("weight_nk", [True, False], ids=["out_in", "in_out"])
+def test_declines_a_symbolic_sequence_of_one_batch_item(weight_nk: bool) -> None:
+    # prefill: x (1, seq, k), a prompt's rows, not a decode batch: left to Matmul
+    x = te.placeholder((1, Var("seq"), 64), "float32", name="x")
+    w = te.placeholder((32, 64) if weight_nk else (64, 32), "float32", name="W")
+    func = te.create_prim_func([x, w, topi.matmul(x, w, transpose_b=weight_nk)])
+    assert "outermost dimension" in str(LowBatchGEMV().apply(func, SM80))
+    # a decode batch (b, 1, k) is taken
+    scheduled(low_batch_kn(Var("b"), 64, 32) if not weight_nk else low_batch(
+        Var("b"), 32, 64, decode_shape=True))  # fmt: skip
+
+
 @pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="nvcc/ptxas not on PATH")
 def test_kn_weight_every_sampled_reduction_split_fits_shared_memory() -> None:

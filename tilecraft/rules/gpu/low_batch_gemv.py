@@ -4,7 +4,9 @@ a constant up to ``max_batch``): decode projections of a batch of sequences. Mem
 
 Takes a function with exactly one einsum reduction block whose one operand (the *weight*) has
 constant extents and whose other operand has exactly one non-unit spatial iterator ``b``
-outside the batch group (the *batch rows*), other blocks injective (the epilogue). Two
+outside the batch group (the *batch rows*; a symbolic one must be the activations' outermost
+dimension, as a decode batch ``(b, k)`` or ``(b, 1, k)`` is: the symbolic sequence of a
+prompt, ``(1, seq, k)``, is left to ``Matmul``), other blocks injective (the epilogue). Two
 weight layouts, by the weight's contiguous axis: the reduction (``(out, in)`` weights, the
 layout linear layers use) or the output column (``(in, out)`` weights, ``x @ W``; a constant
 column count); a weight whose innermost index is neither is declined.
@@ -167,7 +169,10 @@ def _match(
     sides = _sides(e, pos, doms)
     if isinstance(sides, Decline):
         return sides
-    weight, _, j, b = sides
+    weight, act, j, b = sides
+    if const_int(doms[pos[id(b)]]) is None and _position(act, b) > 0:
+        return Decline("the symbolic rows are not the activations' outermost dimension (a "
+                       "sequence, as in (1, seq, k)): left to Matmul")  # fmt: skip
     if not weight.reduce_innermost:
         last = [i for i, r in zip(weight.indices, weight.roles, strict=True)
                 if r is not IndexRole.CONST]  # fmt: skip
@@ -183,6 +188,11 @@ def _match(
     roles = _Roles(pos[id(b)], pos[id(j)], [pos[id(v)] for v in e.k_iters], sorted(outer),
                    weight.buffer.name, weight.reduce_innermost)  # fmt: skip
     return info.block_rv, roles, doms
+
+
+def _position(operand: EinsumOperand, var: Var) -> int:
+    """The dimension of ``operand`` that ``var`` indexes (-1: none)."""
+    return next((n for n, i in enumerate(operand.indices) if i is var), -1)
 
 
 def _sides(
