@@ -30,6 +30,7 @@ from ._mm_common import halvings_and_double, knob
 from .gemv import cache_vector, lanes_for
 
 if TYPE_CHECKING:
+    from ...schedule import ExprRV
     from .low_batch_gemv import LowBatchGEMVConfig
 
 
@@ -70,14 +71,7 @@ def columns_tile(
     itemsize = max(block_node(sch, main).reads[0].buffer.dtype.bits // 8, 1)
     lanes, tx_n, ty_n = thread_shape(cols, itemsize, cfg)
     fits = k_ext % ty_n == 0
-    choices = halvings_and_double(ty_n, lambda c: c * tx_n <= 1024 and fits_shared(
-        c, tx_n, lanes, cfg) and (not fits or k_ext % c == 0))  # fmt: skip
-    ty_k = knob(sch, tunable, ty_n, choices)
-    # the write-back's bucket x lanes outputs per column thread on at most the fewest
-    # threadIdx.y any choice launches: an exact split, no guard
-    per_col = cfg.bucket * lanes
-    fewest = min([ty_n, *choices]) if tunable else ty_n
-    wb_y = next(t for t in range(min(per_col, fewest), 0, -1) if per_col % t == 0)
+    ty_k, wb_y = _reduction_threads(sch, (lanes, tx_n, ty_n), k_ext, cfg, tunable)
     bo, bi = sch.split(b, [None, cfg.bucket])
     jo, tx, v = sch.split(j, [None, tx_n, lanes])
     ko, ty = sch.split(k, [None, ty_k])
@@ -102,12 +96,39 @@ def columns_tile(
                                        if r.buffer.name == partial), "shared")  # fmt: skip
     sch.reverse_compute_at(staged, tx)
     attempt(sch, sch.decompose_reduction, rf, ko)
+    _combine(sch, main, bx, (wb_y, tx_n), padded)
+    sch.annotate(bx, "pragma_auto_unroll_max_step", cfg.unroll)
+
+
+def _reduction_threads(
+    sch: Schedule, shape: tuple[int, int, int], k_ext: int, cfg: LowBatchGEMVConfig,
+    tunable: bool,
+) -> tuple[int | ExprRV, int]:  # fmt: skip
+    """(threads along ``k``, sampled when ``tunable``; threads along ``y`` of the
+    write-back). Every choice fits the block and its shared memory and divides a ``k`` it
+    divided; the write-back's ``bucket x lanes`` outputs per column thread go on at most the
+    fewest ``threadIdx.y`` any choice launches, an exact split: no guard."""
+    lanes, tx_n, ty_n = shape
+    fits = k_ext % ty_n == 0
+    choices = halvings_and_double(ty_n, lambda c: c * tx_n <= 1024 and fits_shared(
+        c, tx_n, lanes, cfg) and (not fits or k_ext % c == 0))  # fmt: skip
+    ty_k = knob(sch, tunable, ty_n, choices)
+    per_col = cfg.bucket * lanes
+    fewest = min([ty_n, *choices]) if tunable else ty_n
+    return ty_k, next(t for t in range(min(per_col, fewest), 0, -1) if per_col % t == 0)
+
+
+def _combine(
+    sch: Schedule, main: BlockRV, bx: LoopRV, threads: tuple[int, int], padded: bool
+) -> None:
+    """``main`` (the sum over ``threadIdx.y``'s partials) under ``bx``, its outputs spread
+    over ``threads`` (y, x), and the epilogue after it: in registers where each thread's
+    outputs are a box, through shared memory for a padded (guarded) batch."""
     sch.reverse_compute_at(main, bx)
     bi_c, c = sch.get_loops(main)[-3:-1]
-    cx = _spread(sch, sch.fuse(bi_c, c), wb_y, tx_n)[1]
+    cx = _spread(sch, sch.fuse(bi_c, c), *threads)[1]
     if padded or not localize_output(sch, main, cx, copy_param=False):
-        _shared_epilogue(sch, main, bx, wb_y, tx_n)
-    sch.annotate(bx, "pragma_auto_unroll_max_step", cfg.unroll)
+        _shared_epilogue(sch, main, bx, *threads)
 
 
 def _spread(sch: Schedule, loop: LoopRV, ty: int, tx: int) -> tuple[LoopRV, LoopRV]:
