@@ -51,7 +51,9 @@ CASES: dict[str, tuple[Callable[[], PrimFunc], str, dict[str, int]]] = {
     "ewise_broadcast_chain": (w.ewise_chain, "Fallback", {}),
     "ewise_symbolic": (lambda: w.ewise_chain((Var("n"), 20)), "Fallback", {"n": 7}),
     "argmax": (w.argmax, "Fallback", {}),
-    "matmul": (w.matmul, "Matmul", {}),
+    "matmul": (lambda: w.matmul(m=32), "Matmul", {}),
+    # 16 rows (max_batch) times a (k, n) operand: a small batch of rows, weight-stationary
+    "matmul_16_rows": (w.matmul, "LowBatchGEMV", {}),
 }
 NO_MATMUL_FAMILY = {"GEMV", "LowBatchGEMV", "Matmul"}
 

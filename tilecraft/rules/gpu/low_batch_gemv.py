@@ -4,20 +4,25 @@ a constant up to ``max_batch``): decode projections of a batch of sequences. Mem
 
 Takes a function with exactly one einsum reduction block whose one operand (the *weight*) has
 constant extents and whose other operand has exactly one non-unit spatial iterator ``b``
-outside the batch group (the *batch rows*), other blocks injective (the epilogue). The
-weight's reduction axis must be contiguous (``(out, in)`` weights, the layout linear layers
-use); a strided weight is declined.
+outside the batch group (the *batch rows*; a symbolic one must be the activations' outermost
+dimension, as a decode batch ``(b, k)`` or ``(b, 1, k)`` is: the symbolic sequence of a
+prompt, ``(1, seq, k)``, is left to ``Matmul``), other blocks injective (the epilogue). Two
+weight layouts, by the weight's contiguous axis: the reduction (``(out, in)`` weights, the
+layout linear layers use) or the output column (``(in, out)`` weights, ``x @ W``; a constant
+column count); a weight whose innermost index is neither is declined.
 
-The schedule (numbers from :class:`LowBatchGEMVConfig`) is the ``GEMV`` rows schedule with a
-bucket: ``b`` is padded to a multiple of ``bucket`` (``pad_einsum``: the zero-filled copy of
-``X`` is inlined into its register loads, the copy-back into the guarded epilogue); a block of
-``threads`` threads computes ``bucket x rows`` outputs; each thread walks ``k`` in vector
-chunks, loading the chunk of each of its ``rows`` weight rows once (one 16-byte load) and the
-chunk of each of the ``bucket`` activation rows, and accumulates ``bucket x rows`` partial sums
-in registers (``rfactor``); a cross-thread reduction (warp shuffles) combines them and thread
-``t`` applies the epilogue to output ``t`` of the tile, each element written once. Loops:
-``bx (outer, bucket and row tiles) | tx | ko | ji (weight load) bi kv``. ``tunable=True``
-samples ``rows`` with ``sample_categorical``.
+Both schedules (numbers from :class:`LowBatchGEMVConfig`) pad ``b`` to whole buckets; the
+``(in, out)`` one is in :mod:`._low_batch_cols`. The ``(out, in)`` one is the ``GEMV`` rows
+schedule with a bucket: ``b`` is padded to a multiple of ``bucket`` (``pad_einsum``: the
+zero-filled copy of ``X`` is inlined into its register loads, the copy-back into the guarded
+epilogue); a block of ``threads`` threads computes ``bucket x rows`` outputs; each thread
+walks ``k`` in vector chunks, loading the chunk of each of its ``rows`` weight rows once (one
+16-byte load) and the chunk of each of the ``bucket`` activation rows, and accumulates
+``bucket x rows`` partial sums in registers (``rfactor``); a cross-thread reduction (warp
+shuffles) combines them and thread ``t`` applies the epilogue to output ``t`` of the tile,
+each element written once. Loops: ``bx (outer, bucket and row tiles) | tx | ko | ji (weight
+load) bi kv``. ``tunable=True`` samples ``rows`` (``k_threads`` for ``(in, out)`` weights)
+with ``sample_categorical``.
 """
 
 from __future__ import annotations
@@ -26,13 +31,21 @@ from dataclasses import dataclass
 
 from ...ir import Expr, PrimFunc, Var
 from ...schedule import BlockRV, LoopRV, Schedule
-from ...schedule.analysis import EinsumInfo, EinsumOperand, classify_einsum, why_not_einsum
+from ...schedule.analysis import (
+    EinsumInfo,
+    EinsumOperand,
+    IndexRole,
+    classify_einsum,
+    why_not_einsum,
+)
 from ...target import Target
 from ..base import Decline, GPURule
 from ..common import attempt, block_node, const_int, loop_extent
+from ._low_batch_cols import columns_tile
 from ._mm_common import (
     bind_unbound_roots,
     float_dtypes,
+    gpu_facts,
     halvings_and_double,
     knob,
     match_single_reduction,
@@ -49,9 +62,17 @@ class LowBatchGEMVConfig:
     bucket
         Batch rows per block, sharing each weight load.
     rows
-        Weight rows per block.
+        Weight rows per block (``(out, in)`` weights).
     threads
-        Threads per block along the reduction.
+        Threads per block along the reduction (``(out, in)`` weights).
+    col_threads, k_threads
+        Threads per block along the columns and along the reduction (``(in, out)`` weights).
+    sm_count
+        Multiprocessors: the ``(in, out)`` schedule trades column threads for reduction
+        threads until there are two column tiles per multiprocessor.
+    shared_bytes
+        Static shared memory per block: the ``(in, out)`` schedule's fp32 partial sums
+        (``k_threads x bucket x columns per block``) stay within it.
     vector_bytes
         Widest load (16 bytes).
     max_batch
@@ -66,12 +87,16 @@ class LowBatchGEMVConfig:
     vector_bytes: int = 16
     max_batch: int = 16
     unroll: int = 256
+    col_threads: int = 32
+    k_threads: int = 8
+    sm_count: int = 1
+    shared_bytes: int = 48 * 1024
 
     @staticmethod
     def for_target(target: Target) -> LowBatchGEMVConfig:
-        """The configuration for a CUDA target (the same numbers for sm_70 ... sm_90)."""
-        del target
-        return LowBatchGEMVConfig()
+        """The configuration for a CUDA target (the same tile for sm_70 ... sm_90)."""
+        facts = gpu_facts(target)
+        return LowBatchGEMVConfig(sm_count=facts.sm_count, shared_bytes=facts.shared_bytes)
 
 
 @dataclass
@@ -83,6 +108,7 @@ class _Roles:
     k: list[int]
     outer: list[int]
     weight: str
+    k_contiguous: bool
 
 
 class LowBatchGEMV(GPURule):
@@ -143,9 +169,15 @@ def _match(
     sides = _sides(e, pos, doms)
     if isinstance(sides, Decline):
         return sides
-    weight, _, j, b = sides
+    weight, act, j, b = sides
+    if const_int(doms[pos[id(b)]]) is None and _position(act, b) > 0:
+        return Decline("the symbolic rows are not the activations' outermost dimension (a "
+                       "sequence, as in (1, seq, k)): left to Matmul")  # fmt: skip
     if not weight.reduce_innermost:
-        return Decline("the weight's reduction axis is strided: left to Matmul")
+        last = [i for i, r in zip(weight.indices, weight.roles, strict=True)
+                if r is not IndexRole.CONST]  # fmt: skip
+        if not last or last[-1] is not j:
+            return Decline("the weight's innermost index is neither the reduction nor a column")
     b_ext = const_int(doms[pos[id(b)]])
     if b_ext is not None and b_ext > cfg.max_batch:
         return Decline(f"the batch {b_ext} is larger than max_batch = {cfg.max_batch}")
@@ -154,8 +186,13 @@ def _match(
     inner = {id(b), id(j)}
     outer = [pos[id(v)] for v in (*e.batch_iters, *e.i_iters, *e.j_iters) if id(v) not in inner]
     roles = _Roles(pos[id(b)], pos[id(j)], [pos[id(v)] for v in e.k_iters], sorted(outer),
-                   weight.buffer.name)  # fmt: skip
+                   weight.buffer.name, weight.reduce_innermost)  # fmt: skip
     return info.block_rv, roles, doms
+
+
+def _position(operand: EinsumOperand, var: Var) -> int:
+    """The dimension of ``operand`` that ``var`` indexes (-1: none)."""
+    return next((n for n, i in enumerate(operand.indices) if i is var), -1)
 
 
 def _sides(
@@ -185,6 +222,10 @@ def _tile(
     outer = [loops[p] for p in roles.outer]
     sch.reorder(*outer, loops[roles.b], loops[roles.j], *k_loops)
     k = sch.fuse(*k_loops) if len(k_loops) > 1 else k_loops[0]
+    if not roles.k_contiguous:
+        nest = (outer, loops[roles.b], loops[roles.j], k)
+        columns_tile(sch, main, nest, roles.weight, cfg, padded, tunable)
+        return
     k_ext = loop_extent(sch, k)
     assert k_ext is not None  # _match checked it
     itemsize = max(block_node(sch, main).reads[0].buffer.dtype.bits // 8, 1)
