@@ -1,0 +1,132 @@
+"""Converters of non-Core ATen operators that survive torch's default decompositions: sorted
+search (``searchsorted``, ``bucketize``), order statistics (``median``, ``kthvalue``) and
+histograms (``histc``).
+
+They are built from comparisons counted over a broadcast axis and from the rank-counting sort
+of :mod:`._ops_more`, so each costs the product of the two extents it compares.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...graph import TensorVar
+from ...ir import IntImm, as_expr
+from ._context import Context, UnsupportedNodeError
+from ._ops_math import compute_dtype
+from ._ops_more import _along_last, _moved_back, _ranked
+from ._registry import handles
+
+
+def _count_below(ctx: Context, seq: TensorVar, v: TensorVar, right: bool) -> TensorVar:
+    """``sum(seq < v)`` (``seq <= v`` when ``right``) over ``seq``'s last axis, per value.
+
+    ``seq`` is 1-d, or ``(*batch, m)`` with ``v`` of shape ``(*batch, k)``. Every value is
+    compared with every element of the sequence: O(m * k), not a binary search.
+    """
+    scalar = v.type.ndim == 0
+    if scalar:
+        v = ctx.reshape(v, (as_expr(1),))
+    if seq.type.ndim > 1:
+        seq = ctx.reshape(seq, (*seq.type.shape[:-1], as_expr(1), seq.type.shape[-1]))
+    vc = ctx.reshape(v, (*v.type.shape, as_expr(1)))
+    below = ctx.emit("less_equal" if right else "less", [seq, vc])
+    count = ctx.emit("sum", [ctx.cast(below, "int64")], {"axis": (-1,)})
+    return ctx.reshape(count, ()) if scalar else count
+
+
+@handles("aten::searchsorted.Tensor", "aten::searchsorted.Scalar")
+def _searchsorted(ctx: Context, node: Any) -> TensorVar:
+    """The insertion points of values into a sorted sequence, by counting (see
+    :func:`_count_below`: O(m * k) comparisons)."""
+    seq, v = ctx.tensor(node, 0, "sorted_sequence"), ctx.arg(node, 1, "self")
+    dt = compute_dtype(ctx, node, seq, v)
+    seq, v = ctx.cast(seq, dt), ctx.operand(v, dt)
+    side = ctx.arg(node, 4, "side", None)
+    right = bool(ctx.arg(node, 3, "right", False)) if side is None else side == "right"
+    sorter = ctx.arg(node, 5, "sorter", None)
+    if isinstance(sorter, TensorVar):
+        seq = ctx.emit("gather", [seq, sorter], {"axis": seq.type.ndim - 1})
+    if seq.type.ndim > 1 and seq.type.ndim != v.type.ndim:
+        raise UnsupportedNodeError("searchsorted with unmatched leading dimensions")
+    return ctx.cast(_count_below(ctx, seq, v, right), ctx.out_dtype(node))
+
+
+@handles("aten::bucketize.Tensor", "aten::bucketize.Scalar")
+def _bucketize(ctx: Context, node: Any) -> TensorVar:
+    """The bucket of each value among 1-d boundaries: ``sum(boundaries < x)``
+    (``<=`` when ``right``), O(n * m) comparisons rather than a binary search."""
+    x, bounds = ctx.arg(node, 0, "self"), ctx.tensor(node, 1, "boundaries")
+    dt = compute_dtype(ctx, node, x, bounds)
+    x, bounds = ctx.operand(x, dt), ctx.cast(bounds, dt)
+    right = bool(ctx.arg(node, 3, "right", False))
+    return ctx.cast(_count_below(ctx, bounds, x, right), ctx.out_dtype(node))
+
+
+def _order_stat(
+    ctx: Context, x: TensorVar, k: int, axis: int, keepdim: bool
+) -> tuple[TensorVar, TensorVar]:
+    """The ``k``-th smallest value (0-based) along ``axis`` and its index, from the stable
+    rank-counting sort (O(n^2) comparisons along the axis); a NaN makes the value NaN."""
+    y, back = _along_last(ctx, x, axis)
+    n = y.type.shape[-1]
+    if not isinstance(n, IntImm):
+        raise UnsupportedNodeError("an order statistic along a symbolic axis")
+    if not 0 <= k < n.value:
+        raise UnsupportedNodeError(f"order statistic {k + 1} of {n.value} elements")
+    values, indices = _ranked(ctx, y, False)
+    shape = (*values.type.shape[:-1], as_expr(1))
+    attrs = {"axis": values.type.ndim - 1, "begin": k, "step": 1}
+    values = ctx.emit_shaped("strided_slice", [values], attrs, shape)
+    indices = ctx.emit_shaped("strided_slice", [indices], attrs, shape)
+    if y.type.dtype.is_float:
+        nan = ctx.emit("any", [ctx.emit("isnan", [y])], {"axis": (-1,), "keepdims": True})
+        values = ctx.emit("where", [nan, ctx.scalar(float("nan"), str(y.type.dtype)), values])
+    values, indices = _moved_back(ctx, values, back), _moved_back(ctx, indices, back)
+    if not keepdim:
+        out = tuple(s for d, s in enumerate(x.type.shape) if d != axis)
+        values, indices = ctx.reshape(values, out), ctx.reshape(indices, out)
+    return values, indices
+
+
+def _extent(x: TensorVar, axis: int) -> int:
+    n = x.type.shape[axis]
+    if not isinstance(n, IntImm):
+        raise UnsupportedNodeError("an order statistic along a symbolic axis")
+    return n.value
+
+
+@handles("aten::median")
+def _median_all(ctx: Context, node: Any) -> TensorVar:
+    """The lower median of all elements (torch's: element ``(n - 1) // 2`` in order)."""
+    x = ctx.tensor(node, 0)
+    n = 1
+    for s in x.type.shape:
+        if not isinstance(s, IntImm):
+            raise UnsupportedNodeError("the median of a symbolic number of elements")
+        n *= s.value
+    flat = ctx.reshape(x, (as_expr(n),))
+    return _order_stat(ctx, flat, (n - 1) // 2, 0, False)[0]
+
+
+@handles("aten::median.dim")
+def _median_dim(ctx: Context, node: Any) -> tuple[TensorVar, TensorVar]:
+    x = ctx.tensor(node, 0)
+    keepdim = bool(ctx.arg(node, 2, "keepdim", False))
+    if x.type.ndim == 0:
+        return x, ctx.scalar(0, "int64")
+    axis = int(ctx.arg(node, 1, "dim")) % x.type.ndim
+    return _order_stat(ctx, x, (_extent(x, axis) - 1) // 2, axis, keepdim)
+
+
+@handles("aten::kthvalue")
+def _kthvalue(ctx: Context, node: Any) -> tuple[TensorVar, TensorVar]:
+    x = ctx.tensor(node, 0)
+    k = ctx.arg(node, 1, "k")
+    if not isinstance(k, int):
+        raise UnsupportedNodeError("kthvalue with a symbolic k")
+    keepdim = bool(ctx.arg(node, 3, "keepdim", False))
+    if x.type.ndim == 0:
+        return x, ctx.scalar(0, "int64")
+    axis = int(ctx.arg(node, 2, "dim", -1)) % x.type.ndim
+    return _order_stat(ctx, x, k - 1, axis, keepdim)
