@@ -38,6 +38,10 @@ OPS = {
     "median_nan": lambda x, s: torch.where(x > 1.5, float("nan"), x).median(1).values,
     "kthvalue": lambda x, s: x.kthvalue(3, 1).values,
     "kthvalue_indices": lambda x, s: x.kthvalue(2, 0, keepdim=True).indices,
+    "histc": lambda x, s: torch.histc(x, 5),
+    "histc_range_edges": lambda x, s: torch.histc(x.round(), 4, min=-1.0, max=1.0),
+    "histc_nan_ignored": lambda x, s: torch.histc(torch.where(x > 1, float("nan"), x), 3, -2, 2),
+    "histc_one_value": lambda x, s: torch.histc(x * 0 + 0.5, 4),
 }
 
 
@@ -78,7 +82,8 @@ def test_op_matches_torch(compiled, i, name):
 
 class Dynamic(torch.nn.Module):
     def forward(self, x):
-        return torch.searchsorted(EDGES, x), torch.bucketize(x, EDGES, right=True), x.median(1)
+        s = torch.searchsorted(EDGES, x)
+        return s, torch.bucketize(x, EDGES, right=True), x.median(1), torch.histc(x, 6)
 
 
 def test_dynamic_rows():
@@ -94,3 +99,4 @@ def test_dynamic_rows():
         _compare(out[1], ref[1])
         _compare(out[2], ref[2].values)
         _compare(out[3], ref[2].indices)
+        _compare(out[4], ref[3])

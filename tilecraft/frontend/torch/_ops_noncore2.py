@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ...graph import TensorVar
 from ...ir import IntImm, as_expr
 from ._context import Context, UnsupportedNodeError
@@ -130,3 +132,43 @@ def _kthvalue(ctx: Context, node: Any) -> tuple[TensorVar, TensorVar]:
         return x, ctx.scalar(0, "int64")
     axis = int(ctx.arg(node, 2, "dim", -1)) % x.type.ndim
     return _order_stat(ctx, x, k - 1, axis, keepdim)
+
+
+@handles("aten::histc")
+def _histc(ctx: Context, node: Any) -> TensorVar:
+    """Counts of the elements in ``bins`` equal bins over ``[min, max]`` (the data's range
+    when both are equal; that widened by 1 each way when it is one value). Bin ``floor((x -
+    min) * bins / (max - min))``, ``max`` itself in the last bin, elements outside (and NaN)
+    ignored, as torch's. Each element is compared with each bin: O(n * bins)."""
+    x = ctx.tensor(node, 0)
+    dt = str(x.type.dtype)
+    bins = int(ctx.arg(node, 1, "bins", 100))
+    lo, hi = ctx.arg(node, 2, "min", 0), ctx.arg(node, 3, "max", 0)
+    if not all(isinstance(v, (int, float)) for v in (lo, hi)):
+        raise UnsupportedNodeError("histc with symbolic bounds")
+    n = as_expr(1)
+    for s in x.type.shape:
+        n = n * s
+    flat = ctx.reshape(x, (n,))
+    if lo == hi:
+        left = ctx.emit("min", [flat], {"axis": (0,)})
+        right = ctx.emit("max", [flat], {"axis": (0,)})
+        same = ctx.emit("equal", [left, right])
+        one = ctx.scalar(1, dt)
+        left = ctx.emit("where", [same, ctx.emit("subtract", [left, one]), left])
+        right = ctx.emit("where", [same, ctx.emit("add", [right, one]), right])
+    else:
+        left, right = ctx.scalar(lo, dt), ctx.scalar(hi, dt)
+    inside = ctx.emit(
+        "logical_and",
+        [ctx.emit("greater_equal", [flat, left]), ctx.emit("less_equal", [flat, right])],
+    )
+    scaled = ctx.emit("multiply", [ctx.emit("subtract", [flat, left]), ctx.scalar(bins, dt)])
+    pos = ctx.emit("divide", [scaled, ctx.emit("subtract", [right, left])])
+    pos = ctx.emit(
+        "minimum", [ctx.cast(ctx.emit("floor", [pos]), "int64"), ctx.scalar(bins - 1, "int64")]
+    )
+    pos = ctx.emit("where", [inside, pos, ctx.scalar(-1, "int64")])
+    slots = ctx.const(np.arange(bins, dtype=np.int64)[None, :], "bins")
+    hit = ctx.emit("equal", [ctx.reshape(pos, (n, as_expr(1))), slots])
+    return ctx.cast(ctx.emit("sum", [ctx.cast(hit, "int64")], {"axis": (0,)}), dt)
