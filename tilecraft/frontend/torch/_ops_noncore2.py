@@ -172,3 +172,32 @@ def _histc(ctx: Context, node: Any) -> TensorVar:
     slots = ctx.const(np.arange(bins, dtype=np.int64)[None, :], "bins")
     hit = ctx.emit("equal", [ctx.reshape(pos, (n, as_expr(1))), slots])
     return ctx.cast(ctx.emit("sum", [ctx.cast(hit, "int64")], {"axis": (0,)}), dt)
+
+
+@handles("aten::mode")
+def _mode(ctx: Context, node: Any) -> tuple[TensorVar, TensorVar]:
+    """The most frequent value along ``dim`` (the smallest of those tied) and the index of its
+    last occurrence, as torch's; each element is compared with every other (O(n^2))."""
+    x = ctx.tensor(node, 0)
+    keepdim = bool(ctx.arg(node, 2, "keepdim", False))
+    if x.type.ndim == 0:
+        return x, ctx.scalar(0, "int64")
+    axis = int(ctx.arg(node, 1, "dim", -1)) % x.type.ndim
+    y, back = _along_last(ctx, x, axis)
+    n = _extent(y, -1)
+    shape = y.type.shape
+    xi = ctx.reshape(y, (*shape, as_expr(1)))
+    xj = ctx.reshape(y, (*shape[:-1], as_expr(1), shape[-1]))
+    count = ctx.emit("sum", [ctx.cast(ctx.emit("equal", [xi, xj]), "int64")], {"axis": (-1,)})
+    best = ctx.emit("max", [count], {"axis": (-1,), "keepdims": True})
+    top = ctx.emit("max", [y], {"axis": (-1,), "keepdims": True})
+    tied = ctx.emit("where", [ctx.emit("equal", [count, best]), y, top])
+    value = ctx.emit("min", [tied], {"axis": (-1,), "keepdims": True})
+    index = ctx.const(np.arange(n, dtype=np.int64), "index")
+    at = ctx.emit("where", [ctx.emit("equal", [y, value]), index, ctx.scalar(-1, "int64")])
+    last = ctx.emit("max", [at], {"axis": (-1,), "keepdims": True})
+    value, last = _moved_back(ctx, value, back), _moved_back(ctx, last, back)
+    if not keepdim:
+        out = tuple(s for d, s in enumerate(x.type.shape) if d != axis)
+        value, last = ctx.reshape(value, out), ctx.reshape(last, out)
+    return value, last
