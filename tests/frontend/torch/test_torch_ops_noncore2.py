@@ -104,3 +104,22 @@ def test_dynamic_rows():
         _compare(out[2], ref[2].values)
         _compare(out[3], ref[2].indices)
         _compare(out[4], ref[3])
+
+
+class Counts(torch.nn.Module):
+    def forward(self, x, w):
+        return torch.bincount(x), torch.bincount(x, w, minlength=12), torch.bincount(x * 0)
+
+
+def test_bincount_length_from_the_values():
+    n = torch.export.Dim("n", max=64)
+    x, w = torch.tensor([0, 2, 2, 5, 1, 2]), torch.rand(6)
+    ep = torch.export.export(Counts(), (x, w), dynamic_shapes=({0: n}, {0: n}))
+    mod, params = from_exported_program(ep)
+    f = tc.compile(mod, params=params)["main"]
+    g = torch.Generator().manual_seed(2)
+    for size, top in ((6, 4), (9, 20), (3, 1)):
+        x, w = torch.randint(0, top, (size,), generator=g), torch.rand(size, generator=g)
+        out, ref = f(x.numpy(), w.numpy()), Counts()(x, w)
+        for o, r in zip(out, ref, strict=True):
+            _compare(o, r)

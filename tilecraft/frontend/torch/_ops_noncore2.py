@@ -15,6 +15,7 @@ import numpy as np
 from ...graph import TensorVar
 from ...ir import IntImm, as_expr
 from ._context import Context, UnsupportedNodeError
+from ._ops_dynamic import _bounds, _range_upper, _symbol
 from ._ops_math import compute_dtype
 from ._ops_more import _along_last, _moved_back, _ranked
 from ._registry import handles
@@ -201,3 +202,38 @@ def _mode(ctx: Context, node: Any) -> tuple[TensorVar, TensorVar]:
         out = tuple(s for d, s in enumerate(x.type.shape) if d != axis)
         value, last = ctx.reshape(value, out), ctx.reshape(last, out)
     return value, last
+
+
+@handles("aten::bincount")
+def _bincount(ctx: Context, node: Any) -> TensorVar:
+    """Counts (or summed weights) of each value of a 1-d non-negative integer tensor.
+
+    The length, ``max(max(x) + 1, minlength)``, depends on the values: it is computed, bound
+    as a shape variable (``bind_symbol``, checked against torch's bounds), and the counts are
+    a scatter-add into zeros of that length. ``x`` must have at least one element.
+    """
+    x = ctx.tensor(node, 0)
+    weights = ctx.arg(node, 1, "weights", None)
+    minlength = ctx.arg(node, 2, "minlength", 0)
+    if x.type.ndim != 1 or not isinstance(minlength, int):
+        raise UnsupportedNodeError("bincount of a non-1-d tensor or with a symbolic minlength")
+    if isinstance(x.type.shape[0], IntImm) and x.type.shape[0].value == 0:
+        raise UnsupportedNodeError("bincount of an empty tensor")
+    xi = ctx.cast(x, "int64")
+    length = ctx.meta(node).shape[0]
+    if isinstance(length, int):
+        n: Any = as_expr(length)
+    else:
+        top = ctx.emit("max", [xi], {"axis": (0,), "keepdims": True})
+        size = ctx.emit("add", [top, ctx.scalar(1, "int64")])
+        size = ctx.emit("maximum", [size, ctx.scalar(minlength, "int64")])
+        n = _symbol(ctx, length, "bincount")
+        lo, hi = _bounds(ctx, node, n.name, _range_upper(length))
+        ctx.carriers[n.name] = ctx.bb.emit_bind_symbol(size, n, lo, hi)
+    dt = ctx.out_dtype(node)
+    zeros = ctx.emit_shaped("full", [], {"value": 0, "dtype": dt}, (n,))
+    if isinstance(weights, TensorVar):
+        src = ctx.cast(weights, dt)
+    else:
+        src = ctx.emit_shaped("full", [], {"value": 1, "dtype": dt}, x.type.shape)
+    return ctx.emit("scatter", [zeros, xi, src], {"axis": 0, "reduction": "sum"})
