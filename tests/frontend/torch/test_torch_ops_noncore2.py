@@ -123,3 +123,22 @@ def test_bincount_length_from_the_values():
         out, ref = f(x.numpy(), w.numpy()), Counts()(x, w)
         for o, r in zip(out, ref, strict=True):
             _compare(o, r)
+
+
+class Unique(torch.nn.Module):
+    def forward(self, x):
+        values, inverse, counts = torch.unique(x, return_inverse=True, return_counts=True)
+        return values, inverse, counts, torch.unique(x[0].long(), sorted=False)
+
+
+def test_unique_length_from_the_values():
+    rows = torch.export.Dim("rows", max=64)
+    ep = torch.export.export(Unique(), (torch.randn(4, 3).round(),), dynamic_shapes=({0: rows},))
+    mod, params = from_exported_program(ep)
+    f = tc.compile(mod, params=params)["main"]
+    g = torch.Generator().manual_seed(3)
+    for n in (2, 4, 11):
+        x = (torch.randn(n, 3, generator=g) * 2).round()
+        out, ref = f(x.numpy()), Unique()(x)
+        for o, r in zip(out, ref, strict=True):
+            _compare(o, r)

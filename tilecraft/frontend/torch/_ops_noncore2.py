@@ -15,7 +15,7 @@ import numpy as np
 from ...graph import TensorVar
 from ...ir import IntImm, as_expr
 from ._context import Context, UnsupportedNodeError
-from ._ops_dynamic import _bounds, _range_upper, _symbol
+from ._ops_dynamic import _bounds, _numel, _range_upper, _symbol
 from ._ops_math import compute_dtype
 from ._ops_more import _along_last, _moved_back, _ranked
 from ._registry import handles
@@ -237,3 +237,68 @@ def _bincount(ctx: Context, node: Any) -> TensorVar:
     else:
         src = ctx.emit_shaped("full", [], {"value": 1, "dtype": dt}, x.type.shape)
     return ctx.emit("scatter", [zeros, xi, src], {"axis": 0, "reduction": "sum"})
+
+
+@handles("aten::_unique2")
+def _unique2(ctx: Context, node: Any) -> tuple[TensorVar, TensorVar, TensorVar]:
+    """The distinct values of ``x`` in ascending order (torch sorts them on the CPU whatever
+    ``sorted`` says), the position of each element among them, and their counts.
+
+    An element is its value's representative when no earlier element equals it; its rank
+    counts the representatives below it; the count of representatives is the length, bound
+    as a shape variable; values and counts are scatters by rank. Every pair of elements is
+    compared: O(n^2).
+    """
+    x = ctx.tensor(node, 0)
+    vals = node.meta["val"]
+    if x.type.ndim == 0:
+        x = ctx.reshape(x, (as_expr(1),))
+    shape, k = x.type.shape, x.type.ndim
+    unit = (as_expr(1),) * k
+    xi, xj = ctx.reshape(x, (*shape, *unit)), ctx.reshape(x, (*unit, *shape))
+    twin = ctx.emit("logical_and", [ctx.emit("equal", [xi, xj]), _earlier(ctx, x)])
+    j_axes = tuple(range(k, 2 * k))
+    rep = ctx.emit("logical_not", [ctx.emit("any", [twin], {"axis": j_axes})])
+    below = ctx.emit("logical_and", [ctx.emit("less", [xj, xi]), ctx.reshape(rep, (*unit, *shape))])
+    rank = ctx.emit("sum", [ctx.cast(below, "int64")], {"axis": j_axes})
+    size = ctx.emit("sum", [ctx.cast(rep, "int64")], {"axis": tuple(range(k))})
+    size = ctx.reshape(size, (as_expr(1),))
+    n = _numel(shape)
+    flat, rank_flat = ctx.reshape(x, (n,)), ctx.reshape(rank, (n,))
+    length = vals[0].shape[0]
+    u = _symbol(ctx, length, "unique")
+    lo, hi = _bounds(ctx, node, u.name, _range_upper(length))
+    ctx.carriers[u.name] = ctx.bb.emit_bind_symbol(size, u, lo, hi)
+    dt = str(x.type.dtype)
+    zeros = ctx.emit_shaped("full", [], {"value": 0, "dtype": dt}, (u,))
+    values = ctx.emit("scatter", [zeros, rank_flat, flat], {"axis": 0, "reduction": "none"})
+    empty = ctx.emit_shaped("full", [], {"value": 0, "dtype": "int64"}, (as_expr(0),))
+    inverse = empty
+    if bool(ctx.arg(node, 2, "return_inverse", False)):
+        inverse = ctx.reshape(rank, tuple(ctx.out_shape(node, vals[1])))
+    counts = empty
+    if bool(ctx.arg(node, 3, "return_counts", False)):
+        ones = ctx.emit_shaped("full", [x], {"value": 1, "dtype": "int64"}, shape)
+        zeros = ctx.emit_shaped("full", [], {"value": 0, "dtype": "int64"}, (u,))
+        src = ctx.reshape(ones, (n,))
+        counts = ctx.emit("scatter", [zeros, rank_flat, src], {"axis": 0, "reduction": "sum"})
+    return values, inverse, counts
+
+
+def _earlier(ctx: Context, x: TensorVar) -> TensorVar:
+    """``[*i, *j]``: element ``j`` of ``x`` comes before element ``i`` in row-major order
+    (compared axis by axis, so no flat index over a product of symbolic extents is built)."""
+    shape, k = x.type.shape, x.type.ndim
+    steps: list[tuple[TensorVar, TensorVar]] = []  # (j before i, j level with i) per axis
+    for d in range(k):
+        a = ctx.emit_shaped("arange", [x], {"start": 0, "step": 1, "dtype": "int64"}, (shape[d],))
+        at_i = [as_expr(1)] * (2 * k)
+        at_j = list(at_i)
+        at_i[d], at_j[k + d] = shape[d], shape[d]
+        ai, aj = ctx.reshape(a, tuple(at_i)), ctx.reshape(a, tuple(at_j))
+        steps.append((ctx.emit("less", [aj, ai]), ctx.emit("equal", [aj, ai])))
+    out, same = steps[0]
+    for lt, eq in steps[1:]:
+        out = ctx.emit("logical_or", [out, ctx.emit("logical_and", [same, lt])])
+        same = ctx.emit("logical_and", [same, eq])
+    return out
