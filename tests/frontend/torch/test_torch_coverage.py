@@ -30,12 +30,12 @@ def test_core_aten_coverage():
 
 
 def test_unsupported_operator_error_says_why(monkeypatch):
-    class Search(torch.nn.Module):  # searchsorted: no converter (and not Core ATen)
+    class Det(torch.nn.Module):  # _linalg_det: no converter (and not Core ATen)
         def forward(self, x):
-            return torch.searchsorted(torch.tensor([0.0, 1.0]), x)
+            return torch.linalg.det(x)
 
-    why = {**_errors.WHY_UNSUPPORTED, "aten::searchsorted.Tensor": "needs a reason here"}
+    why = {**_errors.WHY_UNSUPPORTED, "aten::_linalg_det": "needs a reason here"}
     monkeypatch.setattr(_errors, "WHY_UNSUPPORTED", why)
-    ep = torch.export.export(Search(), (torch.tensor([0.0, 1.0, 2.0]),))
-    with pytest.raises(UnsupportedOpsError, match=r"searchsorted.Tensor \(needs a reason here\)"):
+    ep = torch.export.export(Det(), (torch.randn(3, 3),))
+    with pytest.raises(UnsupportedOpsError, match=r"_linalg_det \(needs a reason here\)"):
         from_exported_program(ep)
