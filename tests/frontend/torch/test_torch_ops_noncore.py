@@ -14,6 +14,8 @@ F = torch.nn.functional
 import tilecraft as tc  # noqa: E402
 from tilecraft.frontend.torch import from_exported_program  # noqa: E402
 
+ERFINV_EDGES = torch.tensor([-1.0, 1.0, 0.0, 0.999999, -0.99, 1.5])
+SPECIAL = torch.tensor([0.0, -1.0, -2.5, 1.0, 2.0, 1e-6, 0.5, 100.0, float("inf")])
 OPS = {
     "max": lambda x, y: x.max(),
     "min": lambda x, y: y.min(),
@@ -43,6 +45,10 @@ OPS = {
     "cummax_indices": lambda x, y: torch.cummax(x.round(), 1)[1],
     "cummin_values": lambda x, y: torch.cummin(y, 1)[0],
     "cummin_indices": lambda x, y: torch.cummin(y.round(), 0)[1],
+    "erfinv": lambda x, y: torch.erfinv(torch.cat([x.flatten().tanh(), ERFINV_EDGES])),
+    "lgamma": lambda x, y: torch.lgamma(torch.cat([x.flatten() * 4, y.flatten() * 40, SPECIAL])),
+    "digamma": lambda x, y: torch.digamma(torch.cat([x.flatten() * 4, y.flatten() * 40, SPECIAL])),
+    "i0": lambda x, y: torch.special.i0(torch.cat([x.flatten() * 4, y.flatten() * 25])),
 }
 
 
@@ -102,6 +108,10 @@ NONCORE_COMMON = {
     "aten::logcumsumexp": lambda x: torch.logcumsumexp(x, 1),
     "aten::cummax": lambda x: torch.cummax(x, 1)[0],
     "aten::cummin": lambda x: torch.cummin(x, 1)[1],
+    "aten::erfinv": lambda x: torch.erfinv(x.tanh()),
+    "aten::lgamma": lambda x: torch.lgamma(x),
+    "aten::digamma": lambda x: torch.special.digamma(x),
+    "aten::i0": lambda x: torch.special.i0(x),
 }
 
 

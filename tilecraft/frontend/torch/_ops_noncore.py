@@ -4,7 +4,8 @@ They are compositions of existing graph operators: full reductions (``x.max()``)
 norms, ``var_mean``, rounding to decimals, ``hypot``, ``copysign`` and the running
 reductions ``cumprod``, ``cummax``, ``cummin`` and ``logcumsumexp``. A running reduction over
 an axis of ``n`` elements is an ordinary reduction over an (n, n) lower-triangular window, as
-the ``cumsum`` operator is legalized: it costs ``n`` times the input's size.
+the ``cumsum`` operator is legalized: it costs ``n`` times the input's size. ``erfinv``,
+``lgamma``, ``digamma`` and ``i0`` are the float64 compositions of :mod:`._special`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from ...graph import TensorVar
 from ...ir import IntImm, as_expr
+from . import _special
 from ._context import Context, UnsupportedNodeError
 from ._ops_math import dims
 from ._registry import handles
@@ -221,3 +223,20 @@ def _logcumsumexp(ctx: Context, node: Any) -> TensorVar:
     e = ctx.emit("where", [tri, e, ctx.scalar(0.0, dt)])
     s = ctx.emit("sum", [e], {"axis": (axis + 1,), "keepdims": False})
     return ctx.emit("add", [ctx.emit("log", [s]), m])
+
+
+# special functions -------------------------------------------------------------------------
+_SPECIAL = {
+    "aten::erfinv": _special.erfinv,
+    "aten::lgamma": _special.lgamma,
+    "aten::digamma": _special.digamma,
+    "aten::special_i0": _special.i0,
+    "aten::i0": _special.i0,
+}
+
+
+@handles(*_SPECIAL)
+def _special_fn(ctx: Context, node: Any) -> TensorVar:
+    """The functions of :mod:`._special`, evaluated in float64 and rounded to the result."""
+    x = ctx.cast(ctx.tensor(node, 0), "float64")
+    return ctx.cast(_SPECIAL[node.target.name()](ctx, x), ctx.out_dtype(node))
