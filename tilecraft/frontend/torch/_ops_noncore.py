@@ -142,8 +142,8 @@ def _window(ctx: Context, x: TensorVar, axis: int) -> tuple[TensorVar, TensorVar
         raise UnsupportedNodeError("a running reduction over a symbolic extent")
     xk = ctx.reshape(x, (*shape[:axis], as_expr(1), *shape[axis:]))
     tri = np.tril(np.ones((n.value, n.value), dtype=bool))
-    tri = tri.reshape(tri.shape + (1,) * (x.type.ndim - axis - 1))
-    return xk, ctx.const(tri, "tril"), n.value
+    mask = tri.reshape(tri.shape + (1,) * (x.type.ndim - axis - 1))
+    return xk, ctx.const(mask, "tril"), n.value
 
 
 def _axis(ctx: Context, node: Any, x: TensorVar) -> int:
