@@ -112,6 +112,7 @@ NONCORE_COMMON = {
     "aten::lgamma": lambda x: torch.lgamma(x),
     "aten::digamma": lambda x: torch.special.digamma(x),
     "aten::i0": lambda x: torch.special.i0(x),
+    "aten::nextafter": lambda x: torch.nextafter(x, x + 1),
 }
 
 
@@ -142,3 +143,20 @@ def test_copysign_takes_the_sign_of_negative_zero():
     mod, params = from_exported_program(torch.export.export(CopySign(), (x, y)))
     out = tc.compile(mod, params=params)["main"](x.numpy(), y.numpy())
     np.testing.assert_array_equal(np.asarray(out), torch.copysign(x, y).numpy())
+
+
+class NextAfter(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.nextafter(x, y), torch.nextafter(x.half(), y.half())
+
+
+def test_nextafter_steps_one_float_toward_other():
+    tiny, big = torch.finfo(torch.float32).tiny, torch.finfo(torch.float32).max
+    x = torch.cat([torch.randn(16) * 100, torch.tensor([0.0, 0.0, 1.0, 1.0, -2.0, -2.0, 0.5])])
+    x = torch.cat([x, torch.tensor([tiny, tiny, 1e-44, big, float("inf"), 3.0, 1e-3])])
+    y = torch.cat([torch.randn(16) * 100, torch.tensor([1.0, -1.0, 2.0, 0.0, -3.0, 0.0, 0.5])])
+    y = torch.cat([y, torch.tensor([0.0, 1.0, -1.0, float("inf"), 0.0, 3.0, -1.0])])
+    mod, params = from_exported_program(torch.export.export(NextAfter(), (x, y)))
+    outs = tc.compile(mod, params=params)["main"](x.numpy(), y.numpy())
+    for out, ref in zip(outs, NextAfter()(x, y), strict=True):
+        np.testing.assert_array_equal(np.asarray(out), ref.numpy())

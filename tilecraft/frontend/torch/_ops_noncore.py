@@ -240,3 +240,31 @@ def _special_fn(ctx: Context, node: Any) -> TensorVar:
     """The functions of :mod:`._special`, evaluated in float64 and rounded to the result."""
     x = ctx.cast(ctx.tensor(node, 0), "float64")
     return ctx.cast(_SPECIAL[node.target.name()](ctx, x), ctx.out_dtype(node))
+
+
+_FLOAT_BITS = {"float32": (23, -126, 3.4028234663852886e38), "float16": (10, -14, 65504.0)}
+
+
+@handles("aten::nextafter")
+def _nextafter(ctx: Context, node: Any) -> TensorVar:
+    """The next float32/float16 after ``x`` toward ``y``, by float64 arithmetic: the step is
+    ``2**(floor(log2|x|) - mantissa bits)`` (halved below an exact power of two, fixed at the
+    subnormal spacing below the smallest normal exponent)."""
+    dt = ctx.out_dtype(node)
+    if dt not in _FLOAT_BITS:
+        raise UnsupportedNodeError(f"nextafter of {dt}")
+    bits, emin, fmax = _FLOAT_BITS[dt]
+    o = _special.Ops(ctx)
+    x = ctx.operand(ctx.arg(node, 0, "self"), "float64")
+    y = ctx.operand(ctx.arg(node, 1, "other"), "float64")
+    a = o("abs", x)
+    e = o("maximum", o("floor", o("log2", a)), float(emin))
+    up = o("exp2", o("subtract", e, float(bits)))
+    at_power = o("logical_and", o("equal", a, o("exp2", e)), o("greater", e, float(emin)))
+    down = ctx.emit("where", [at_power, o("multiply", up, 0.5), up])
+    direction = o("sign", o("subtract", y, x))
+    away = o("greater", o("multiply", direction, x), 0.0)
+    out = o("add", x, o("multiply", direction, ctx.emit("where", [away, up, down])))
+    from_inf = o("logical_and", o("isinf", x), o("not_equal", x, y))
+    out = ctx.emit("where", [from_inf, o("multiply", o("sign", x), fmax), out])
+    return ctx.cast(ctx.emit("where", [o("equal", x, y), y, out]), dt)

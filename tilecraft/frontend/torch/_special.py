@@ -21,7 +21,7 @@ from ._context import Context
 F64 = "float64"
 
 
-class _Ops:
+class Ops:
     """Shorthands that emit float64 elementwise operators."""
 
     def __init__(self, ctx: Context) -> None:
@@ -54,7 +54,7 @@ _GILES_LARGE = (
 
 def erfinv(ctx: Context, x: TensorVar) -> TensorVar:
     """The inverse error function of float64 ``x`` (nan outside [-1, 1], +-inf at +-1)."""
-    o = _Ops(ctx)
+    o = Ops(ctx)
     w = o("negative", o("log", o("multiply", o("subtract", 1.0, x), o("add", 1.0, x))))
     small = o.horner(o("subtract", w, 2.5), _GILES_SMALL)
     large = o.horner(o("subtract", o("sqrt", w), 3.0), _GILES_LARGE)
@@ -73,7 +73,7 @@ _LANCZOS = (
 )  # fmt: skip
 
 
-def _lanczos(o: _Ops, x: TensorVar) -> TensorVar:
+def _lanczos(o: Ops, x: TensorVar) -> TensorVar:
     """``lgamma(x)`` for x >= 0.5."""
     z = o("subtract", x, 1.0)
     a = o.c(_LANCZOS[0])
@@ -84,14 +84,14 @@ def _lanczos(o: _Ops, x: TensorVar) -> TensorVar:
     return o("add", o("add", lead, 0.5 * math.log(2 * math.pi)), o("log", a))
 
 
-def _pole(o: _Ops, x: TensorVar) -> TensorVar:
+def _pole(o: Ops, x: TensorVar) -> TensorVar:
     """Whether ``x`` is a non-positive integer."""
     return o("logical_and", o("less_equal", x, 0.0), o("equal", o("floor", x), x))
 
 
 def lgamma(ctx: Context, x: TensorVar) -> TensorVar:
     """``log|gamma(x)|`` of float64 ``x`` (inf at the poles and at +-inf)."""
-    o = _Ops(ctx)
+    o = Ops(ctx)
     left = o("less", x, 0.5)
     xr = ctx.emit("where", [left, o("subtract", 1.0, x), x])
     core = _lanczos(o, xr)
@@ -107,7 +107,7 @@ _DIGAMMA_TAIL = (691 / 32760, -1 / 132, 1 / 240, -1 / 252, 1 / 120, -1 / 12)  # 
 
 def digamma(ctx: Context, x: TensorVar) -> TensorVar:
     """``d/dx log gamma(x)`` of float64 ``x`` (-inf at 0, nan at the negative integers)."""
-    o = _Ops(ctx)
+    o = Ops(ctx)
     left = o("less", x, 0.5)
     xr = ctx.emit("where", [left, o("subtract", 1.0, x), x])
     y = o("add", xr, 6.0)
@@ -124,7 +124,7 @@ def digamma(ctx: Context, x: TensorVar) -> TensorVar:
 
 def i0(ctx: Context, x: TensorVar) -> TensorVar:
     """The modified Bessel function of the first kind, order 0, of float64 ``x``."""
-    o = _Ops(ctx)
+    o = Ops(ctx)
     a = o("abs", x)
     series_c = [1 / math.factorial(k) ** 2 for k in reversed(range(50))]
     series = o.horner(o("multiply", o("multiply", a, a), 0.25), series_c)
