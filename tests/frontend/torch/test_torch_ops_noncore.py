@@ -81,7 +81,9 @@ def test_op_matches_torch(compiled, i, name):
 
 class Reductions(torch.nn.Module):
     def forward(self, x):
-        return x.max(), x.min(), x.norm(dim=0), torch.linalg.vector_norm(x, float("inf"), dim=0)
+        var, mean = torch.var_mean(x, 0, keepdim=True)
+        ninf = torch.linalg.vector_norm(x, float("-inf"), dim=0)
+        return x.max(), x.min(), x.norm(dim=0), ninf, var, mean, torch.std_mean(x)[0]
 
 
 def test_reductions_over_a_dynamic_dim():

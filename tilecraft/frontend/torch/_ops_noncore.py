@@ -10,6 +10,7 @@ the ``cumsum`` operator is legalized: it costs ``n`` times the input's size. ``e
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -68,19 +69,28 @@ def _var_mean(ctx: Context, node: Any) -> tuple[TensorVar, TensorVar]:
     c = node.kwargs.get("correction", 1)
     correction = 1 if c is None else c
     keep = bool(node.kwargs.get("keepdim", False))
-    count = 1
-    for a in ax:
-        n = x.type.shape[a]
-        if not isinstance(n, IntImm):
-            raise UnsupportedNodeError("var_mean over a symbolic extent")
-        count *= n.value
-    dt = str(x.type.dtype)
     mu = ctx.emit("mean", [x], {"axis": ax, "keepdims": True})
     d = ctx.emit("subtract", [x, mu])
     s = ctx.emit("sum", [ctx.emit("multiply", [d, d])], {"axis": ax, "keepdims": keep})
-    var = ctx.emit("divide", [s, ctx.scalar(float(max(count - correction, 0)), dt)])
+    var = ctx.emit("divide", [s, _dof(ctx, x, ax, float(correction), keep)])
     mean = mu if keep else ctx.emit("mean", [x], {"axis": ax, "keepdims": False})
     return var, mean
+
+
+def _dof(
+    ctx: Context, x: TensorVar, ax: tuple[int, ...], correction: float, keep: bool
+) -> TensorVar:
+    """``max(count - correction, 0)`` for the elements over axes ``ax`` of ``x``: a constant,
+    or counted at run time (a sum of trues) where an extent is symbolic."""
+    dt = str(x.type.dtype)
+    extents = [x.type.shape[a] for a in ax]
+    if all(isinstance(n, IntImm) for n in extents):
+        count = math.prod(n.value for n in extents if isinstance(n, IntImm))
+        return ctx.scalar(max(count - correction, 0.0), dt)
+    true = ctx.emit("logical_or", [ctx.emit("equal", [x, x]), ctx.emit("not_equal", [x, x])])
+    count = ctx.emit("sum", [ctx.cast(true, dt)], {"axis": ax, "keepdims": keep})
+    dof = ctx.emit("subtract", [count, ctx.scalar(correction, dt)])
+    return ctx.emit("maximum", [dof, ctx.scalar(0.0, dt)])
 
 
 @handles("aten::round.decimals")
