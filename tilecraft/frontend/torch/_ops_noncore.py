@@ -85,8 +85,8 @@ def _dof(
     dt = str(x.type.dtype)
     extents = [x.type.shape[a] for a in ax]
     if all(isinstance(n, IntImm) for n in extents):
-        count = math.prod(n.value for n in extents if isinstance(n, IntImm))
-        return ctx.scalar(max(count - correction, 0.0), dt)
+        n = math.prod(e.value for e in extents if isinstance(e, IntImm))
+        return ctx.scalar(max(n - correction, 0.0), dt)
     true = ctx.emit("logical_or", [ctx.emit("equal", [x, x]), ctx.emit("not_equal", [x, x])])
     count = ctx.emit("sum", [ctx.cast(true, dt)], {"axis": ax, "keepdims": keep})
     dof = ctx.emit("subtract", [count, ctx.scalar(correction, dt)])
