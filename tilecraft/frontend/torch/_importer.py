@@ -29,6 +29,7 @@ from . import (  # noqa: F401  (the converters)
     _ops_math,
     _ops_more,
     _ops_nn,
+    _ops_noncore,
     _ops_noncore2,
     _ops_scatter,
     _ops_tensor,
