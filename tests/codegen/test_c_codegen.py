@@ -106,7 +106,7 @@ def test_large_allocations_on_heap_small_on_stack():
         BufferStore(A, big[i], (i,))))))  # fmt: skip
     src = c_source(PrimFunc((A,), body))
     assert "tc_alloc(sizeof(float) * (size_t)(1048576))" in src
-    assert "tc_release(big);" in src  # back to the pool of freed blocks
+    assert "tc_release(big, sizeof(float) * (size_t)(1048576));" in src  # back to the pool
     assert "float small[8] __attribute__((aligned(64)));" in src
     compile_shared(src)
 

@@ -35,6 +35,11 @@ def _reference(x: np.ndarray) -> np.ndarray:
 def test_repeated_calls_reuse_their_temporaries() -> None:
     lib = tc.build(_chain(), target="cpu")
     assert "tc_release(" in lib.source
+    # marked like malloc: without it gcc lost the block's no-alias and alignment facts and a
+    # GEMM packing its weight into a pooled block ran 30% slower (64x5632x2048, K x N weight)
+    assert "__attribute__((malloc, assume_aligned(64), noinline)) static void* tc_alloc(" in (
+        lib.source
+    )
     x = np.random.default_rng(0).random(N, dtype=np.float32)
     y = np.empty_like(x)
     lib["main"](x, y)  # the first call gets its blocks from the system

@@ -233,7 +233,9 @@ class _FunctionEmitter(SourceEmitter):
             self.out.emit(f"{ctype} {name}[{max(size.value, 1)}] __attribute__((aligned(64)));")
         self.stmt(s.body)
         if heap:
-            self.out.emit(f"tc_release({name});")
+            # the size of the block: a pooled block is reused for a request of at least half
+            # it, so the pool must know it (no header in front: blocks keep malloc's placement)
+            self.out.emit(f"tc_release({name}, sizeof({ctype}) * (size_t)({self.expr(size)}));")
         self.out.level -= 1
         self.out.emit("}")
 
