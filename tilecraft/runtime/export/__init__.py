@@ -33,8 +33,11 @@
     ``params/`` members of the library unpacked into ``dir`` (``unzip``, or
     :func:`extract_c`); the manifest's ``c_header`` names it and each function's ``c_entry``
     its symbols, or ``c_refused`` why it has none (a race-checked or bounds-checked build).
-    ``DispatchLibrary``'s BLAS steps call cblas routines the C program sets with
-    ``tc_set_extern`` (:mod:`tilecraft.codegen.graph_c_extern`). The entries are compiled with the
+    ``DispatchLibrary``'s BLAS steps call cblas routines that ``tc_load_blas(path)`` finds
+    (``dlopen``; NULL: ``$TILECRAFT_BLAS_LIBRARY``, else the scipy-openblas32 wheel's
+    library) or the C program sets with ``tc_set_extern``
+    (:mod:`tilecraft.codegen.graph_c_extern`); the manifest's ``c_externs`` (format 1.5) lists
+    them and that lookup. The entries are compiled with the
     kernels at build time, so exporting needs no compiler; ``export_library(path,
     require_c_entry=True)`` refuses a model without them; :func:`write_c_header` writes the
     header alone.
