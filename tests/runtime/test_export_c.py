@@ -386,3 +386,18 @@ def test_a_library_without_blas_steps_records_none_and_loads_nothing(tmp_path: P
         assert json.loads(zf.read("manifest.json"))["c_externs"] is None
     lib = ctypes.CDLL(str(extract_c(path, tmp_path / "m") / "kernels" / "library.so"))
     assert lib.tc_load_blas(b"/no/such/library.so") == 0  # no routine to find
+
+
+def test_only_a_source_calling_dlopen_links_libdl() -> None:
+    from tilecraft.runtime.compiler import build_flags, find_compiler, link_flags
+
+    _blas_env()
+    cc = find_compiler()
+    blas, _ = _blas_mlp()
+    assert blas.lib is not None
+    assert "-ldl" in link_flags(build_flags(cc, blas.lib.source))
+    mod, params = MLP().export({"forward": {"x": nn.spec.Tensor((2, 16), "float32")}})
+    plain = tc.compile(mod, target="cpu", params=params)
+    assert plain.lib is not None
+    assert "dlopen(" not in plain.lib.source
+    assert "-ldl" not in link_flags(build_flags(cc, plain.lib.source))
