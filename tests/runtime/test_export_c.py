@@ -140,26 +140,36 @@ def test_symbolic_batch_model_runs_from_c_at_two_sizes(driver: Path, tmp_path: P
     assert workspaces == [-(-b * 32 * 4 // 64) * 64 for b in (3, 17)]  # the hidden layer
 
 
-def test_llama_layer_prefill_runs_from_c(driver: Path, tmp_path: Path) -> None:
-    cfg = llama.SMALL
-    _, mod, params = llama.export_layer(cfg, seed=0, entries=("prefill",))
+@pytest.mark.parametrize(
+    ("config", "lengths"),
+    [("SMALL", (5, 2)), pytest.param("TINYLLAMA", (8, 3), marks=pytest.mark.slow)],
+)
+def test_llama_layer_runs_from_c(
+    driver: Path, tmp_path: Path, config: str, lengths: tuple[int, ...]
+) -> None:
+    """Both entries of the layer (TinyLlama-1.1B sizes under ``slow``), from one library."""
+    cfg = getattr(llama, config)
+    _, mod, params = llama.export_layer(cfg, seed=0)
     exe = tc.compile(mod, target="cpu", params=params)
     path = exe.export_library(tmp_path / "llama.tc", require_c_entry=True)
     unpacked = extract_c(path, tmp_path / "llama")
     header = (unpacked / "include" / "tilecraft_model.h").read_text()
     assert "int tc_prefill(const tc_tensor* inputs" in header
+    assert "int tc_decode(const tc_tensor* inputs" in header
     assert f"float32[1, seq, {cfg.hidden}]" in header
     loaded = tc.runtime.load_module(path)  # a 0-d constant (the rms eps) keeps its shape
     shapes = [c.shape for c in exe["prefill"].program.constants]
     assert () in shapes
     assert [c.shape for c in loaded["prefill"].program.constants] == shapes
-    for seq in (cfg.prefill, 2):
-        (x,) = llama.example_inputs(cfg, "prefill", seed=seq, tokens=seq)
-        raw, line = run_from_c(driver, unpacked, "prefill", [x], 3)
+    cases = [("prefill", llama.example_inputs(cfg, "prefill", seed=n, tokens=n)) for n in lengths]
+    cases.append(("decode", llama.example_inputs(cfg, "decode", seed=1)))
+    for entry, inputs in cases:
+        seq = inputs[0].shape[1]
+        raw, line = run_from_c(driver, unpacked, entry, list(inputs), 3)
         assert line.endswith(f"shape 1 {seq} {cfg.out_width}")
         out = raw.reshape(1, seq, cfg.out_width)
-        np.testing.assert_allclose(out, exe["prefill"](x), rtol=1e-5, atol=1e-5)
-        ref = llama.np_layer(x, params, cfg)
+        np.testing.assert_allclose(out, exe[entry](*inputs), rtol=1e-5, atol=1e-5)
+        ref = llama.reference_for(cfg, entry)(inputs, params)
         np.testing.assert_allclose(out, ref, rtol=2e-3, atol=2e-3)
 
 
