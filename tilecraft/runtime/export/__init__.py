@@ -23,7 +23,8 @@
     The graph program (:mod:`tilecraft.lower.graph_program_json`), symbolic shapes included.
 ``params/<function>/<i>.npy``
     The constants of the program (the parameters bound at compile time and what was folded
-    from them), read with ``allow_pickle=False``.
+    from them), read with ``allow_pickle=False``; stored uncompressed (the other members are
+    deflated).
 ``include/tilecraft_model.h`` (CPU libraries, format 1.2)
     The documented header of the plain C entries (:mod:`tilecraft.codegen.graph_c_abi`): per
     graph function ``tc_<name>(inputs, n_inputs, outputs, n_outputs, workspace)`` (one output
