@@ -417,8 +417,8 @@ _HEADER_USE = """\
  * which dlopens `path`, or when it is NULL the library that the environment variable
  * {blas_env} names, else "{blas_default}" (the scipy-openblas32 wheel's
  * library, found through LD_LIBRARY_PATH: python -c "import scipy_openblas32 as s;
- * print(s.get_lib_dir())"), and looks each routine up as "cblas_sgemm", then "scipy_cblas_sgemm";
- * or supply them yourself:
+ * print(s.get_lib_dir())"), and looks each routine up as "cblas_sgemm", then as
+ * "scipy_cblas_sgemm"; or supply them yourself:
  *
  *   void* blas = dlopen("libopenblas.so", RTLD_NOW);      (or link against any LP64 cblas)
  *   tc_set_extern("cblas_sgemm", dlsym(blas, "cblas_sgemm"));     0, or TC_ERR_EXTERN
