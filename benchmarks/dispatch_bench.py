@@ -8,7 +8,7 @@ and the tuner's choice (the same tuning with BLAS measured as one more candidate
 ``tc.compile(database=)``, which keeps the faster per function). numpy runs the same product
 as the reference. Times are medians of interleaved rounds; on a shared machine read the ratios.
 
-    python benchmarks/dispatch_bench.py [--rounds N] [--trials N]
+    python benchmarks/dispatch_bench.py [--rounds N] [--trials N] [--small]
 
 One thread for everybody: ``BENCH_THREADS`` defaults to 1 here (OpenMP kernels, numpy's
 OpenBLAS, the dispatched OpenBLAS); ``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` are
@@ -42,6 +42,11 @@ WORKLOADS = {
     "matmul 1024^3": ((1024, 1024), (1024, 1024)),
     "ViT bmm 16x197x64x197": ((16, 197, 64), (16, 64, 197)),
 }
+SMALL = {
+    "matmul 48x40x32": ((48, 32), (32, 40)),
+    "bmm 2x24x16x20": ((2, 24, 16), (2, 16, 20)),
+}
+"""``--small``: the same four paths on tiny products (the test's run of this script)."""
 
 
 class Product(nn.Module):
@@ -98,6 +103,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--trials", type=int, default=8, help="tuning trials per workload")
+    parser.add_argument("--small", action="store_true", help="tiny products (a quick check)")
     args = parser.parse_args()
     target = tc.Target(f"cpu -num-cores={bench.THREADS}")
     blas = load_blas()
@@ -108,7 +114,7 @@ def main() -> None:
     print(f"tuning: {args.trials} trials per workload (the rules' schedule first)")
     print(f"{'workload':<24}{'rules':>9}{'library':>9}{'tuned':>9}{'choice':>9}{'numpy':>9}"
           f"  (ms)  choice/best  choice took")  # fmt: skip
-    for name, shapes in WORKLOADS.items():
+    for name, shapes in (SMALL if args.small else WORKLOADS).items():
         rng = np.random.default_rng(0)
         a, b = (rng.standard_normal(s).astype("float32") for s in shapes)
         rules, library = build(shapes, target, False), build(shapes, target, True)

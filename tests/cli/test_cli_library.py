@@ -96,6 +96,27 @@ def test_inspect_lists_target_functions_and_kernels(invoke_json, library: Path) 
     assert all(k["scheduled_by"] == "rule:Matmul" for k in info["kernels"])
 
 
+def test_inspect_says_which_blas_routines_the_c_entries_call(
+    invoke, invoke_json, tmp_path: Path
+) -> None:
+    pytest.importorskip("scipy_openblas32")
+    from tilecraft.dispatch import DispatchLibrary
+    from tilecraft.frontend import nn
+    from tilecraft.graph import get_pipeline
+
+    mod, params = nn.Linear(16, 8).export({"forward": {"x": nn.spec.Tensor((2, 16), "float32")}})
+    with tc.Target("cpu"):
+        mod = DispatchLibrary()(get_pipeline("default", params=params)(mod))
+    path = tc.build(mod, "cpu").export_library(tmp_path / "blas.tc")
+    info = invoke_json("inspect", path)
+    assert info["c_externs"]["routines"] == ["cblas_sgemm"]
+    assert info["c_externs"]["loader"] == "tc_load_blas"
+    result = invoke("inspect", path)
+    assert result.exit_code == 0, result.output
+    assert "C entries call cblas_sgemm: tc_load_blas(path) opens path, " in result.stdout
+    assert "$TILECRAFT_BLAS_LIBRARY or libscipy_openblas.so" in result.stdout
+
+
 def test_run_reads_npy_inputs_and_matches_numpy(
     invoke_json, library: Path, model_file: Path, tmp_path: Path
 ) -> None:

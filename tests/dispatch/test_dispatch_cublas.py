@@ -83,6 +83,20 @@ def test_mlp_gemms_go_to_cublas_and_match_numpy_emulated(dtype: str, tol: float)
         np.testing.assert_allclose(y, _mlp_ref(x, params), rtol=tol, atol=tol)
 
 
+def test_dispatched_module_round_trips_as_script_json_and_hash() -> None:
+    mod, params = MLP("float16").export({"forward": {"x": nn.spec.Tensor(("b", 16), "float16")}})
+    with GPU:
+        mod = DispatchLibrary("cublas")(get_pipeline("default", params=params)(mod))
+    text = mod.script()
+    assert "R.call_extern('cublas.gemm'" in text
+    assert 'tc.scheduled": "dispatch:cublas"' in text
+    for again in (parse(text), tc.ir.from_json(tc.ir.to_json(mod))):
+        assert tc.ir.structural_equal(again, mod)
+        assert tc.ir.structural_hash(again) == tc.ir.structural_hash(mod)
+    blas = parse(text.replace("'cublas.gemm'", "'blas.gemm'"))  # the library is the meaning
+    assert tc.ir.structural_hash(blas) != tc.ir.structural_hash(mod)
+
+
 def test_batched_matmuls_match_numpy_emulated() -> None:
     spec = {
         "q": nn.spec.Tensor((3, "s", 8), "float16"),

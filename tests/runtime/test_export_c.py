@@ -12,6 +12,7 @@ the entry refuses with ``TC_ERR_EXTERN``.
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import json
 import shutil
@@ -29,6 +30,7 @@ import tilecraft as tc
 from tilecraft.frontend import nn
 from tilecraft.runtime import ExportError
 from tilecraft.runtime.export import extract_c, write_c_header
+from tilecraft.runtime.export.library import C_HEADER
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).parent / "data" / "run_exported.c"
@@ -86,7 +88,8 @@ def run_from_c(
 ) -> tuple[np.ndarray, str]:
     """Run ``func`` of the unpacked library from C; (raw float32 output, the program's line).
 
-    ``env``: more environment variables (``TC_BLAS_LIB``, ``TC_BLAS_PREFIX``)."""
+    ``env``: more environment variables (``TC_BLAS_LIB``, ``TC_BLAS_PREFIX``, ``TC_BLAS_PATH``,
+    ``TILECRAFT_BLAS_LIBRARY``, ``LD_LIBRARY_PATH``)."""
     args = [str(driver), str(unpacked), func, str(out_ndim), str(unpacked / "y.bin")]
     for i, x in enumerate(inputs):
         path = unpacked / f"x{i}.bin"
@@ -137,26 +140,36 @@ def test_symbolic_batch_model_runs_from_c_at_two_sizes(driver: Path, tmp_path: P
     assert workspaces == [-(-b * 32 * 4 // 64) * 64 for b in (3, 17)]  # the hidden layer
 
 
-def test_llama_layer_prefill_runs_from_c(driver: Path, tmp_path: Path) -> None:
-    cfg = llama.SMALL
-    _, mod, params = llama.export_layer(cfg, seed=0, entries=("prefill",))
+@pytest.mark.parametrize(
+    ("config", "lengths"),
+    [("SMALL", (5, 2)), pytest.param("TINYLLAMA", (8, 3), marks=pytest.mark.slow)],
+)
+def test_llama_layer_runs_from_c(
+    driver: Path, tmp_path: Path, config: str, lengths: tuple[int, ...]
+) -> None:
+    """Both entries of the layer (TinyLlama-1.1B sizes under ``slow``), from one library."""
+    cfg = getattr(llama, config)
+    _, mod, params = llama.export_layer(cfg, seed=0)
     exe = tc.compile(mod, target="cpu", params=params)
     path = exe.export_library(tmp_path / "llama.tc", require_c_entry=True)
     unpacked = extract_c(path, tmp_path / "llama")
     header = (unpacked / "include" / "tilecraft_model.h").read_text()
     assert "int tc_prefill(const tc_tensor* inputs" in header
+    assert "int tc_decode(const tc_tensor* inputs" in header
     assert f"float32[1, seq, {cfg.hidden}]" in header
     loaded = tc.runtime.load_module(path)  # a 0-d constant (the rms eps) keeps its shape
     shapes = [c.shape for c in exe["prefill"].program.constants]
     assert () in shapes
     assert [c.shape for c in loaded["prefill"].program.constants] == shapes
-    for seq in (cfg.prefill, 2):
-        (x,) = llama.example_inputs(cfg, "prefill", seed=seq, tokens=seq)
-        raw, line = run_from_c(driver, unpacked, "prefill", [x], 3)
+    cases = [("prefill", llama.example_inputs(cfg, "prefill", seed=n, tokens=n)) for n in lengths]
+    cases.append(("decode", llama.example_inputs(cfg, "decode", seed=1)))
+    for entry, inputs in cases:
+        seq = inputs[0].shape[1]
+        raw, line = run_from_c(driver, unpacked, entry, list(inputs), 3)
         assert line.endswith(f"shape 1 {seq} {cfg.out_width}")
         out = raw.reshape(1, seq, cfg.out_width)
-        np.testing.assert_allclose(out, exe["prefill"](x), rtol=1e-5, atol=1e-5)
-        ref = llama.np_layer(x, params, cfg)
+        np.testing.assert_allclose(out, exe[entry](*inputs), rtol=1e-5, atol=1e-5)
+        ref = llama.reference_for(cfg, entry)(inputs, params)
         np.testing.assert_allclose(out, ref, rtol=2e-3, atol=2e-3)
 
 
@@ -183,8 +196,8 @@ def _blas_env() -> dict[str, str]:
     return {"TC_BLAS_LIB": str(lib), "TC_BLAS_PREFIX": "scipy_"}
 
 
-def test_blas_dispatched_model_runs_from_c(driver: Path, tmp_path: Path) -> None:
-    env = _blas_env()
+def _blas_mlp() -> tuple[Any, dict[str, np.ndarray]]:
+    """The MLP with its two GEMMs in BLAS, built for the CPU, and its parameters."""
     from tilecraft import rules as dl
     from tilecraft.dispatch import DispatchLibrary
     from tilecraft.graph import get_pipeline
@@ -194,12 +207,17 @@ def test_blas_dispatched_model_runs_from_c(driver: Path, tmp_path: Path) -> None
     with target:
         mod = DispatchLibrary()(get_pipeline("default", params=params)(mod))
         mod = dl.ApplyDefaultSchedule(*dl.cpu.default_rules())(mod)
-    exe = tc.build(mod, target)
+    return tc.build(mod, target), params
+
+
+def test_blas_dispatched_model_runs_from_c(driver: Path, tmp_path: Path) -> None:
+    env = _blas_env()
+    exe, params = _blas_mlp()
     assert [s.func for s in exe["forward"].program.steps if s.is_extern] == ["blas.gemm"] * 2
     path = exe.export_library(tmp_path / "blas.tc", require_c_entry=True)
     unpacked = extract_c(path, tmp_path / "blas")
     header = (unpacked / "include" / "tilecraft_model.h").read_text()
-    assert 'calls cblas_sgemm: tc_set_extern("cblas_sgemm", fn) first' in header
+    assert 'calls cblas_sgemm: tc_load_blas(path) or tc_set_extern("cblas_sgemm", fn)' in header
     assert "int tc_set_extern(const char* name, void* fn);" in header
     loaded = tc.runtime.load_module(path)  # Python still runs it, through its own BLAS
     rng = np.random.default_rng(4)
@@ -278,11 +296,11 @@ def test_unset_blas_routine_is_an_error_code_not_a_crash(driver: Path, tmp_path:
     np.ascontiguousarray(x).tofile(unpacked / "x0.bin")
     args = [str(driver), str(unpacked), "forward", "2", str(unpacked / "y.bin"),
             str(unpacked / "x0.bin"), "2,16"]  # fmt: skip
-    # no BLAS given: the entry refused with TC_ERR_EXTERN (checked by the program), which
-    # then reports that it has no library to take the routine from
+    # no BLAS given: the entry refused with TC_ERR_EXTERN (checked by the program), then
+    # tc_load_blas(NULL) found no library: the default one is not on the loader's path
     done = subprocess.run(args, capture_output=True, text=True, env={"PATH": ""})
     assert done.returncode == 6, done.stderr
-    assert "BLAS: set TC_BLAS_LIB" in done.stderr
+    assert "BLAS: tc_load_blas: cannot open the BLAS library libscipy_openblas.so" in done.stderr
     with zipfile.ZipFile(path) as zf:
         (f,) = json.loads(zf.read("manifest.json"))["functions"]
     assert f["c_refused"] is None
@@ -320,3 +338,76 @@ def test_header_compiles_as_cxx_and_documents_the_layout(tmp_path: Path, driver:
            "-o", str(tmp_path / "probe.o")]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("how", ["argument", "environment", "default name"])
+def test_blas_model_finds_its_blas_itself_with_tc_load_blas(
+    driver: Path, tmp_path: Path, how: str
+) -> None:
+    lib = _blas_env()["TC_BLAS_LIB"]
+    env = {
+        "argument": {"TC_BLAS_PATH": lib},  # tc_load_blas(path)
+        "environment": {"TILECRAFT_BLAS_LIBRARY": lib},  # tc_load_blas(NULL)
+        "default name": {"LD_LIBRARY_PATH": str(Path(lib).parent)},  # libscipy_openblas.so
+    }[how]
+    exe, params = _blas_mlp()
+    path = exe.export_library(tmp_path / "blas.tc", require_c_entry=True)
+    with zipfile.ZipFile(path) as zf:
+        manifest = json.loads(zf.read("manifest.json"))
+    assert manifest["version"] == "1.5"
+    assert manifest["c_externs"] == {
+        "routines": ["cblas_sgemm"], "loader": "tc_load_blas",
+        "default_library": "libscipy_openblas.so", "environment": "TILECRAFT_BLAS_LIBRARY",
+        "symbol_prefixes": ["", "scipy_"],
+    }  # fmt: skip
+    unpacked = extract_c(path, tmp_path / "blas")
+    assert "int tc_load_blas(const char* path);" in (unpacked / C_HEADER).read_text()
+    x = np.random.default_rng(6).standard_normal((5, 16)).astype(np.float32)
+    raw, line = run_from_c(driver, unpacked, "forward", [x], 2, env)
+    assert line.endswith("externs 1 shape 5 8")
+    out = raw.reshape(5, 8)
+    np.testing.assert_allclose(out, exe["forward"](x), rtol=1e-6, atol=1e-6)
+    h = np.maximum(x.astype(np.float64) @ params["fc1.weight"].T + params["fc1.bias"], 0)
+    np.testing.assert_allclose(out, h @ params["fc2.weight"].T + params["fc2.bias"], atol=1e-4)
+
+
+def test_tc_load_blas_says_what_is_missing(driver: Path, tmp_path: Path) -> None:
+    _blas_env()
+    exe, _ = _blas_mlp()
+    unpacked = extract_c(exe.export_library(tmp_path / "m.tc"), tmp_path / "m")
+    x = np.zeros((2, 16), np.float32)
+    np.ascontiguousarray(x).tofile(unpacked / "x0.bin")
+    args = [str(driver), str(unpacked), "forward", "2", str(unpacked / "y.bin"),
+            str(unpacked / "x0.bin"), "2,16"]  # fmt: skip
+    for given, why in [
+        ("libm.so.6", "the BLAS library libm.so.6 has no cblas_sgemm (nor a prefixed one)"),
+        (str(tmp_path / "none.so"), f"cannot open the BLAS library {tmp_path / 'none.so'}"),
+    ]:
+        env = {"PATH": "", "TC_BLAS_PATH": given}
+        done = subprocess.run(args, capture_output=True, text=True, env=env)
+        assert done.returncode == 6, done.stderr
+        assert f"BLAS: tc_load_blas: {why}" in done.stderr
+
+
+def test_a_library_without_blas_steps_records_none_and_loads_nothing(tmp_path: Path) -> None:
+    mod, params = MLP().export({"forward": {"x": nn.spec.Tensor((2, 16), "float32")}})
+    path = tc.compile(mod, target="cpu", params=params).export_library(tmp_path / "m.tc")
+    with zipfile.ZipFile(path) as zf:
+        assert json.loads(zf.read("manifest.json"))["c_externs"] is None
+    lib = ctypes.CDLL(str(extract_c(path, tmp_path / "m") / "kernels" / "library.so"))
+    assert lib.tc_load_blas(b"/no/such/library.so") == 0  # no routine to find
+
+
+def test_only_a_source_calling_dlopen_links_libdl() -> None:
+    from tilecraft.runtime.compiler import build_flags, find_compiler, link_flags
+
+    _blas_env()
+    cc = find_compiler()
+    blas, _ = _blas_mlp()
+    assert blas.lib is not None
+    assert "-ldl" in link_flags(build_flags(cc, blas.lib.source))
+    mod, params = MLP().export({"forward": {"x": nn.spec.Tensor((2, 16), "float32")}})
+    plain = tc.compile(mod, target="cpu", params=params)
+    assert plain.lib is not None
+    assert "dlopen(" not in plain.lib.source
+    assert "-ldl" not in link_flags(build_flags(cc, plain.lib.source))

@@ -7,7 +7,8 @@ a network or a build backend. The test checks that the environment cannot import
 onnx, onnxruntime, rich or click (so nothing the runtime needs comes from the outer
 environment), then loads the exported libraries of the tutorial model and of a small
 Llama-style layer there with no C compiler on ``PATH`` and compares their outputs with the
-executables they came from and with numpy.
+executables they came from and with numpy; both entries of the Llama-style layer run there as
+well (the TinyLlama-1.1B sizes under the ``slow`` marker).
 """
 
 from __future__ import annotations
@@ -111,6 +112,54 @@ def test_exported_libraries_run_in_a_venv_with_only_numpy_and_tilecraft(tmp_path
     out = np.load(tmp_path / "llama.out.npy")
     np.testing.assert_array_equal(out, layer["prefill"](tokens))
     np.testing.assert_allclose(out, llama.np_layer(tokens, lparams, cfg), rtol=2e-3, atol=2e-3)
+
+
+LLAMA_SCRIPT = """
+import numpy as np
+import tilecraft as tc
+assert tc.__file__.startswith({site!r}), tc.__file__
+exe = tc.runtime.load_module("layer.tc")
+for entry, n in {cases!r}:
+    fn = exe[entry]
+    assert fn.native is not None
+    args = [np.load(f"{{entry}}.{{i}}.npy") for i in range(n)]
+    np.save(f"{{entry}}.out.npy", fn(*args))
+"""
+
+
+@pytest.mark.parametrize(
+    ("config", "tokens"), [("SMALL", 3), pytest.param("TINYLLAMA", 8, marks=pytest.mark.slow)]
+)
+def test_llama_layer_runs_in_a_venv_without_a_compiler(
+    tmp_path: Path, config: str, tokens: int
+) -> None:
+    """Both entries of the layer (TinyLlama-1.1B sizes under ``slow``) from one library."""
+    python = make_venv(tmp_path / "venv")
+    cfg = getattr(llama, config)
+    _, mod, params = llama.export_layer(cfg, seed=0)
+    exe = tc.compile(mod, target="cpu", params=params)
+    exe.export_library(tmp_path / "layer.tc")
+    inputs = {
+        "prefill": llama.example_inputs(cfg, "prefill", seed=1, tokens=tokens),
+        "decode": llama.example_inputs(cfg, "decode", seed=2),
+    }
+    for entry, arrays in inputs.items():
+        for i, a in enumerate(arrays):
+            np.save(tmp_path / f"{entry}.{i}.npy", a)
+    no_cc = tmp_path / "bin"
+    no_cc.mkdir()
+    cases = [(entry, len(arrays)) for entry, arrays in inputs.items()]
+    script = LLAMA_SCRIPT.format(site=str(tmp_path / "venv"), cases=cases)
+    env = {"PATH": str(no_cc), "HOME": str(tmp_path), "TILECRAFT_CACHE_DIR": str(tmp_path / "c")}
+    done = subprocess.run(
+        [str(python), "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    for entry, arrays in inputs.items():
+        out = np.load(tmp_path / f"{entry}.out.npy")
+        np.testing.assert_array_equal(out, exe[entry](*arrays))
+        ref = llama.reference_for(cfg, entry)(arrays, params)
+        np.testing.assert_allclose(out, ref, rtol=2e-3, atol=2e-3)
 
 
 @pytest.mark.parametrize("name", ["torch", "rich"])

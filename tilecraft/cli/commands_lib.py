@@ -320,6 +320,7 @@ def inspect_command(library: Path, as_json: bool) -> None:
         "runs_here": why_not is None,
         "why_not": why_not,
         "params_bound": m.get("params_bound"),
+        "c_externs": m.get("c_externs"),
         "functions": functions,
         "kernels": kernels,
     }
@@ -333,6 +334,13 @@ def inspect_command(library: Path, as_json: bool) -> None:
     )
     click.echo(f"target: {target.get('string')}")
     click.echo("runs here: yes" if why_not is None else f"runs here: no: {why_not}")
+    externs = m.get("c_externs")
+    if isinstance(externs, dict):
+        click.echo(
+            f"C entries call {', '.join(externs.get('routines', []))}: "
+            f"{externs.get('loader')}(path) opens path, ${externs.get('environment')} or "
+            f"{externs.get('default_library')}"
+        )
     for f in functions:
         ins = ", ".join(f"{p['name']}: {p['shape']}" for p in f["inputs"])
         click.echo(

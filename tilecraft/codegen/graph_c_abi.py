@@ -408,18 +408,29 @@ _HEADER_USE = """\
  * tc_load_weights and tc_free_weights must not run while a call runs. Weights that are not
  * bound at compile time are ordinary inputs. A failed check writes nothing.
  *
- * GEMMs sent to BLAS (DispatchLibrary) call a cblas routine the program supplies, once,
- * before the first call (the library links no BLAS; a function below says which it calls):
+ * GEMMs sent to BLAS (DispatchLibrary) call cblas routines (the library links no BLAS; a
+ * function below says which it calls). Once, before the first call, either let the library
+ * find them:
+ *
+ *   tc_load_blas(path);        0, or TC_ERR_EXTERN and tc_extern_error() says why
+ *
+ * which dlopens `path`, or when it is NULL the library that the environment variable
+ * {blas_env} names, else "{blas_default}" (the scipy-openblas32 wheel's
+ * library, found through LD_LIBRARY_PATH: python -c "import scipy_openblas32 as s;
+ * print(s.get_lib_dir())"), and looks each routine up as "cblas_sgemm", then as
+ * "scipy_cblas_sgemm"; or supply them yourself:
  *
  *   void* blas = dlopen("libopenblas.so", RTLD_NOW);      (or link against any LP64 cblas)
  *   tc_set_extern("cblas_sgemm", dlsym(blas, "cblas_sgemm"));     0, or TC_ERR_EXTERN
  *
- * The scipy-openblas32 wheel's library (python -c "import scipy_openblas32 as s;
- * print(s.get_lib_dir())") names it "scipy_cblas_sgemm". tc_extern_names() lists the
- * routines this library calls (0-terminated); a call whose routine is not set returns
- * TC_ERR_EXTERN and runs nothing. BLAS threads are the BLAS library's own setting.
+ * tc_extern_names() lists the routines this library calls (0-terminated); a call whose
+ * routine is not set returns TC_ERR_EXTERN and runs nothing. tc_load_blas and tc_set_extern
+ * must not run while a call runs. BLAS threads are the BLAS library's own setting.
  */
 """
+
+
+_BLAS_DOC = {"blas_env": ext.BLAS_ENV, "blas_default": ext.DEFAULT_BLAS_LIBRARY}
 
 
 def c_header(
@@ -437,7 +448,7 @@ def c_header(
     """
     guard = "TILECRAFT_" + "".join(c if c.isalnum() else "_" for c in file.upper())
     parts = [
-        _HEADER_USE.format(file=file, version=version, target=target),
+        _HEADER_USE.format(file=file, version=version, target=target, **_BLAS_DOC),
         f"#ifndef {guard}\n#define {guard}\n#include <stdint.h>\n",
         '#ifdef __cplusplus\nextern "C" {\n#endif\n',
         TENSOR_DOC,
@@ -449,6 +460,8 @@ def c_header(
         "const char* tc_error_string(int code);",
         "int tc_set_extern(const char* name, void* fn);",
         "const char* const* tc_extern_names(void);",
+        "int tc_load_blas(const char* path);",
+        "const char* tc_extern_error(void);",
     ]
     for prog, symbol in programs:
         entry, ws_size, out_shape, *_ = c_names(symbol)
@@ -460,7 +473,9 @@ def c_header(
         for j, slot in enumerate(prog.ret_slots):
             lines.append(f" *   outputs[{j}]: {_spec(prog.slot_types[slot])}")
         for routine in ext.used_routines([prog]):
-            lines.append(f' *   calls {routine}: tc_set_extern("{routine}", fn) first')
+            lines.append(
+                f' *   calls {routine}: tc_load_blas(path) or tc_set_extern("{routine}", fn) first'
+            )
         lines.append(" */")
         parts += [
             "",

@@ -15,6 +15,20 @@ carry the prefix ``scipy_``). An entry whose routine is not set returns ``TC_ERR
 before any kernel runs; extents that do not fit the 32-bit sizes give ``TC_ERR_SHAPE``. The
 number of BLAS threads is the BLAS library's own setting (``OPENBLAS_NUM_THREADS``).
 
+Or the library finds them itself, once, before the first call::
+
+    int tc_load_blas(const char* path);   /* TC_OK, or TC_ERR_EXTERN: tc_extern_error() says why */
+    const char* tc_extern_error(void);
+
+``tc_load_blas`` ``dlopen``-s ``path``; when ``path`` is NULL or empty, the library the
+environment variable ``TILECRAFT_BLAS_LIBRARY`` names (:data:`BLAS_ENV`), else
+:data:`DEFAULT_BLAS_LIBRARY`, the scipy-openblas32 wheel's library (found through the
+loader's path: ``LD_LIBRARY_PATH`` holding the wheel's ``lib`` folder). Each routine this
+library calls is looked up under its cblas name, then with each of :data:`SYMBOL_PREFIXES`;
+the routines are set only when all are found. A library calling no routine loads nothing.
+The exported manifest records the routines, the default library and the lookup
+(:func:`manifest_entry`).
+
 A ``blas.gemm`` step computes ``out[..., M, N] = A[..., M, K] @ B[..., K, N]`` with the
 layouts and batching of :mod:`tilecraft.runtime.executor.extern`: one call when the batch
 folds into M, else one call per batch. This module only builds text.
@@ -33,7 +47,15 @@ EXTERN_NAMES = ("cblas_sgemm", "cblas_dgemm")
 
 _GEMM_ROUTINE = {"float32": "cblas_sgemm", "float64": "cblas_dgemm"}
 
-GLOBAL_SYMBOLS = ("tc_set_extern", "tc_extern_names")
+DEFAULT_BLAS_LIBRARY = "libscipy_openblas.so"
+"""The library ``tc_load_blas(NULL)`` opens when the environment names none (the
+scipy-openblas32 wheel's, ``tilecraft[blas]``)."""
+BLAS_ENV = "TILECRAFT_BLAS_LIBRARY"
+"""The environment variable naming the BLAS library ``tc_load_blas(NULL)`` opens."""
+SYMBOL_PREFIXES = ("", "scipy_")
+"""Prefixes ``tc_load_blas`` tries, in order, before a routine's cblas name."""
+
+GLOBAL_SYMBOLS = ("tc_set_extern", "tc_extern_names", "tc_load_blas", "tc_extern_error")
 
 
 def step_routine(prog: GraphProgram, step: GraphStep) -> str:
@@ -59,10 +81,79 @@ def used_routines(programs: Sequence[GraphProgram]) -> list[str]:
     return [n for n in EXTERN_NAMES if n in used]
 
 
+def manifest_entry(used: Sequence[str]) -> dict[str, object] | None:
+    """What an exported library's manifest records of the routines its C entries call
+    (None: none): the routines, the loader function and how it finds the library."""
+    if not used:
+        return None
+    return {
+        "routines": list(used),
+        "loader": "tc_load_blas",
+        "default_library": DEFAULT_BLAS_LIBRARY,
+        "environment": BLAS_ENV,
+        "symbol_prefixes": list(SYMBOL_PREFIXES),
+    }
+
+
+_ERROR_TEXT = """static char tc__extern_error[1024];
+TC_EXPORT const char* tc_extern_error(void) { return tc__extern_error; }
+"""
+
+
+def _loader(used: Sequence[str]) -> str:
+    """``tc_load_blas`` and ``tc_extern_error``: dlopen a BLAS, dlsym the used routines."""
+    if not used:
+        return (
+            _ERROR_TEXT + "TC_EXPORT int tc_load_blas(const char* p) { (void)p; return TC_OK; }\n"
+        )
+    slots = ", ".join(str(EXTERN_NAMES.index(n)) for n in used)
+    prefixes = ", ".join([*(f'"{p}"' for p in SYMBOL_PREFIXES), "0"])
+    body = f"""#include <dlfcn.h>
+static const int tc__extern_slots[] = {{{slots}}};
+static const char* const tc__extern_prefixes[] = {{{prefixes}}};
+TC_EXPORT int tc_load_blas(const char* path) {{
+  if (!path || !*path) path = getenv("{BLAS_ENV}");
+  if (!path || !*path) path = "{DEFAULT_BLAS_LIBRARY}";
+  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {{
+    const char* why = dlerror();
+    snprintf(tc__extern_error, sizeof tc__extern_error, "cannot open the BLAS library %s: %s",
+             path, why ? why : "unknown error");
+    return TC_ERR_EXTERN;
+  }}
+  void* found[{len(used)}];
+  char symbol[128];
+  for (int i = 0; i < {len(used)}; ++i) {{
+    const char* name = tc__extern_known[tc__extern_slots[i]];
+    found[i] = 0;
+    for (int p = 0; tc__extern_prefixes[p] && !found[i]; ++p) {{
+      snprintf(symbol, sizeof symbol, "%s%s", tc__extern_prefixes[p], name);
+      found[i] = dlsym(lib, symbol);
+    }}
+    if (!found[i]) {{
+      snprintf(tc__extern_error, sizeof tc__extern_error,
+               "the BLAS library %s has no %s (nor a prefixed one)", path, name);
+      dlclose(lib);
+      return TC_ERR_EXTERN;
+    }}
+  }}
+  for (int i = 0; i < {len(used)}; ++i) tc__extern[tc__extern_slots[i]] = found[i];
+  tc__extern_error[0] = 0;
+  return TC_OK;  /* the library stays open: its routines are in use */
+}}
+"""
+    return _ERROR_TEXT + body
+
+
 def prelude(used: Sequence[str]) -> str:
-    """``tc_set_extern``, ``tc_extern_names`` and the GEMM helper (after the ABI prelude)."""
+    """``tc_set_extern``, ``tc_extern_names``, ``tc_load_blas`` and the GEMM helper (after the
+    ABI prelude)."""
     names = ", ".join([*(f'"{n}"' for n in EXTERN_NAMES), "0"])
     listed = ", ".join([*(f'"{n}"' for n in used), "0"])
+    return _prelude_text(names, listed) + _loader(used)
+
+
+def _prelude_text(names: str, listed: str) -> str:
     return f"""
 /* ---- external library routines (tilecraft.codegen.graph_c_extern) ---- */
 typedef void (*tc__sgemm_fn)(int, int, int, int, int, int, float, const float*, int,

@@ -50,6 +50,9 @@ reproducer. Other sources keep if-conversion, which guarded vector loops need to
 OPTIMIZE_LEVELS = ("-O3", "-O2", "-O1")
 """Optimization levels :func:`compile_shared` accepts (none changes floating-point semantics)."""
 LINK_FLAGS = ("-lm",)
+DLOPEN_FLAGS = ("-DTC_DLOPEN", "-ldl")
+"""For a source calling ``dlopen`` (an exported model's ``tc_load_blas``): glibc before 2.34
+keeps it in libdl."""
 LIBMVEC_FLAGS = ("-DTC_LIBMVEC", "-lmvec")
 """Kept when the compiler links glibc's vector math library: the generated C then declares
 the SIMD variants of ``expf``, ``logf``, ... (see :mod:`tilecraft.codegen._c_helpers`), so
@@ -155,7 +158,8 @@ def unroll_guard_flags(compiler: str) -> tuple[str, ...]:
 
 def link_flags(flags: tuple[str, ...]) -> tuple[str, ...]:
     """The libraries to link after the sources, given the compile ``flags`` in use."""
-    return (*LINK_FLAGS, LIBMVEC_FLAGS[1]) if LIBMVEC_FLAGS[0] in flags else LINK_FLAGS
+    libs = (*LINK_FLAGS, LIBMVEC_FLAGS[1]) if LIBMVEC_FLAGS[0] in flags else LINK_FLAGS
+    return (*libs, DLOPEN_FLAGS[1]) if DLOPEN_FLAGS[0] in flags else libs
 
 
 def host_cpu(compiler: str) -> str:
@@ -242,7 +246,7 @@ def build_flags(
     The probed :func:`compile_flags` (with ``optimize`` in place of ``-O3``); with
     ``arch_flags`` in place of the probed machine flags (``-march=native
     -mprefer-vector-width=512``); and the :data:`UNROLL_GUARD_FLAGS` for a source holding
-    ``#pragma GCC unroll``.
+    ``#pragma GCC unroll``; ``-DTC_DLOPEN`` (linking libdl) for one calling ``dlopen``.
     """
     if optimize not in OPTIMIZE_LEVELS:
         raise BuildError(f"optimization level must be one of {OPTIMIZE_LEVELS}, got {optimize!r}")
@@ -252,6 +256,8 @@ def build_flags(
         flags = (*kept, *check_arch_flags(arch_flags))
     if "#pragma GCC unroll" in source:
         flags = (*flags, *unroll_guard_flags(compiler))
+    if "dlopen(" in source:
+        flags = (*flags, DLOPEN_FLAGS[0])
     return flags
 
 

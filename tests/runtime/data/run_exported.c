@@ -8,9 +8,11 @@
  * from the raw files and writes its float32 output to OUT.bin; prints the output's shape.
  *
  * A library calling BLAS routines (tc_extern_names() not empty) must refuse to run with
- * TC_ERR_EXTERN until they are set; they are then taken from the library the environment
- * variable TC_BLAS_LIB names, under the symbol prefix TC_BLAS_PREFIX (may be empty), and set
- * with tc_set_extern.
+ * TC_ERR_EXTERN until they are set. When the environment variable TC_BLAS_LIB is set, they
+ * are then taken from the library it names, under the symbol prefix TC_BLAS_PREFIX (may be
+ * empty), and set with tc_set_extern; otherwise the library finds them itself with
+ * tc_load_blas(TC_BLAS_PATH), NULL when that variable is unset (the library then reads
+ * TILECRAFT_BLAS_LIBRARY, or opens its default).
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -27,6 +29,7 @@ typedef int (*shape_fn)(const tc_tensor*, int, int64_t*);
 typedef int (*run_fn)(const tc_tensor*, int, tc_tensor*, int, void*);
 typedef int (*set_extern_fn)(const char*, void*);
 typedef const char* const* (*extern_names_fn)(void);
+typedef int (*load_blas_fn)(const char*);
 
 static void* need(void* lib, const char* name) {
   void* f = dlsym(lib, name);
@@ -46,8 +49,17 @@ static int set_externs(void* lib, run_fn run, tc_tensor* in, int n_in, tc_tensor
   if (set("no_such_routine", 0) != TC_ERR_EXTERN) { fprintf(stderr, "extern name\n"); exit(4); }
   const char* path = getenv("TC_BLAS_LIB");
   const char* prefix = getenv("TC_BLAS_PREFIX");
-  void* blas = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : 0;
-  if (!blas) { fprintf(stderr, "BLAS: set TC_BLAS_LIB (%s)\n", path ? dlerror() : ""); exit(6); }
+  if (!path) {
+    load_blas_fn load_blas = (load_blas_fn)need(lib, "tc_load_blas");
+    text_fn extern_error = (text_fn)need(lib, "tc_extern_error");
+    if (load_blas(getenv("TC_BLAS_PATH")) != TC_OK) {
+      fprintf(stderr, "BLAS: tc_load_blas: %s\n", extern_error());
+      exit(6);
+    }
+    return count;
+  }
+  void* blas = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!blas) { fprintf(stderr, "BLAS: %s\n", dlerror()); exit(6); }
   char symbol[256];
   for (int i = 0; i < count; ++i) {
     snprintf(symbol, sizeof symbol, "%s%s", prefix ? prefix : "", names()[i]);

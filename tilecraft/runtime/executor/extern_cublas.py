@@ -12,9 +12,11 @@ operands' for float16 results: cuBLAS computes in float32 either way).
   swapped. One cuBLAS handle is created on the first call and kept for the process (calls
   are serialized on it). The library is the one of NVIDIA's wheel (``nvidia-cublas`` for
   CUDA 13, ``nvidia-cublas-cu12``; ``pip install 'tilecraft[cublas]'``) or the system's.
-* **Emulated** (``tc.build(..., emulate=...)``: arrays are host memory) the same product is
-  computed with numpy in the accumulator's dtype, so a dispatched model is checked against
-  numpy without a GPU.
+* **Emulated** (``tc.build(..., emulate=...)``: arrays are host memory) the same call's
+  arguments (:func:`cublas_args`, a pure function: operands swapped, transposes, leading
+  dimensions, batch strides) are run by :func:`emulate_call`, which reads and writes the
+  arrays' memory column-major as cuBLAS does, in numpy and in the accumulator's dtype; so a
+  dispatched model, and the argument mapping the GPU call uses, are checked without a GPU.
 
 A missing library raises :class:`ExternLibraryError` naming the extra; a missing GPU or
 driver is the driver's :class:`~tilecraft.runtime.cuda_driver.CUDAError`; a failed cuBLAS
@@ -162,15 +164,103 @@ def gemm_shape(a: np.ndarray, b: np.ndarray, out: Any, trans_a: bool, trans_b: b
     return GemmShape(batch, m, n, k, trans_a, trans_b, len(a.shape) > 2, len(b.shape) > 2)
 
 
+@dataclass(frozen=True)
+class CublasArgs:
+    """The column-major cuBLAS call computing a row-major GEMM (pure data, no library).
+
+    Row-major ``C = op(A) @ op(B)`` is column-major ``C^T = op(B)^T @ op(A)^T``: cuBLAS's
+    first operand is our ``B`` and its second our ``A``. The call is ``cublasGemmEx`` when
+    ``strided`` is False (``batch_count`` 1: one GEMM, or a batch folded into the rows),
+    else ``cublasGemmStridedBatchedEx`` with element strides between the batch's matrices
+    (0 for an operand all the batch shares).
+    """
+
+    trans_first: bool  # cuBLAS transa, applied to our B
+    trans_second: bool  # cuBLAS transb, applied to our A
+    m: int  # rows of column-major C: N
+    n: int  # columns of column-major C: M (times the batch when it folds)
+    k: int
+    ld_first: int
+    ld_second: int
+    ldc: int
+    stride_first: int
+    stride_second: int
+    stride_c: int
+    batch_count: int
+    strided: bool
+
+
+def cublas_args(g: GemmShape) -> CublasArgs:
+    """The cuBLAS arguments of the row-major GEMM ``g`` (see :class:`CublasArgs`).
+
+    A batch folds into M (one call) when B is shared and A is not transposed: the batch's
+    A matrices are then one ``(batch * M, K)`` matrix and its results one ``(batch * M, N)``.
+    """
+    fold = not g.b_batched and not g.trans_a and (g.a_batched or g.batch == 1)
+    single = fold or g.batch == 1
+    return CublasArgs(
+        trans_first=g.trans_b,
+        trans_second=g.trans_a,
+        m=g.n,
+        n=g.m * g.batch if fold else g.m,
+        k=g.k,
+        ld_first=max(1, g.k if g.trans_b else g.n),
+        ld_second=max(1, g.m if g.trans_a else g.k),
+        ldc=max(1, g.n),
+        stride_first=0 if single or not g.b_batched else g.k * g.n,
+        stride_second=0 if single or not g.a_batched else g.m * g.k,
+        stride_c=0 if single else g.m * g.n,
+        batch_count=1 if single else g.batch,
+        strided=not single,
+    )
+
+
+def column_major_view(
+    flat: np.ndarray, rows: int, cols: int, ld: int, stride: int, batch: int
+) -> np.ndarray:
+    """The ``batch`` column-major ``rows x cols`` matrices of leading dimension ``ld`` in
+    ``flat`` (a read-only view), as cuBLAS reads them; out-of-range extents are refused."""
+    if ld < max(1, rows):
+        raise GraphError(f"cublas.gemm: leading dimension {ld} < {rows} rows")
+    last = (batch - 1) * stride + (rows - 1) + (cols - 1) * ld if rows and cols and batch else -1
+    if last >= flat.size:
+        raise GraphError(f"cublas.gemm: a {rows}x{cols} (ld {ld}) matrix overruns its buffer")
+    size = flat.itemsize
+    return np.lib.stride_tricks.as_strided(
+        flat, (batch, rows, cols), (stride * size, size, ld * size), writeable=False
+    )
+
+
+def emulate_call(args: CublasArgs, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """Run ``args`` as cuBLAS would on the C-contiguous arrays ``(a, b, out)``: in numpy,
+    reading and writing their memory column-major, accumulating in float32 (float64 for
+    float64 results)."""
+    acc = np.float64 if out.dtype == np.float64 else np.float32
+    batch = args.batch_count
+    if args.m == 0 or args.n == 0 or batch == 0:
+        return
+    fa = (args.k, args.m) if args.trans_first else (args.m, args.k)
+    fb = (args.n, args.k) if args.trans_second else (args.k, args.n)
+    first = column_major_view(b.reshape(-1), *fa, args.ld_first, args.stride_first, batch)
+    second = column_major_view(a.reshape(-1), *fb, args.ld_second, args.stride_second, batch)
+    c = column_major_view(out.reshape(-1), args.m, args.n, args.ldc, args.stride_c, batch)
+    op_first = np.swapaxes(first, -1, -2) if args.trans_first else first
+    op_second = np.swapaxes(second, -1, -2) if args.trans_second else second
+    result = np.matmul(op_first.astype(acc), op_second.astype(acc)).astype(out.dtype)
+    # write through C's own layout (column-major with ldc): transposed, into out's memory
+    np.lib.stride_tricks.as_strided(out.reshape(-1), c.shape, c.strides)[...] = result
+
+
 def host_gemm(
     a: np.ndarray, b: np.ndarray, out: np.ndarray, trans_a: bool = False, trans_b: bool = False
 ) -> None:
-    """``out = op(a) @ op(b)`` on the host with cuBLAS's semantics (the emulated call)."""
-    acc = np.float64 if out.dtype == np.float64 else np.float32
-    at = np.swapaxes(a, -1, -2) if trans_a else a
-    bt = np.swapaxes(b, -1, -2) if trans_b else b
-    gemm_shape(a, b, out, trans_a, trans_b)
-    out[...] = np.matmul(at.astype(acc), bt.astype(acc)).astype(out.dtype)
+    """``out = op(a) @ op(b)`` on the host, through the arguments a cuBLAS call would get
+    (the emulated call: :func:`cublas_args` run by :func:`emulate_call`)."""
+    g = gemm_shape(a, b, out, trans_a, trans_b)
+    dst = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+    emulate_call(cublas_args(g), np.ascontiguousarray(a), np.ascontiguousarray(b), dst)
+    if dst is not out:
+        out[...] = dst
 
 
 def device_gemm(lib: Cublas, ptrs: tuple[int, int, int], dtypes: tuple[str, str],
@@ -183,23 +273,20 @@ def device_gemm(lib: Cublas, ptrs: tuple[int, int, int], dtypes: tuple[str, str]
     alpha = (ctypes.c_double if wide else ctypes.c_float)(1.0)
     beta = (ctypes.c_double if wide else ctypes.c_float)(0.0)
     compute = _COMPUTE_64F if wide else _COMPUTE_32F
-    ta, tb = (_OP_T if g.trans_a else _OP_N), (_OP_T if g.trans_b else _OP_N)
-    lda, ldb = (g.m if g.trans_a else g.k), (g.k if g.trans_b else g.n)
+    c = cublas_args(g)
+    ta, tb = (_OP_T if c.trans_first else _OP_N), (_OP_T if c.trans_second else _OP_N)
     st, dt = _CUDA_TYPE[src], _CUDA_TYPE[dst]
     pa, pb, pc = (ctypes.c_void_p(p) for p in ptrs)
     ab, bb = ctypes.byref(alpha), ctypes.byref(beta)
     handle = _get_handle(lib)
-    fold = not g.b_batched and not g.trans_a and (g.a_batched or g.batch == 1)
-    if fold or g.batch == 1:  # C^T (N x M*batch) = B^T A^T, column-major
-        rows = g.m * g.batch if fold else g.m
-        status = lib.gemm(handle, tb, ta, g.n, rows, g.k, ab, pb, st, ldb, pa, st, lda, bb,
-                          pc, dt, g.n, compute, _GEMM_DEFAULT)  # fmt: skip
+    if not c.strided:
+        status = lib.gemm(handle, ta, tb, c.m, c.n, c.k, ab, pb, st, c.ld_first, pa, st,
+                          c.ld_second, bb, pc, dt, c.ldc, compute, _GEMM_DEFAULT)  # fmt: skip
         _check(status, "cublasGemmEx")
         return
-    sa = g.m * g.k if g.a_batched else 0
-    sb = g.k * g.n if g.b_batched else 0
-    status = lib.gemm_strided(handle, tb, ta, g.n, g.m, g.k, ab, pb, st, ldb, sb, pa, st, lda,
-                              sa, bb, pc, dt, g.n, g.m * g.n, g.batch, compute,
+    status = lib.gemm_strided(handle, ta, tb, c.m, c.n, c.k, ab, pb, st, c.ld_first,
+                              c.stride_first, pa, st, c.ld_second, c.stride_second, bb, pc, dt,
+                              c.ldc, c.stride_c, c.batch_count, compute,
                               _GEMM_DEFAULT)  # fmt: skip
     _check(status, "cublasGemmStridedBatchedEx")
 

@@ -23,7 +23,8 @@
     The graph program (:mod:`tilecraft.lower.graph_program_json`), symbolic shapes included.
 ``params/<function>/<i>.npy``
     The constants of the program (the parameters bound at compile time and what was folded
-    from them), read with ``allow_pickle=False``.
+    from them), read with ``allow_pickle=False``; stored uncompressed (the other members are
+    deflated).
 ``include/tilecraft_model.h`` (CPU libraries, format 1.2)
     The documented header of the plain C entries (:mod:`tilecraft.codegen.graph_c_abi`): per
     graph function ``tc_<name>(inputs, n_inputs, outputs, n_outputs, workspace)`` (one output
@@ -33,8 +34,11 @@
     ``params/`` members of the library unpacked into ``dir`` (``unzip``, or
     :func:`extract_c`); the manifest's ``c_header`` names it and each function's ``c_entry``
     its symbols, or ``c_refused`` why it has none (a race-checked or bounds-checked build).
-    ``DispatchLibrary``'s BLAS steps call cblas routines the C program sets with
-    ``tc_set_extern`` (:mod:`tilecraft.codegen.graph_c_extern`). The entries are compiled with the
+    ``DispatchLibrary``'s BLAS steps call cblas routines that ``tc_load_blas(path)`` finds
+    (``dlopen``; NULL: ``$TILECRAFT_BLAS_LIBRARY``, else the scipy-openblas32 wheel's
+    library) or the C program sets with ``tc_set_extern``
+    (:mod:`tilecraft.codegen.graph_c_extern`); the manifest's ``c_externs`` (format 1.5) lists
+    them and that lookup. The entries are compiled with the
     kernels at build time, so exporting needs no compiler; ``export_library(path,
     require_c_entry=True)`` refuses a model without them; :func:`write_c_header` writes the
     header alone.

@@ -18,14 +18,16 @@ from ...target import Target, TargetError
 from ..cuda_driver import CUDAError, get_driver
 
 FORMAT = "tilecraft.library"
-VERSION = (1, 4)
+VERSION = (1, 5)
 """(major, minor) of the layout this tilecraft writes. A reader reads every minor up to its own
 of its major: a minor adds optional manifest fields only. 1.1 added each kernel's provenance
 (``structural_hash``, ``scheduled_by``, ``record``); 1.2 the plain C interface (``c_header``
 and the header member, each function's ``c_entry`` or ``c_refused``); 1.3 graph functions
 returning a tuple (the program's ``ret_slots``, a fourth native ``layout`` number: the count
 of results, one C output per result); 1.4 graph programs that read extents from tensors
-(``bind_symbol`` steps, their bounds a third part of the program's ``ir``)."""
+(``bind_symbol`` steps, their bounds a third part of the program's ``ir``); 1.5 the BLAS
+routines the plain C entries call and how their ``tc_load_blas`` finds a library
+(``c_externs``)."""
 MANIFEST = "manifest.json"
 
 _CU_DEVICE_ATTRIBUTE_CC_MAJOR = 75
