@@ -41,6 +41,7 @@ from .expr import Select as Select
 from .expr import Sub as Sub
 from .expr import Var as Var
 from .expr import as_expr as as_expr
+from .expr import negate as negate
 from .expr import const as const
 from .function import BaseFunc as BaseFunc
 from .function import PrimFunc as PrimFunc

@@ -75,7 +75,7 @@ class Expr(Node):
         return FloorMod(as_expr(other, self.dtype), self)
 
     def __neg__(self) -> Expr:
-        return Sub(as_expr(0, self.dtype), self)
+        return negate(self)
 
     # comparisons --------------------------------------------------------------------------
     def __lt__(self, other: ExprLike) -> Expr:
@@ -388,6 +388,16 @@ class GE(CmpOp):
 
 
 # logic --------------------------------------------------------------------------------------
+
+
+def negate(x: Expr) -> Expr:
+    """``-x``: ``0 - x`` for integers; ``x * -1`` for floats, which flips the sign of every
+    value (``0 - x`` would give ``+0.0`` for ``x = +0.0``, where negation gives ``-0.0``)."""
+    if x.dtype.is_float:
+        return Mul(x, as_expr(-1, x.dtype))
+    return Sub(as_expr(0, x.dtype), x)
+
+
 def _check_bool(name: str, *values: Expr) -> None:
     for v in values:
         if not isinstance(v, Expr):

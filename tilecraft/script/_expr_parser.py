@@ -40,6 +40,7 @@ from ..ir import (
     Var,
     as_expr,
     dtype,
+    negate,
 )
 from ..ir.device_intrin import call_device
 from ..ir.op import call_intrin
@@ -259,7 +260,7 @@ class ExprParser:
             if isinstance(node.op, ast.UAdd):
                 return operand
             if isinstance(operand, Expr):
-                return Sub(as_expr(0, operand.dtype), operand)
+                return negate(operand)
             return -operand
         if isinstance(node, ast.BoolOp):
             items = []

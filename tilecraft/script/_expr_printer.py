@@ -25,6 +25,7 @@ from ..ir import (
     IntImm,
     Max,
     Min,
+    Mul,
     Not,
     Or,
     Select,
@@ -149,17 +150,23 @@ class Namer:
 
 
 def _is_negation(e: Expr) -> bool:
-    """``0 - x`` with a non-constant ``x``: printed ``-x``, which the parser reads back as is.
+    """What :func:`negate` makes (``0 - x`` for integers, ``x * -1`` for floats) with a
+    non-constant ``x``: printed ``-x``, which the parser reads back as is.
 
     (``0 - (0 - (0 - x))`` would nest brackets as deep as the unary chain it came from,
-    beyond what Python reads back.)
+    beyond what Python reads back.) A float ``0.0 - x`` is not a negation (it gives ``+0.0``
+    for ``x = +0.0``) and prints as the subtraction it is.
     """
-    if not isinstance(e, Sub) or isinstance(e.b, (IntImm, FloatImm)):
-        return False
-    zero = e.a
-    if isinstance(zero, IntImm):
-        return zero.value == 0
-    return isinstance(zero, FloatImm) and zero.value == 0.0 and math.copysign(1.0, zero.value) > 0
+    if isinstance(e, Sub) and not isinstance(e.b, (IntImm, FloatImm)):
+        return isinstance(e.a, IntImm) and e.a.value == 0
+    if isinstance(e, Mul) and not isinstance(e.a, (IntImm, FloatImm)):
+        return isinstance(e.b, FloatImm) and e.b.value == -1.0
+    return False
+
+
+def _negated(e: Expr) -> Expr:
+    """The operand of a negation (see :func:`_is_negation`)."""
+    return e.b if isinstance(e, Sub) else e.a  # type: ignore[attr-defined,no-any-return]
 
 
 def precedence(e: Expr) -> int:
@@ -225,8 +232,7 @@ class ExprPrinter:
         if isinstance(e, (Min, Max)):
             return [f"T.{e.symbol}(", (e.a, 0), ", ", (e.b, 0), ")"]
         if _is_negation(e):
-            assert isinstance(e, Sub)
-            return ["-", (e.b, UNARY)]
+            return ["-", (_negated(e), UNARY)]
         if isinstance(e, _BinaryOp):
             p = _BIN_PREC[e.symbol]
             return [(e.a, p), f" {e.symbol} ", (e.b, p + 1)]
