@@ -128,6 +128,26 @@ def test_without_a_library_measurement_nothing_is_dispatched() -> None:
     assert pass_.report.declined[name] == "no blas measurement in the database"
 
 
+def test_a_library_record_alone_is_no_measured_choice() -> None:
+    # a task the search gave no trial still had its library measured: the library record was
+    # "the best", and a tiny GEMM went to BLAS at 23x the rules' time (a small decode layer)
+    mod = _product()
+    name, func = _gemm(mod)
+    db = ms.MemoryDatabase()
+    wl = db.commit_workload(func, TARGET)
+    extra: dict[str, object] = {"dispatch": "blas"}
+    db.commit_tuning_record(
+        TuningRecord(wl, tc.schedule.Trace(), (1e-9,), str(TARGET), extra=extra)
+    )
+    with TARGET:
+        pass_ = DispatchLibrary(database=db)
+        assert pass_(mod) is mod
+    assert pass_.report.declined[name].startswith("no tuned record to compare blas with")
+    exe = tc.compile(mod, TARGET, database=db)
+    assert name in set(exe.lib.function_names)  # the rules' kernel, compiled
+    _run_product(exe)
+
+
 class FixedLibrary(LibraryCandidate):
     """BLAS with fixed timings: the choice is deterministic whatever the machine."""
 
@@ -238,8 +258,10 @@ def test_order_with_apply_database(first: str) -> None:
     _run_product(tc.build(out, TARGET))
 
 
-def test_blas_threads_follow_the_targets_num_cores() -> None:
+def test_blas_threads_follow_the_targets_num_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     from tilecraft.runtime.executor.extern import load_blas
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")  # our kernels may use 4: the target's 3 hold
 
     blas = load_blas()
     before = blas.get_num_threads()
@@ -255,6 +277,9 @@ def test_blas_threads_follow_the_targets_num_cores() -> None:
         blas.set_num_threads(1)
         _run_product(tc.build(mod, target), 16)
         assert blas.get_num_threads() == 3  # set through openblas_set_num_threads
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")  # never more than our own kernels use
+        _run_product(tc.build(mod, target), 16)
+        assert blas.get_num_threads() == 1
     finally:
         blas.set_num_threads(before)
 

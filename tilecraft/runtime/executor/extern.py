@@ -8,10 +8,11 @@ from them (so symbolic extents need nothing more). The routines:
     ``out[..., M, N] = A[..., M, K] @ B[..., K, N]`` in float32 (``cblas_sgemm``) or float64
     (``cblas_dgemm``). ``A`` is stored ``(..., K, M)`` when ``trans_a``, ``B`` ``(..., N, K)``
     when ``trans_b``; ``num_threads`` (> 0) is the number of BLAS threads the call runs on
-    (``DispatchLibrary`` sets the target's ``-num-cores``). An operand of rank 2 is shared by
-    every batch; an operand of the output's rank has the output's batch extents. One GEMM call
-    when only ``A`` is batched (and not transposed: the batch folds into M), the
-    strided-batched call when both are, a loop of calls when only ``B`` is.
+    (``DispatchLibrary`` sets the target's ``-num-cores``), capped by the threads this
+    process's own kernels run on (:mod:`tilecraft.runtime.threads`). An operand of rank 2 is
+    shared by every batch; an operand of the output's rank has the output's batch extents.
+    One GEMM call when only ``A`` is batched (and not transposed: the batch folds into M),
+    the strided-batched call when both are, a loop of calls when only ``B`` is.
 
 ``"cublas.gemm"`` (attributes ``trans_a``, ``trans_b``)
     The same product on CUDA targets, in cuBLAS (float16/bfloat16 operands accumulate in
@@ -36,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import BuildError, GraphError
+from ..threads import library_threads
 
 BLAS_EXTRA = "tilecraft[blas]"
 BLAS_WHEEL = "scipy_openblas32"
@@ -177,8 +179,7 @@ def _gemm_kernel(attrs: Mapping[str, Any], emulated: bool) -> ExternKernel:
     blas = load_blas()  # a missing library is reported now, not at the first call
 
     def run(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-        if threads:
-            blas.use_threads(threads)
+        blas.use_threads(library_threads(threads))
         blas_gemm(a, b, out, trans_a, trans_b)
 
     return run

@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...errors import BuildError, TuneError
 from ...ir import to_json
 from ...runtime.compiler import flag_probe
+from ...runtime.threads import usable_cores as usable_cores
 from .._proc import Message, WorkerPool
 from ._compile import march_flags
 from .base import BuildArtifact, Builder, BuilderInput, BuilderResult
-
-
-def usable_cores() -> int:
-    """Cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def split_groups(indices: Sequence[int], workers: int, group_size: int) -> list[list[int]]:

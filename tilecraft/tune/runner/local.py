@@ -8,8 +8,8 @@ from typing import Any
 from ...errors import TuneError
 from ...ir import PrimFunc, structural_hash, to_json
 from ...runtime.compiler import flag_probe
+from ...runtime.threads import kernel_threads
 from .._proc import WorkerPool
-from ..builder.local import usable_cores
 from .base import EvaluatorConfig, Runner, RunnerInput, RunnerResult, result_of_reply, run_request
 
 
@@ -45,7 +45,10 @@ class LocalRunner(Runner):
     number, repeat, min_repeat_ms, warmup, cache_flush, cooldown_s
         Timing settings (see :class:`EvaluatorConfig`); or pass ``evaluator=``.
     num_threads
-        ``OMP_NUM_THREADS`` of the worker (default: the usable cores), fixed for every run.
+        ``OMP_NUM_THREADS`` of the worker, fixed for every run (default: the threads this
+        process's kernels run on, :func:`tilecraft.runtime.threads.kernel_threads`:
+        ``OMP_NUM_THREADS`` when set, else the usable cores), so candidates are measured on
+        the threads the tuned model will run on.
     check_correctness
         Compare each candidate's outputs with its reference (the unscheduled function) on
         random inputs; a mismatch fails the candidate with "wrong result: ...".
@@ -87,7 +90,7 @@ class LocalRunner(Runner):
         self.evaluator = evaluator or EvaluatorConfig(
             number, repeat, min_repeat_ms, warmup, cache_flush, cooldown_s
         )
-        threads = usable_cores() if num_threads is None else num_threads
+        threads = kernel_threads() if num_threads is None else num_threads
         if threads < 1:
             raise TuneError(f"{type(self).__name__}: num_threads must be >= 1, got {threads}")
         self.num_threads = threads
