@@ -25,8 +25,10 @@ calling fused PrimFuncs). For each PrimFunc called by a graph function:
 
 With ``database=``, step 2 also asks the tuning database which is faster: a GEMM is sent
 to the library only when the tuner measured the library (a library record of its workload,
-see :mod:`tilecraft.dispatch.measure`) faster than the best tuned record; otherwise it is left
-for ``ApplyDatabase`` and the rules (the report says why). ``DispatchLibrary(database=db)``,
+see :mod:`tilecraft.dispatch.measure`) faster than the best tuned record; otherwise, and when
+the database has no tuned record of the function to compare with (the library beside an
+unmeasured rules' schedule is no measured choice), it is left for ``ApplyDatabase`` and the
+rules (the report says why). ``DispatchLibrary(database=db)``,
 then ``ApplyDatabase``, then the rules is the tuner's choice per function.
 
 The extern call reads its extents from the arrays at run time, so symbolic extents (batch,
@@ -206,7 +208,11 @@ class DispatchLibrary(ModulePass):
         if lib is None:
             return f"no {self.library} measurement in the database"
         tuned = self.database.query_tuning_record(func, target)
-        if tuned is not None and tuned.mean_secs <= lib.mean_secs:
+        if tuned is None:  # nothing measured against it: the rules keep the function
+            return (
+                f"no tuned record to compare {self.library} with ({lib.mean_secs * 1e3:.4g} ms)"
+            )
+        if tuned.mean_secs <= lib.mean_secs:
             return (
                 f"the tuned kernel is faster ({tuned.mean_secs * 1e3:.4g} ms, "
                 f"{self.library} {lib.mean_secs * 1e3:.4g} ms)"
