@@ -4,16 +4,48 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...ir import For, IntImm
+from ...ir import BlockRealize, For, ForKind, IntImm, Stmt, Visitor
 from ...schedule import Schedule
 from ...schedule.handles import BlockRV
 from ...target import Target
-from ..postproc.rewrite_parallel_vectorize_unroll import leaves
 from ..postproc.rewrite_unbound_block import unbound_spatial_loops
 from .rule import SearchRule, is_root
 
 THREAD_CHOICES = (32, 64, 128, 256, 512, 1024)
 """Threads per block a sample may draw (those above the target's limit are left out)."""
+
+
+class _UnboundLeaves(Visitor):
+    """Collects the leaf blocks that no thread-bound loop encloses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bound = 0
+        self.found: list[str] = []
+        self.children = [0]
+
+    def visit_For(self, node: For) -> None:  # noqa: N802
+        """Count the thread-bound loops around what is inside."""
+        bound = node.kind is ForKind.THREAD_BINDING
+        self.bound += bound
+        self.visit(node.body)
+        self.bound -= bound
+
+    def visit_BlockRealize(self, node: BlockRealize) -> None:  # noqa: N802
+        """Record a leaf block outside every thread-bound loop; go on inside."""
+        self.children[-1] += 1
+        self.children.append(0)
+        self.visit(node.block.body)
+        if self.children.pop() == 0 and not self.bound:
+            self.found.append(node.block.name)
+
+
+def unbound_leaves(stmt: Stmt) -> list[str]:
+    """Names of the leaf blocks under ``stmt`` that no thread-bound loop encloses, read from
+    the IR (not by traced queries, whose answers on other blocks vary with the decisions)."""
+    finder = _UnboundLeaves()
+    finder.visit(stmt)
+    return finder.found
 
 
 class AutoBind(SearchRule):
@@ -41,8 +73,8 @@ class AutoBind(SearchRule):
             return [sch]
         limit = target.gpu.max_threads_per_block if target.gpu is not None else 1024
         choices = [t for t in self.thread_choices if t <= limit] or [limit]
-        for leaf in leaves(sch, block):
-            sch.try_(self._bind, sch, leaf, choices)
+        for name in unbound_leaves(sch.func.body):
+            sch.try_(self._bind, sch, sch.get_block(name), choices)
         return [sch]
 
     @staticmethod
