@@ -35,7 +35,7 @@ def thread_factor(sch: Schedule, loop: LoopRV) -> object:
         elif made is not None and inst.kind == "split":
             at = [n for n, out in enumerate(inst.outputs) if out is made]
             if at:
-                factor = inst.inputs[1][at[0]]  # type: ignore[index]
+                factor = inst.inputs[1][at[0]]
                 return factor if factor is not None else _extent(sch, loop)
     return _extent(sch, loop)
 
