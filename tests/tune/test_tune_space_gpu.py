@@ -24,6 +24,7 @@ from tilecraft.tune.mutator import MutateThreadBinding
 from tilecraft.tune.postproc import (
     RewriteCooperativeFetch,
     RewriteReductionBlock,
+    VerifyGPUCode,
     apply_postprocs,
     default_postprocs,
 )
@@ -277,3 +278,27 @@ def test_cuda_runner_without_a_gpu_says_so_once(monkeypatch: pytest.MonkeyPatch)
         assert res.error is not None
         assert res.error.startswith("not measured: no CUDA device")
     assert runner.pool.started_total == 0  # no worker process was started
+
+
+def _softmax_rows(sum_threads: int) -> Schedule:
+    """Softmax rows on blocks of 64 threads, the row sum reduced by ``sum_threads`` of them."""
+    sch = Schedule(softmax(4, 100))
+    i, j = sch.get_loops(sch.get_block("T_softmax_norm"))
+    _, tx = sch.split(j, [None, 64])
+    sch.bind(i, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    sch.compute_inline(sch.get_block("T_softmax_exp"))
+    for name, threads in (("T_softmax_expsum", sum_threads), ("T_softmax_maxelem", 64)):
+        block = sch.get_block(name)
+        sch.set_scope(block, 0, "shared")
+        sch.compute_at(block, i)
+        _, t = sch.split(sch.get_loops(block)[-1], [None, threads])
+        sch.bind(t, "threadIdx.x")
+    return sch
+
+
+def test_verify_gpu_code_drops_what_the_code_generator_refuses() -> None:
+    """Regression: a candidate the lowering accepts but CUDA codegen refuses (a 32-thread loop
+    with a barrier in a 64-thread kernel) reached the builder and failed there."""
+    assert VerifyGPUCode(SM90).apply(_softmax_rows(64))
+    assert not VerifyGPUCode(SM90).apply(_softmax_rows(32))
