@@ -14,7 +14,7 @@ from gpu_space_sample import SM90, WORKLOADS, Sampled, check_equal, gemv, matmul
 
 import tilecraft as tc
 from tilecraft import tune as ms
-from tilecraft.ir import Block, For, ForKind, post_order_visit
+from tilecraft.ir import Block, For, ForKind, PrimFunc, post_order_visit
 from tilecraft.lower.gpu_verify import STATIC_SHARED_LIMIT
 from tilecraft.runtime import build_cuda_source
 from tilecraft.runtime.cuda_compile import ptxas_info
@@ -302,3 +302,34 @@ def test_verify_gpu_code_drops_what_the_code_generator_refuses() -> None:
     with a barrier in a 64-thread kernel) reached the builder and failed there."""
     assert VerifyGPUCode(SM90).apply(_softmax_rows(64))
     assert not VerifyGPUCode(SM90).apply(_softmax_rows(32))
+
+
+def _tensor_core_variants() -> tuple[PrimFunc, list[Schedule], int]:
+    """An fp16 GEMM (fp32 accumulation) and the default space's rule sketches for sm_90 that
+    pass the postprocessors, with the number dropped."""
+    a = tc.te.placeholder((128, 64), "float16", name="A")
+    w = tc.te.placeholder((128, 64), "float16", name="W")
+    c = tc.topi.matmul(a, w, transpose_b=True, out_dtype="float32")
+    func = tc.te.create_prim_func([a, w, c])
+    _, rules = default_space(SM90).spaces  # type: ignore[attr-defined]
+    kept, dropped = [], 0
+    for sch in rules.generate(func, SM90, 0):
+        if apply_postprocs(sch, default_postprocs(SM90)) is None:
+            kept.append(sch)
+        else:
+            dropped += 1
+    return func, kept, dropped
+
+
+@pytest.mark.parametrize("most", [pytest.param(1), pytest.param(100, marks=pytest.mark.slow)])
+def test_tensor_core_variants_on_sm90_equal(most: int, record_property: object) -> None:
+    func, kept, dropped = _tensor_core_variants()
+    assert callable(record_property)
+    record_property("tensor_core_variants", {"kept": len(kept), "dropped": dropped})
+    assert len(kept) >= 4  # the rule's tile and its block-tile / warp neighbours
+    assert len({tc.ir.structural_hash(s.func) for s in kept}) == len(kept)
+    for sch in kept:
+        assert "mma_sync_m" in sch.func.script()  # mma.sync fragments, not the SIMT tiling
+    for sch in kept[-most:]:  # the last: a neighbour, not the rule's own tile
+        assert "mma.sync.aligned" in build_cuda_source(sch.mod, SM90).text
+        check_numeric(sch.func, func, emulate_gpu="racecheck", target=SM90)
