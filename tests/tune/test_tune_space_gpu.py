@@ -24,11 +24,13 @@ from tilecraft.tune.mutator import MutateThreadBinding
 from tilecraft.tune.postproc import (
     RewriteCooperativeFetch,
     RewriteReductionBlock,
+    UnrollLocalTiles,
     VerifyGPUCode,
     apply_postprocs,
     default_postprocs,
 )
 from tilecraft.tune.postproc.keys import COOPERATIVE_FETCH
+from tilecraft.tune.postproc.unroll_local_tiles import tile_loops
 from tilecraft.tune.space import (
     AutoBind,
     CrossThreadReduction,
@@ -333,3 +335,37 @@ def test_tensor_core_variants_on_sm90_equal(most: int, record_property: object) 
     for sch in kept[-most:]:  # the last: a neighbour, not the rule's own tile
         assert "mma.sync.aligned" in build_cuda_source(sch.mod, SM90).text
         check_numeric(sch.func, func, emulate_gpu="racecheck", target=SM90)
+
+
+def _tiled_gemm(unroll_tiles: bool) -> Schedule:
+    """A GEMM tiled by MultiLevelTilingGPU with 4x4 per thread and no unroll budget."""
+    sch = Schedule(matmul(64, 64, 64), seed=0)
+    (sch,) = MultiLevelTilingGPU(max_per_thread=4).apply(sch, sch.get_block("matmul"), SM90)
+    posts = [RewriteReductionBlock(), RewriteCooperativeFetch()]
+    posts += [UnrollLocalTiles()] if unroll_tiles else []
+    assert apply_postprocs(sch, posts) is None
+    return sch
+
+
+def test_local_tile_loops_are_unrolled() -> None:
+    rolled, unrolled = _tiled_gemm(False), _tiled_gemm(True)
+    for name in ("matmul", "matmul_init", "matmul_local"):  # update, init, write-back
+        before = tile_loops(rolled, rolled.get_block(name))
+        assert before, name  # serial loops index the thread's tile
+        assert not tile_loops(unrolled, unrolled.get_block(name)), name
+        after = [unrolled.get(lp) for lp in unrolled.get_loops(unrolled.get_block(name))]
+        assert sum(1 for n in after if n.kind is ForKind.UNROLLED) >= len(before)  # type: ignore[union-attr]
+    check_numeric(unrolled.func, matmul(64, 64, 64), emulate_gpu="racecheck", target=SM90)
+
+
+@pytest.mark.nvcc
+def test_local_tile_in_registers_not_on_the_stack() -> None:
+    """Regression: a sampled unroll budget of 0 left the accumulator tile indexed by rolled
+    loops; ptxas put it on the stack (256 bytes of local memory)."""
+
+    def stack(sch: Schedule) -> int:
+        src = build_cuda_source(sch.mod, SM90)
+        return max(s.stack_bytes for s in ptxas_info(src.text, "sm_90").values())
+
+    assert stack(_tiled_gemm(False)) > 0
+    assert stack(_tiled_gemm(True)) == 0
