@@ -84,9 +84,23 @@ def _stmt_children(node: object) -> list[object]:
     return found
 
 
+_SAMPLED: dict[tuple[str, int, int], tuple[PrimFunc, Sampled]] = {}
+
+
+def _sampled(name: str, seeds: range) -> tuple[PrimFunc, Sampled]:
+    """The workload and its sampled candidates, drawn once per test session (the racecheck and
+    the ptxas tests share them)."""
+    key = (name, seeds.start, seeds.stop)
+    if key not in _SAMPLED:
+        func = WORKLOADS[name]()
+        _SAMPLED[key] = (func, sample(func, seeds))
+    return _SAMPLED[key]
+
+
 def _check_workload(name: str, seeds: range, record_property: object) -> Sampled:
-    func = WORKLOADS[name]()
-    found = sample(func, seeds)
+    func, found = _sampled(name, seeds)
+    for key in [k for k in found.counts if k.endswith("racecheck_equal")]:  # a rerun counts anew
+        del found.counts[key]
     check_equal(func, found)  # raises on the first candidate that differs or races
     assert callable(record_property)
     record_property("candidates", dict(found.counts))
@@ -116,8 +130,8 @@ def test_gpu_space_many_candidates_equal_the_unscheduled_function(
 
 
 def _check_ptxas(name: str, seeds: range, most: int) -> None:
-    """Up to ``most`` search candidates of each seed compile for sm_90 within its limits."""
-    found = sample(WORKLOADS[name](), seeds)
+    """Up to ``most`` search candidates a seed compile for sm_90 within its limits."""
+    _, found = _sampled(name, seeds)
     limits = SM90.gpu
     assert limits is not None
     searched = [sch for part, sch in found.kept if part == "search"]
@@ -140,7 +154,7 @@ def _check_ptxas(name: str, seeds: range, most: int) -> None:
 @pytest.mark.nvcc
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_gpu_space_candidates_compile_without_spills(name: str) -> None:
-    _check_ptxas(name, range(1), 2)
+    _check_ptxas(name, range(1), 1)
 
 
 @pytest.mark.nvcc
