@@ -383,3 +383,21 @@ def test_local_tile_in_registers_not_on_the_stack() -> None:
 
     assert stack(_tiled_gemm(False)) > 0
     assert stack(_tiled_gemm(True)) == 0
+
+
+@pytest.mark.nvcc
+def test_tune_on_sm90_builds_the_default_space_without_a_gpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``tune_tir`` on a CUDA target with the default space: the rules' schedule first, then
+    the space's candidates, every one built by nvcc; with no GPU one warning, and each record
+    says it was not measured (no build failure, no traceback)."""
+    monkeypatch.setattr("tilecraft.tune.runner.local.why_no_device", _NoDevice())
+    func = gemv()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        db = ms.tune_tir(func, SM90, max_trials_global=4, num_trials_per_iter=2, seed=0)
+    assert sum(1 for w in seen if "no GPU to measure on" in str(w.message)) == 1
+    records = db.get_all_tuning_records()
+    assert len(records) == 4
+    assert all((r.error or "").startswith("not measured: no CUDA device") for r in records)
