@@ -20,7 +20,7 @@ from tilecraft.runtime import build_cuda_source
 from tilecraft.runtime.cuda_compile import ptxas_info
 from tilecraft.schedule import Schedule
 from tilecraft.testing import check_numeric
-from tilecraft.tune.mutator import MutateThreadBinding
+from tilecraft.tune.mutator import MutateThreadBinding, MutateTileSize
 from tilecraft.tune.postproc import (
     RewriteCooperativeFetch,
     RewriteReductionBlock,
@@ -401,3 +401,17 @@ def test_tune_on_sm90_builds_the_default_space_without_a_gpu(
     records = db.get_all_tuning_records()
     assert len(records) == 4
     assert all((r.error or "").startswith("not measured: no CUDA device") for r in records)
+
+
+def test_tile_size_mutations_of_nested_tilings_replay() -> None:
+    """Regression: a GPU axis is tiled in two steps (a thread's part, then the levels); moving
+    a factor of the first left the second's decision for the old extent, and a third of the
+    mutated traces failed to replay."""
+    func = matmul(64, 64, 64)
+    sch = Schedule(func, seed=1)
+    (sch,) = MultiLevelTilingGPU().apply(sch, sch.get_block("matmul"), SM90)
+    rng = random.Random(0)
+    for seed in range(30):
+        mutated = MutateTileSize().apply(func, sch.trace, rng)
+        assert mutated is not None
+        mutated.apply_to_schedule(Schedule(func, seed=seed))  # raises ScheduleError if stale
