@@ -11,8 +11,9 @@ from, partial-sum vectors, chunk and tile sizes; on a GPU the tensor-core block 
 warps, the space's tensor-core variants). A rule's numbers steer Python decisions
 (how loops are split, what is packed), so a variant is a sketch of its own, replayed as it
 is, not a sampling instruction; when the rule itself samples (``tunable=True``), its
-sketches keep their sampling instructions. Variants that schedule the function identically
-are kept once, and a rule that declines a variant, or breaks on it, is passed over.
+sketches keep their sampling instructions. Variants that schedule the function identically,
+or whose traces differ only in sampled decisions, are kept once, and a rule that declines a
+variant, or breaks on it, is passed over.
 """
 
 from __future__ import annotations
@@ -109,14 +110,28 @@ class RuleVariants(SpaceGenerator):
         rule = next((r for r in rules if r.name == outcome.rule), None)
         if rule is None:
             return []
-        found: dict[str, Schedule] = {}
+        found: list[Schedule] = []
+        seen: set[str] = set()
         for variant in [rule, *_with_configs(rule, config_variants(rule.config_for(target))[1:])]:
             # try_rules declines for a rule that breaks on a variant instead of raising
             sch = try_rules(func, [variant], target, tunable=True).schedule
-            if sch is not None:
-                found.setdefault(structural_hash(sch.func), sch)
+            if sch is None:
+                continue
+            keys = {structural_hash(sch.func), _undecided(sch)}
+            if not keys & seen:
+                found.append(sch)
+            seen |= keys
         logger.debug("rule variants of %s: %d distinct sketches", rule.name, len(found))
-        return list(found.values())
+        return found
+
+
+def _undecided(sch: Schedule) -> str:
+    """The schedule's trace without its sampled decisions: two variants with the same one are
+    the same sketch even when their samples differ (a knob the rule did not use)."""
+    trace = sch.trace
+    for index in trace.sampling_indices():
+        trace = trace.with_decision(index, None)
+    return trace.as_json()
 
 
 def _with_configs(rule: ScheduleRule, configs: list[object]) -> list[ScheduleRule]:
