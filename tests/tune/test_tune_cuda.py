@@ -90,7 +90,7 @@ def test_cuda_candidates_build_without_a_gpu() -> None:
     if not device_available():  # measuring needs the driver: a failed result, not a crash
         art = built[0].artifact
         assert art is not None
-        with ms.CUDARunner(timeout_s=30) as runner:
+        with ms.CUDARunner(timeout_s=30) as runner, pytest.warns(UserWarning, match="no GPU"):
             (res,) = runner.run([ms.RunnerInput(art, ms.args_info(func), func)])
         assert res.run_secs is None
         assert "CUDA" in (res.error or "")

@@ -22,26 +22,38 @@ class CUDAError(TilecraftError):
     """A CUDA driver call failed (or no driver/device is available)."""
 
 
+def _load_library() -> Any:
+    """The driver library (CUDAError naming each name tried when none loads)."""
+    errors = []
+    for name in _LIB_NAMES:
+        try:
+            return ctypes.CDLL(name)
+        except OSError as e:
+            errors.append(f"{name}: {e}")
+    raise CUDAError("CUDA driver library not found (" + "; ".join(errors) + ")")
+
+
+def _device_count(lib: Any) -> int:
+    """``cuInit`` then ``cuDeviceGetCount`` (no context is created)."""
+    rc = lib.cuInit(0)
+    if rc != 0:
+        raise CUDAError(f"cuInit failed: CUDA error {rc}")
+    count = ctypes.c_int(0)
+    rc = lib.cuDeviceGetCount(ctypes.byref(count))
+    if rc != 0:
+        raise CUDAError(f"cuDeviceGetCount failed: CUDA error {rc}")
+    return count.value
+
+
 class Driver:
     """The loaded driver library with one device's primary context made current."""
 
     def __init__(self, device: int = 0) -> None:
-        lib = None
-        errors = []
-        for name in _LIB_NAMES:
-            try:
-                lib = ctypes.CDLL(name)
-                break
-            except OSError as e:
-                errors.append(f"{name}: {e}")
-        if lib is None:
-            raise CUDAError("CUDA driver library not found (" + "; ".join(errors) + ")")
+        lib = _load_library()
         self.lib = lib
-        self.check(lib.cuInit(0), "cuInit")
-        count = ctypes.c_int(0)
-        self.check(lib.cuDeviceGetCount(ctypes.byref(count)), "cuDeviceGetCount")
-        if count.value <= device:
-            raise CUDAError(f"CUDA device {device} not present ({count.value} device(s))")
+        count = _device_count(lib)
+        if count <= device:
+            raise CUDAError(f"CUDA device {device} not present ({count} device(s))")
         dev = ctypes.c_int(0)
         self.check(lib.cuDeviceGet(ctypes.byref(dev), device), "cuDeviceGet")
         self.device = dev
@@ -200,6 +212,20 @@ def get_driver() -> Driver:
         else:
             _driver.make_current()
         return _driver
+
+
+def why_no_device(device: int = 0) -> str | None:
+    """Why CUDA device ``device`` cannot be used (no driver library, no device), or None when
+    it is present. Creates no context: safe to ask in a process that never runs kernels."""
+    try:
+        lib = _load_library()
+    except CUDAError:
+        return "no CUDA driver library (libcuda) on this machine"
+    try:
+        count = _device_count(lib)
+    except CUDAError as e:
+        return str(e)
+    return None if count > device else f"CUDA device {device} not present ({count} device(s))"
 
 
 def device_available() -> bool:

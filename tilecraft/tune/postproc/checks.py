@@ -3,7 +3,7 @@ does not depend on, GPU code within the device's limits."""
 
 from __future__ import annotations
 
-from ...errors import BuildError, LowerError
+from ...errors import BuildError, CodegenError, LowerError
 from ...ir import (
     BlockRealize,
     For,
@@ -94,8 +94,9 @@ class DisallowRecomputedReduction(Postproc):
 
 
 class VerifyGPUCode(Postproc):
-    """Drop GPU candidates the GPU lowering refuses (threads, shared memory, registers,
-    thread-binding rules), before they reach a builder. Passes everything on a CPU target.
+    """Drop GPU candidates the GPU lowering or code generator refuses (threads, shared memory
+    and registers beyond the target's limits, thread-binding rules), before they reach a
+    builder. Passes everything on a CPU target.
 
     Parameters
     ----------
@@ -110,11 +111,12 @@ class VerifyGPUCode(Postproc):
         self.backend = backend_of(self.target)
 
     def apply(self, sch: Schedule) -> bool:
-        """False when the backend's lowering (with its resource check) refuses ``sch``."""
+        """False when the backend's lowering (with its resource check) or its code
+        generator refuses ``sch``."""
         if not self.backend.needs_gpu_schedule:
             return True
         try:
-            self.backend.lower(sch.func, self.target)
-        except (LowerError, BuildError):
+            self.backend.emit(self.backend.lower(sch.func, self.target), self.target)
+        except (LowerError, CodegenError, BuildError):
             return False
         return True

@@ -32,3 +32,7 @@ PACK = "tc.tune.pack"
 iterator) is copied into a contiguous panel: 0 not packed, 1 under the second spatial tile
 level, 2 under the first reduction tile level (under the first spatial level when the write
 cache moved the reduction inside the register tile's loops)."""
+COOPERATIVE_FETCH = "tc.tune.cooperative_fetch"
+"""On a GPU shared-memory read cache: the widest vector (elements) its cooperative fetch may
+load; :class:`RewriteCooperativeFetch` spreads the copy over the block's threads with the
+widest vector up to this value that the tile and the source rows allow."""

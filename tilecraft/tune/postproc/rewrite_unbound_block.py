@@ -20,7 +20,7 @@ DEFAULT_THREADS = 256
 """Threads per block given to an unbound block (capped by the target's limit)."""
 
 
-def _unbound(sch: Schedule, block: BlockRV) -> list[LoopRV] | None:
+def unbound_spatial_loops(sch: Schedule, block: BlockRV) -> list[LoopRV] | None:
     """The outer serial spatial loops of ``block`` when no loop above it is bound."""
     loops = sch.get_loops(block)
     nodes = [sch.get(lp) for lp in loops]
@@ -60,7 +60,7 @@ class RewriteUnboundBlock(Postproc):
         if self.target.gpu is None:
             return True
         for leaf in leaves(sch, sch.get_block("root")) if _has_root(sch) else []:
-            run = _unbound(sch, leaf)
+            run = unbound_spatial_loops(sch, leaf)
             if not run:
                 continue
             fused = run[0] if len(run) == 1 else sch.fuse(*run)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...errors import TuneError
 from ...ir import PrimFunc, structural_hash, to_json
 from ...runtime.compiler import flag_probe
+from ...runtime.cuda_driver import why_no_device
 from ...runtime.threads import kernel_threads
 from .._proc import WorkerPool
 from .base import EvaluatorConfig, Runner, RunnerInput, RunnerResult, result_of_reply, run_request
@@ -150,6 +152,25 @@ class CUDARunner(LocalRunner):
         super().__init__(timeout_s, **kwargs)
         if self.evaluator.cache_flush:
             raise TuneError("CUDARunner: cache_flush flushes CPU caches; it is not supported")
+        self._no_device: str | None = None  # why the device cannot be used, once probed
+
+    def run(self, inputs: Sequence[RunnerInput]) -> list[RunnerResult]:
+        """Measure every input on the GPU. Without a usable device (no driver, no GPU) nothing
+        is run: a warning says so once, and every result fails with the reason."""
+        if not inputs:
+            return []
+        if self._no_device is None:
+            self._no_device = why_no_device(self.device) or ""
+            if self._no_device:
+                warnings.warn(
+                    f"CUDARunner: no GPU to measure on ({self._no_device}); candidates are "
+                    "still built, but none is run: each is recorded as failed, not measured",
+                    stacklevel=2,
+                )
+        if self._no_device:
+            error = f"not measured: no CUDA device ({self._no_device})"
+            return [RunnerResult(None, error) for _ in inputs]
+        return super().run(inputs)
 
     def _extra_env(self) -> dict[str, str]:
         return {"CUDA_VISIBLE_DEVICES": str(self.device)}

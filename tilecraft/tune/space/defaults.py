@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from ...errors import TuneError
 from ...runtime.backend import backend_of
 from ...target import Target
 from .add_rfactor import AddRFactor
+from .auto_bind import AutoBind
 from .auto_inline import AutoInline
+from .cross_thread_reduction import CrossThreadReduction
+from .gpu_tiling import MultiLevelTilingGPU
 from .multi_level_tiling import CPU_STRUCTURE, MultiLevelTiling
 from .parallel_vectorize_unroll import ParallelVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
 from .rule import SearchRule
+
+GPU_UNROLL_STEPS = (0, 16, 64, 512, 1024)
+"""Unroll step budgets a GPU sample may draw."""
 
 
 def cpu_search_rules() -> list[SearchRule]:
@@ -25,12 +30,22 @@ def cpu_search_rules() -> list[SearchRule]:
     ]
 
 
+def gpu_search_rules() -> list[SearchRule]:
+    """Auto-inline, cross-thread reduction, ``"SSSRRSRS"`` tiling with thread binding, shared
+    read caches and a local write cache, a sampled unroll budget, and auto-bind (on the root,
+    for every block still unbound), in that order."""
+    return [
+        AutoInline(),
+        CrossThreadReduction(),
+        MultiLevelTilingGPU(),
+        ParallelVectorizeUnroll(jobs_per_core=(), unroll_steps=GPU_UNROLL_STEPS, max_vectorize=0),
+        AutoBind(),
+    ]
+
+
 def default_search_rules(target: Target) -> list[SearchRule]:
-    """The search rules of ``target`` (TuneError for a GPU target: none yet)."""
+    """The search rules of ``target``: :func:`gpu_search_rules` for a GPU target, else
+    :func:`cpu_search_rules`."""
     if backend_of(target).needs_gpu_schedule:
-        raise TuneError(
-            f"no default design space (search rules) for {target} yet; pass space= (a schedule "
-            "function or "
-            "a rule applied with tunable=True)"
-        )
+        return gpu_search_rules()
     return cpu_search_rules()

@@ -7,11 +7,13 @@ do (one pass per row, partial-sum vectors folded at the end); measured on layer 
 space starts from the rules instead: the first default rule of the target that takes the
 function is applied with its ``Config`` as is and with one knob at a time moved one step
 each way (:data:`KNOBS`: register tile rows and vectors, cache sizes the blocking derives
-from, partial-sum vectors, chunk and tile sizes). A rule's numbers steer Python decisions
+from, partial-sum vectors, chunk and tile sizes; on a GPU the tensor-core block tile and
+warps, the space's tensor-core variants). A rule's numbers steer Python decisions
 (how loops are split, what is packed), so a variant is a sketch of its own, replayed as it
 is, not a sampling instruction; when the rule itself samples (``tunable=True``), its
-sketches keep their sampling instructions. Variants that schedule the function identically
-are kept once, and a rule that declines a variant, or breaks on it, is passed over.
+sketches keep their sampling instructions. Variants that schedule the function identically,
+or whose traces differ only in sampled decisions, are kept once, and a rule that declines a
+variant, or breaks on it, is passed over.
 """
 
 from __future__ import annotations
@@ -54,18 +56,28 @@ KNOBS: dict[str, Callable[[int], tuple[int, ...]]] = {
     "stream_rows": _halve_double,
     "tile": _halve_double,  # Injective: transposed tiles and blocks
     "block": _halve_double,
+    "block_m": _halve_double,  # GPU Matmul on tensor cores (its tensor_core_tile): block tile
+    "block_n": _halve_double,
+    "block_k": _halve_double,
+    "warps_m": _halve_double,  # ... and warps per block
+    "warps_n": _halve_double,
 }
 """Config fields moved, and the values each is moved to (those below 1 are skipped). A
 field a rule's Config does not have is ignored, so rules may add or drop knobs freely."""
 
 
 def config_variants(config: object) -> list[object]:
-    """``config`` and each copy of it with one :data:`KNOBS` field moved one step."""
+    """``config`` and each copy of it with one :data:`KNOBS` field moved one step (a field of
+    a nested dataclass field too)."""
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
         return [config]
     out: list[object] = [config]
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            # a nested group of numbers (the tensor-core tile): its knobs, one at a time
+            out += [dataclasses.replace(config, **{f.name: v}) for v in config_variants(value)[1:]]
+            continue
         move = KNOBS.get(f.name)
         if move is None or not isinstance(value, int) or isinstance(value, bool):
             continue
@@ -98,14 +110,28 @@ class RuleVariants(SpaceGenerator):
         rule = next((r for r in rules if r.name == outcome.rule), None)
         if rule is None:
             return []
-        found: dict[str, Schedule] = {}
+        found: list[Schedule] = []
+        seen: set[str] = set()
         for variant in [rule, *_with_configs(rule, config_variants(rule.config_for(target))[1:])]:
             # try_rules declines for a rule that breaks on a variant instead of raising
             sch = try_rules(func, [variant], target, tunable=True).schedule
-            if sch is not None:
-                found.setdefault(structural_hash(sch.func), sch)
+            if sch is None:
+                continue
+            keys = {structural_hash(sch.func), _undecided(sch)}
+            if not keys & seen:
+                found.append(sch)
+            seen |= keys
         logger.debug("rule variants of %s: %d distinct sketches", rule.name, len(found))
-        return list(found.values())
+        return found
+
+
+def _undecided(sch: Schedule) -> str:
+    """The schedule's trace without its sampled decisions: two variants with the same one are
+    the same sketch even when their samples differ (a knob the rule did not use)."""
+    trace = sch.trace
+    for index in trace.sampling_indices():
+        trace = trace.with_decision(index, None)
+    return trace.as_json()
 
 
 def _with_configs(rule: ScheduleRule, configs: list[object]) -> list[ScheduleRule]:
