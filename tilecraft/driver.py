@@ -39,9 +39,10 @@ from .errors import BuildError
 from .graph import Executable, get_pipeline, is_graph_module
 from .graph.build import build as build
 from .ir import IRModule, PrimFunc
-from .rules import ApplyDefaultSchedule, ScheduleRule
+from .rules import ApplyDefaultSchedule, ScheduleRule, SpecializeShapes
 from .runtime import Library
 from .runtime.arguments import ArgumentTypeError
+from .runtime.backend import backend_of
 from .runtime.emulate import EmulateArg
 from .target import Target, as_target
 from .tune import ApplyDatabase, Database
@@ -113,5 +114,7 @@ def compile(
             if is_graph_module(mod) and LibraryCandidate().unavailable(tgt) is None:
                 mod = DispatchLibrary(database=db)(mod)  # the tuner's choice per function
             mod = ApplyDatabase(database=db)(mod)
+        if not backend_of(tgt).needs_gpu_schedule:
+            mod = SpecializeShapes()(mod)  # variants at n = 1, folded in by the CPU backend
         mod = ApplyDefaultSchedule(*rules)(mod)
     return build(mod, tgt, emulate=emulate)
