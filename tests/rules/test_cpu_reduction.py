@@ -137,3 +137,11 @@ def test_batched_dot_product_is_a_plain_sum() -> None:
                                  CPU, False)  # fmt: skip
     assert isinstance(declined, Decline)
     assert "multiply-accumulate" in declined.reason
+
+
+def test_symbolic_row_sum_gets_guarded_vector_partial_sums() -> None:
+    func = unary(topi.sum, (8, N), axis=1)()
+    sch = AVX2.apply(func, CPU, False)
+    assert isinstance(sch, tc.Schedule)
+    assert loop_kinds(sch, "T_sum_rf")[-1] == ("vectorized", 16)
+    check_rule(AVX2, func, (1, 15, 16, 17, 100))
