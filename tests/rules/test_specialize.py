@@ -152,3 +152,16 @@ def test_explain_lists_the_variant_and_its_rule() -> None:
         report = str(dl.explain(mod, rules=dl.cpu.default_rules()))
     assert "main_n1" in report
     assert "GEMV" in report
+
+
+def test_explain_profiles_a_variant_through_its_general_kernel() -> None:
+    n = Var("n", "int32")
+    with PRESETS[1]:
+        mod = SpecializeShapes()(tc.IRModule({"main": _linear(n, 32, 24)}))
+        report = dl.explain(mod, rules=dl.cpu.default_rules(), profile=True,
+                            shape_vars={"n": 16}, repeat=1)  # fmt: skip
+    rows = {r.name: r for r in report.functions}
+    assert rows["main_n1"].note == "variant of main at n = 1: a branch of main's kernel"
+    assert rows["main"].note == "branches to its variants (n = 1: main_n1)"
+    assert all(r.time_s is not None and r.time_s > 0 for r in rows.values())
+    assert "(variant of main at n = 1" in str(report)
