@@ -32,6 +32,19 @@ SPECIALIZATION_OF_ATTR = "tc.specialization_of"
 """Attribute of a variant: the name of its general function."""
 
 
+def specializations(func: PrimFunc) -> list[tuple[str, int, str]]:
+    """``func``'s variants as ``(variable name, value, variant name)``; malformed entries of
+    ``tc.specializations`` are left out."""
+    out = []
+    listed = func.attrs.get(SPECIALIZATIONS_ATTR, ())
+    for entry in listed if isinstance(listed, tuple) else ():
+        if isinstance(entry, tuple) and len(entry) == 3:
+            var, value, name = entry
+            if isinstance(var, str) and isinstance(value, int) and isinstance(name, str):
+                out.append((var, value, name))
+    return out
+
+
 class _Rebind(Mutator):
     """Replace buffers by identity (loads, stores, allocations)."""
 
@@ -56,13 +69,13 @@ def _merge_one(general: PrimFunc, functions: Mapping[str, PrimFunc], used: set[s
     """``general`` with its variants' bodies as branches on the fixed extents."""
     scalars = {p.name: p for p in general.params if isinstance(p, Var)}
     branches: list[tuple[Var, int, Stmt]] = []
-    for var_name, value, name in general.attrs.get(SPECIALIZATIONS_ATTR, ()):
+    for var_name, value, name in specializations(general):
         var, variant = scalars.get(var_name), functions.get(name)
         if var is None or variant is None:
             continue
         body = _variant_body(general, variant)
         if body is not None:
-            branches.append((var, int(value), body))
+            branches.append((var, value, body))
             used.add(name)
     out = general.body
     for var, value, body in reversed(branches):

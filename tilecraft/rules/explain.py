@@ -38,7 +38,11 @@ from ..graph.build import build
 from ..graph.ir import CallTIR, Function, OpCall, graph_functions
 from ..ir import Buffer, DataType, Expr, IRModule, PrimFunc, Var, scheduled_by
 from ..ir.scheduled import BY_DATABASE, RULE_PREFIX
-from ..lower.merge_specializations import SPECIALIZATION_OF_ATTR, SPECIALIZATIONS_ATTR
+from ..lower.merge_specializations import (
+    SPECIALIZATION_OF_ATTR,
+    SPECIALIZATIONS_ATTR,
+    specializations,
+)
 from ..runtime.arguments import eval_shape_expr
 from ..target import Target, as_target
 from .apply import (
@@ -245,12 +249,13 @@ def _note_specialization(row: FunctionReport, func: PrimFunc, mod: IRModule) -> 
     """``row`` with a note on the size-specialised variants it has or is one of."""
     general = func.attrs.get(SPECIALIZATION_OF_ATTR)
     if isinstance(general, str):
-        listed = mod[general].attrs.get(SPECIALIZATIONS_ATTR, ()) if general in mod else ()
-        fixed = [f"{v} = {val}" for v, val, n in listed if n == row.name]  # type: ignore[misc]
+        owner = mod.functions.get(general)
+        listed = specializations(owner) if isinstance(owner, PrimFunc) else []
+        fixed = [f"{v} = {val}" for v, val, n in listed if n == row.name]
         what = f"variant of {general}" + (f" at {fixed[0]}" if fixed else "")
         text = f"{what}: a branch of {general}'s kernel"
     elif SPECIALIZATIONS_ATTR in func.attrs:
-        cases = [f"{v} = {val}: {n}" for v, val, n in func.attrs[SPECIALIZATIONS_ATTR]]  # type: ignore[misc, union-attr]
+        cases = [f"{v} = {val}: {n}" for v, val, n in specializations(func)]
         text = "branches to its variants (" + "; ".join(cases) + ")"
     else:
         return row
