@@ -165,3 +165,22 @@ def test_explain_profiles_a_variant_through_its_general_kernel() -> None:
     assert rows["main"].note == "branches to its variants (n = 1: main_n1)"
     assert all(r.time_s is not None and r.time_s > 0 for r in rows.values())
     assert "(variant of main at n = 1" in str(report)
+
+
+def test_two_symbolic_extents_get_one_variant_each() -> None:
+    b, s = Var("b", "int32"), Var("s", "int32")
+    x = te.placeholder((b, s, 24), "float32", name="x")
+    w = te.placeholder((24, 40), "float32", name="W")
+    func = te.create_prim_func([x, w, T.matmul(x, w)])
+    mod = _schedule(func, PRESETS[0])
+    assert mod["main"].attrs[SPECIALIZATIONS_ATTR] == (("b", 1, "main_b1"), ("s", 1, "main_s1"))
+    lib = tc.build(mod, "cpu")
+    ref = tc.build(func, "cpu")
+    for bs in ((1, 1), (1, 5), (3, 1), (3, 5)):
+        rng = np.random.default_rng(bs)
+        xa = rng.standard_normal((*bs, 24)).astype(np.float32)
+        wa = rng.standard_normal((24, 40)).astype(np.float32)
+        got, want = np.zeros((*bs, 40), np.float32), np.zeros((*bs, 40), np.float32)
+        lib["main"](xa, wa, got)
+        ref["main"](xa, wa, want)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
