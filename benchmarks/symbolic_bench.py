@@ -33,7 +33,6 @@ import _bench_common as bench  # first: sets the thread environment before numpy
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -87,11 +86,10 @@ def random_params(params: dict[str, Any], seed: int = 0) -> dict[str, np.ndarray
 
 
 def compile_for(model: nn.Module, shape: tuple[Any, ...], weights: dict[str, np.ndarray]) -> Any:
-    """``tc.compile`` of ``model`` on input ``shape`` with ``weights`` bound; (exe, seconds)."""
+    """``tc.compile`` of ``model`` on input ``shape`` with ``weights`` bound; (exe, seconds
+    with an empty compile cache)."""
     mod, params = model.export({"forward": {"x": nn.spec.Tensor(shape, "float32")}})
-    start = time.perf_counter()
-    exe = tc.compile(mod, "cpu", params={k: weights[k] for k in params})
-    return exe, time.perf_counter() - start
+    return bench.cold_compile(mod, {k: weights[k] for k in params})
 
 
 def run_model(
@@ -105,7 +103,7 @@ def run_model(
     _, params = model.export({"forward": {"x": nn.spec.Tensor(shape(1), "float32")}})
     weights = random_params(dict(params))
     sym, sym_s = compile_for(model, shape("n"), weights)
-    print(f"{name}: symbolic compile {sym_s:.2f} s")
+    print(f"{name}: symbolic compile {sym_s:.2f} s (cold compile cache)")
     rows = []
     for n in sizes:
         static, static_s = compile_for(model, shape(n), weights)
@@ -115,9 +113,9 @@ def run_model(
         t_sym, t_static = bench.per_call(
             [lambda f=f_sym, x=x: f(x), lambda f=f_static, x=x: f(x)], rounds
         )
-        print(f"  size {n}: static compile {static_s:.2f} s")
+        print(f"  size {n}: static compile {static_s:.2f} s (cold)")
         for label, exe in (("symbolic", sym), ("static", static)):
-            shares = bench.kernel_shares(exe, "forward", [x], runs=3)
+            shares = bench.kernel_shares(exe, "forward", [x], runs=7)
             text = ", ".join(f"{k} {t * 1e6:.1f}" for k, t in shares)
             print(f"    {label:<9} kernels (us): {text}")
         rows.append((name, n, t_sym, t_static))
