@@ -61,7 +61,7 @@ from ..ir import (
     post_order_visit,
 )
 from ..target import Target
-from ._bounds import UNKNOWN, Bound, const_int_bound, non_negative, positive, positive_factors
+from ._bounds import Bound, assume_positive, const_int_bound, non_negative, positive
 from ._names import C_KEYWORDS as C_KEYWORDS
 from ._names import NameTable as NameTable
 from ._names import symbol_of as symbol_of
@@ -343,26 +343,10 @@ class SourceEmitter:
             self.out.emit(pragma)
         self.bind_loop_var(s)
         self.out.emit(f"for ({ctype} {var} = {lo}; {var} < {end}; ++{var}) {{")
-        saved = self.refine_positive(s.extent)
+        saved = assume_positive(s.extent, self.bounds)  # the body runs: extent >= 1
         self.nested(s.body)
         self.bounds.update(saved)
         self.out.emit("}")
-
-    def refine_positive(self, extent: Expr) -> dict[int, Bound]:
-        """Inside a loop body ``extent >= 1``: raise the lower bounds this proves to 1.
-
-        A symbolic extent ``s * 12`` or ``(s + 7) // 8`` runs its body only when ``s >= 1``,
-        so a division by ``s`` there is a plain ``/`` (the C compiler then hoists it out of
-        the inner loop; the branching helper it cannot hoist cost 20x in a transpose).
-        Returns the previous bounds of the variables raised, to restore after the body.
-        """
-        saved: dict[int, Bound] = {}
-        for v in positive_factors(extent, self.bounds):
-            old = self.bounds.get(id(v), UNKNOWN)
-            if old[0] is not None and old[0] >= 0 and (old[1] is None or old[1] >= 1):
-                saved.setdefault(id(v), old)
-                self.bounds[id(v)] = (max(old[0], 1), old[1])
-        return saved
 
     # expressions --------------------------------------------------------------------------
     def expr(self, e: Expr) -> str:
