@@ -184,3 +184,10 @@ def test_two_symbolic_extents_get_one_variant_each() -> None:
         lib["main"](xa, wa, got)
         ref["main"](xa, wa, want)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_a_kernel_without_reduction_gets_no_variant() -> None:
+    s = Var("s", "int32")
+    x = te.placeholder((s, 12, 64), "float32", name="x")
+    mod = tc.IRModule({"main": te.create_prim_func([x, T.transpose(x, (1, 0, 2))])})
+    assert SpecializeShapes()(mod) is mod

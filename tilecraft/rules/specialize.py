@@ -16,9 +16,11 @@ so the executor, exported libraries and the C entry call one kernel per function
 and ``explain`` lists each variant with the rule that took it.
 
 A pure ``IRModule => IRModule`` pass: scheduled functions (the ``tc.scheduled`` mark), a
-variant, a function already specialised, and a function whose shape variables share a name
-are left alone. ``tc.compile`` runs it for CPU targets between the database and the default
-rules; a module built for another target keeps its variants as extra, unused kernels.
+variant, a function already specialised, a function whose shape variables share a name, and
+one without a reduction (elementwise and layout kernels schedule alike at any extent; their
+variants would double the compile time for nothing) are left alone. ``tc.compile`` runs it
+for CPU targets between the database and the default rules; a module built for another
+target keeps its variants as extra, unused kernels.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 from ..arith import Analyzer
 from ..errors import IRError
 from ..graph.transform.names import fresh_name
-from ..ir import Expr, IntImm, IRModule, Mutator, PrimFunc, Var
+from ..ir import Block, Expr, IntImm, IRModule, IterKind, Mutator, PrimFunc, Var, walk
 from ..ir.transform import ModulePass
 from ..lower.expose_shape_vars import shape_vars
 from ..lower.merge_specializations import SPECIALIZATION_OF_ATTR, SPECIALIZATIONS_ATTR
@@ -118,4 +120,13 @@ class SpecializeShapes(ModulePass):
         if SPECIALIZATIONS_ATTR in func.attrs:
             return False
         names = [v.name for v in shape_vars(func)]
-        return bool(names) and len(set(names)) == len(names)
+        return bool(names) and len(set(names)) == len(names) and _has_reduction(func)
+
+
+def _has_reduction(func: PrimFunc) -> bool:
+    """Whether a block of ``func`` reduces: elementwise and layout kernels (a transpose) get
+    the same schedule at any extent, so a variant would only add compile time."""
+    return any(
+        isinstance(n, Block) and any(iv.kind is IterKind.REDUCE for iv in n.iter_vars)
+        for n in walk(func.body)
+    )
