@@ -17,10 +17,13 @@ PrimFuncs alone go to the target's backend (:func:`tilecraft.runtime.build`).
    when ``tilecraft[blas]`` is installed), then :class:`~tilecraft.tune.ApplyDatabase`: each
    function with an applicable record gets its best schedule, marked
    ``tc.scheduled = "database"``;
-3. the default schedule rules of the target (:func:`default_rules`) through
+3. for a CPU target, :func:`specialize_shapes`: each function still unscheduled with a
+   symbolic extent ``n`` gets a variant at ``n = 1`` (:class:`~tilecraft.rules.SpecializeShapes`;
+   at build the variant becomes the ``n == 1`` branch of the function's kernel);
+4. the default schedule rules of the target (:func:`default_rules`) through
    :class:`~tilecraft.rules.ApplyDefaultSchedule`, under the target, for every function still
    unscheduled;
-4. :func:`build`.
+5. :func:`build`.
 
 This module sits above every layer it drives (graph, rules) so the default path can grow
 the passes of the layers above the rules (applying a tuning database, library dispatch)
@@ -39,9 +42,10 @@ from .errors import BuildError
 from .graph import Executable, get_pipeline, is_graph_module
 from .graph.build import build as build
 from .ir import IRModule, PrimFunc
-from .rules import ApplyDefaultSchedule, ScheduleRule
+from .rules import ApplyDefaultSchedule, ScheduleRule, SpecializeShapes
 from .runtime import Library
 from .runtime.arguments import ArgumentTypeError
+from .runtime.backend import backend_of
 from .runtime.emulate import EmulateArg
 from .target import Target, as_target
 from .tune import ApplyDatabase, Database
@@ -50,6 +54,15 @@ from .tune import ApplyDatabase, Database
 def default_rules(target: Target | str) -> list[ScheduleRule]:
     """The rules ``tc.compile`` applies for ``target``: :func:`tilecraft.rules.default_rules`."""
     return rules.default_rules(target)
+
+
+def specialize_shapes(mod: IRModule, target: Target) -> IRModule:
+    """The size specialisation ``tc.compile`` runs before the rules: for a CPU target,
+    :class:`~tilecraft.rules.SpecializeShapes` (variants at ``n = 1`` of each function with
+    a symbolic extent, folded into one kernel by the CPU backend); else ``mod`` itself."""
+    if backend_of(target).needs_gpu_schedule:
+        return mod
+    return SpecializeShapes()(mod)
 
 
 def compile(
@@ -113,5 +126,6 @@ def compile(
             if is_graph_module(mod) and LibraryCandidate().unavailable(tgt) is None:
                 mod = DispatchLibrary(database=db)(mod)  # the tuner's choice per function
             mod = ApplyDatabase(database=db)(mod)
+        mod = specialize_shapes(mod, tgt)
         mod = ApplyDefaultSchedule(*rules)(mod)
     return build(mod, tgt, emulate=emulate)

@@ -316,3 +316,21 @@ def main(x: T.Buffer((8, 16), "float32"), y: T.Buffer((8, 1), "float32")):
         y[i, 0] = s[0, 0] * T.float32(0.0625)
 """)
     assert "s" in allocated(share(func))
+
+
+def test_softmax_row_of_symbolic_length_lives_in_the_output_row() -> None:
+    # the exponentials of a row of symbolic length are written into the output row and
+    # scaled there, as for a static row (no per-row heap buffer)
+    s = tc.ir.Var("s", "int32")
+    x = tc.te.placeholder((1, 12, s, s), "float32", name="x")
+    func = tc.te.create_prim_func([x, tc.topi.softmax(x, axis=-1)])
+    sch = tc.rules.cpu.GeneralReduction().apply(func, tc.Target("avx2 -num-cores=2"), False)
+    assert isinstance(sch, tc.Schedule)
+    lib = tc.build(sch.func, "cpu")
+    assert "T_softmax_exp[" not in lib.source
+    for n in (1, 5, 40):
+        a = np.random.default_rng(n).standard_normal((1, 12, n, n)).astype(np.float32)
+        out = np.zeros_like(a)
+        lib["main"](a, out)
+        e = np.exp(a - a.max(-1, keepdims=True))
+        np.testing.assert_allclose(out, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)

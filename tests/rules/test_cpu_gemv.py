@@ -126,3 +126,20 @@ def test_declines_say_why() -> None:
         got = GEMV().apply(func, CPU, False)
         assert isinstance(got, dl.Decline), reason
         assert reason in got.reason, (reason, got.reason)
+
+
+@pytest.mark.parametrize("preset", ["avx512", "avx2"])
+def test_columns_no_vector_tile_divides_keep_the_whole_row_unguarded(preset: str) -> None:
+    # 333 columns: a guard inside the vectorized loop cost 5-8x; the whole row (1.3 KB)
+    # is one accumulator, its tail masked by the C compiler
+    target = tc.Target(f"{preset} -num-cores=2")
+    func = _gemv(333, 300, transposed=True)
+    sch = _scheduled_equal(func, target=target)
+    text = sch.func.script()
+    assert "T.where" not in text
+    assert "T.vectorized(333)" in text
+    # a row over the budget keeps guarded tiles of whole vectors
+    wide = GEMV(GEMVConfig.for_target(target)).apply(_gemv(5001, 300, True), target, False)
+    assert isinstance(wide, tc.Schedule)
+    assert "T.where" in wide.func.script()
+    assert GEMVConfig.for_target(target).row_bytes == target.l1d_bytes // 2

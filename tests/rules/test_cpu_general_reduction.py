@@ -161,3 +161,17 @@ def test_attention_softmax_computes_each_exponential_once() -> None:
     assert one_row_loop(sch) == ("serial", 2 * 13)
     assert tc.codegen.c_source(sch.mod).split("TC_EXPORT void")[1].count("expf(") == 1
     check_rule(AVX2, func)
+
+
+def test_symbolic_rows_and_row_length_stay_nested_with_vector_partial_sums() -> None:
+    # attention's softmax over (1, 12, s, s): fusing (12, s) put a division by s into every
+    # index, which kept the guarded partial sums scalar; the constant row loops are fused
+    # (parallel), the symbolic one stays nested
+    func = unary(topi.softmax, (1, 12, N, N))()
+    sch = schedule(func)
+    kinds = loop_kinds(sch, "T_softmax_maxelem_rf")
+    assert kinds[:2] == [("parallel", 12), ("serial", None)]
+    assert kinds[-1] == ("vectorized", 16)  # a symbolic row length: guarded partial sums
+    assert loop_kinds(sch, "T_softmax_expsum_rf")[-1] == ("vectorized", 16)
+    check_rule(AVX2, func, (1, 7, 16, 33))
+    verify_trace_roundtrip(sch, func)

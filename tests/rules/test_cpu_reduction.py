@@ -120,3 +120,28 @@ def test_elementwise_producer_is_inlined() -> None:
     assert isinstance(sch, tc.Schedule)
     assert "T_multiply" not in block_names(sch.func)
     check_rule(AVX2, func, (1, 9))
+
+
+def test_batched_dot_product_is_a_plain_sum() -> None:
+    # attention scores at sequence length 1: one query row against one key row per head;
+    # Matmul and GEMV decline a dot product, so the rule takes it (no Fallback)
+    q, k = ph((1, 12, 1, 64), "q"), ph((1, 12, 1, 64), "k")
+    func = te.create_prim_func([q, k, topi.matmul(q, k, transpose_b=True)])
+    sch = Reduction().apply(func, CPU, False)
+    assert isinstance(sch, tc.Schedule), sch
+    assert "T.vectorized" in sch.func.script()
+    check_rule(Reduction(), func)
+    # a real matmul is still declined
+    a, b = ph((1, 12, 4, 64), "a"), ph((1, 12, 4, 64), "b")
+    declined = Reduction().apply(te.create_prim_func([a, b, topi.matmul(a, b, transpose_b=True)]),
+                                 CPU, False)  # fmt: skip
+    assert isinstance(declined, Decline)
+    assert "multiply-accumulate" in declined.reason
+
+
+def test_symbolic_row_sum_gets_guarded_vector_partial_sums() -> None:
+    func = unary(topi.sum, (8, N), axis=1)()
+    sch = AVX2.apply(func, CPU, False)
+    assert isinstance(sch, tc.Schedule)
+    assert loop_kinds(sch, "T_sum_rf")[-1] == ("vectorized", 16)
+    check_rule(AVX2, func, (1, 15, 16, 17, 100))

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..driver import compile as tc_compile
-from ..driver import default_rules
+from ..driver import default_rules, specialize_shapes
 from ..errors import DatabaseError, LowerError
 from ..graph import get_pipeline
 from ..ir import IRModule
@@ -78,6 +78,7 @@ def explain_model(
     with target:
         if database is not None:
             mod = ApplyDatabase(database=database)(mod)
+        mod = specialize_shapes(mod, target)
         return explain(mod, default_rules(target), target, profile=profile)
 
 

@@ -65,3 +65,40 @@ def positive(e: Expr, env: dict[int, Bound]) -> bool:
     """True when ``e > 0`` provably."""
     lo = const_int_bound(e, env)[0]
     return lo is not None and lo > 0
+
+
+def positive_factors(e: Expr, env: dict[int, Bound]) -> list[Var]:
+    """Variables that are ``>= 1`` whenever ``e >= 1`` holds (``e`` a loop's extent).
+
+    A variable is; so is each factor of a product of non-negative factors, the numerator of
+    a floor division of a non-negative value by a positive constant, and each side of a
+    ``min``.
+    """
+    if isinstance(e, Var):
+        return [e]
+    if isinstance(e, Cast) and e.value.dtype.is_integer:
+        return positive_factors(e.value, env)
+    if isinstance(e, Mul) and non_negative(e.a, env) and non_negative(e.b, env):
+        return positive_factors(e.a, env) + positive_factors(e.b, env)
+    if isinstance(e, FloorDiv) and isinstance(e.b, IntImm) and e.b.value > 0:
+        return positive_factors(e.a, env) if non_negative(e.a, env) else []
+    if isinstance(e, Min):
+        return positive_factors(e.a, env) + positive_factors(e.b, env)
+    return []
+
+
+def assume_positive(extent: Expr, env: dict[int, Bound]) -> dict[int, Bound]:
+    """Raise to 1 in ``env`` the lower bounds that ``extent >= 1`` proves (inside a loop body).
+
+    A symbolic extent ``s * 12`` or ``s // 8`` runs its body only when ``s >= 1``, so a
+    division by ``s`` there is a plain ``/`` (the C compiler then hoists it out of the inner
+    loop; the branching helper it cannot hoist cost 20x in a transpose). Returns the previous
+    bounds of the variables raised: ``env.update(saved)`` after the body restores them.
+    """
+    saved: dict[int, Bound] = {}
+    for v in positive_factors(extent, env):
+        old = env.get(id(v), UNKNOWN)
+        if old[0] is not None and old[0] >= 0 and (old[1] is None or old[1] >= 1):
+            saved.setdefault(id(v), old)
+            env[id(v)] = (max(old[0], 1), old[1])
+    return saved

@@ -61,7 +61,7 @@ from ..ir import (
     post_order_visit,
 )
 from ..target import Target
-from ._bounds import Bound, const_int_bound, non_negative, positive
+from ._bounds import Bound, assume_positive, const_int_bound, non_negative, positive
 from ._names import C_KEYWORDS as C_KEYWORDS
 from ._names import NameTable as NameTable
 from ._names import symbol_of as symbol_of
@@ -343,7 +343,9 @@ class SourceEmitter:
             self.out.emit(pragma)
         self.bind_loop_var(s)
         self.out.emit(f"for ({ctype} {var} = {lo}; {var} < {end}; ++{var}) {{")
+        saved = assume_positive(s.extent, self.bounds)  # the body runs: extent >= 1
         self.nested(s.body)
+        self.bounds.update(saved)
         self.out.emit("}")
 
     # expressions --------------------------------------------------------------------------

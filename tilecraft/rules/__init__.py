@@ -26,3 +26,4 @@ from .defaults import default_rules as default_rules
 from .explain import ExplainReport as ExplainReport
 from .explain import FunctionReport as FunctionReport
 from .explain import explain as explain
+from .specialize import SpecializeShapes as SpecializeShapes

@@ -38,6 +38,11 @@ from ..graph.build import build
 from ..graph.ir import CallTIR, Function, OpCall, graph_functions
 from ..ir import Buffer, DataType, Expr, IRModule, PrimFunc, Var, scheduled_by
 from ..ir.scheduled import BY_DATABASE, RULE_PREFIX
+from ..lower.merge_specializations import (
+    SPECIALIZATION_OF_ATTR,
+    SPECIALIZATIONS_ATTR,
+    specializations,
+)
 from ..runtime.arguments import eval_shape_expr
 from ..target import Target, as_target
 from .apply import (
@@ -240,6 +245,23 @@ def _decide(
     return row, outcome.schedule.func.with_attr(SCHEDULE_RULE_ATTR, outcome.rule)
 
 
+def _note_specialization(row: FunctionReport, func: PrimFunc, mod: IRModule) -> FunctionReport:
+    """``row`` with a note on the size-specialised variants it has or is one of."""
+    general = func.attrs.get(SPECIALIZATION_OF_ATTR)
+    if isinstance(general, str):
+        owner = mod.functions.get(general)
+        listed = specializations(owner) if isinstance(owner, PrimFunc) else []
+        fixed = [f"{v} = {val}" for v, val, n in listed if n == row.name]
+        what = f"variant of {general}" + (f" at {fixed[0]}" if fixed else "")
+        text = f"{what}: a branch of {general}'s kernel"
+    elif SPECIALIZATIONS_ATTR in func.attrs:
+        cases = [f"{v} = {val}: {n}" for v, val, n in specializations(func)]
+        text = "branches to its variants (" + "; ".join(cases) + ")"
+    else:
+        return row
+    return replace(row, note=f"{row.note}; {text}" if row.note else text)
+
+
 def _random_array(dt: DataType, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     """Uniform values in [-1, 1) for floats (bfloat16 aside), zeros otherwise."""
     if dt.is_float and dt.code.value != "bfloat":
@@ -289,7 +311,9 @@ def _time_alone(
     times = {}
     for name in names:
         args = _random_args(funcs[name], shape_vars, seed=0)
-        timer = lib.time_evaluator(name, number=1, repeat=repeat, min_repeat_ms=2.0)
+        # a variant is a branch of its general function's kernel: called with its shapes
+        kernel = str(funcs[name].attrs.get(SPECIALIZATION_OF_ATTR, name))
+        timer = lib.time_evaluator(kernel, number=1, repeat=repeat, min_repeat_ms=2.0)
         times[name] = float(timer(*args).median)
     return times
 
@@ -402,7 +426,7 @@ def explain(
     funcs: dict[str, PrimFunc] = {}
     for name, func in mod.prim_funcs():
         row, scheduled = _decide(name, func, rules, tgt)
-        rows.append(row)
+        rows.append(_note_specialization(row, func, mod))
         funcs[name] = scheduled
     shown = str(tgt) if tgt is not None else "from function attributes"
     if not profile or not funcs:

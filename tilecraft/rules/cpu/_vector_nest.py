@@ -241,11 +241,16 @@ def partial_width(extent: int | None, lanes: int, vectors: int) -> int | None:
     """Width of the partial result of form A: a divisor of ``extent``, a multiple of 4.
 
     Prefers ``vectors * lanes``, then ``lanes``, then the largest multiple of 4 up to twice
-    ``vectors * lanes`` dividing the extent; None when there is none (or it is symbolic).
+    ``vectors * lanes`` dividing the extent; None when there is none. A symbolic extent gets
+    ``vectors * lanes``: the split's guard becomes a select of the identity in the partial
+    sums (``rfactor``), where a scalar chain through memory ran a softmax row of symbolic
+    length 13x slower than its static compile.
     """
-    if extent is None or extent < 4:
-        return None
     top = max(lanes, vectors * lanes)
+    if extent is None:
+        return top
+    if extent < 4:
+        return None
     for w in (top, lanes):
         if extent % w == 0:
             return w

@@ -16,7 +16,8 @@ the whole computation of one row can run while the row is in cache. The schedule
    under which every reduction can; blocks that cannot move stay at the root. (A row of
    symbolic length cannot move today: ``compute_at`` needs constant extents; then every
    stage gets its own nest);
-3. fuse the row loops into one loop, parallel when the kernel touches enough elements;
+3. fuse the row loops into one loop, parallel when the kernel touches enough elements (row
+   loops with a symbolic extent stay nested, the outermost parallel: see ``_row_loop``);
 4. vectorize every stage inside the row (see :mod:`._vector_nest`): reductions into a
    vector of partial results folded at the end (``rfactor``), or along the output's
    contiguous axis when the reduced axis is not innermost; elementwise stages along their
@@ -168,19 +169,34 @@ class GeneralReduction(CPURule):
                 schedule_standalone(sch, cfg, b.block_rv)
             return sch
         sch = rows.sch
-        # Step 3. One row loop.
-        row = (
-            rows.prefix[0]
-            if len(rows.prefix) == 1
-            else sch.try_(sch.fuse, *rows.prefix).value_or(None)
-        )
-        row = row if row is not None else rows.prefix[-1]
+        # Step 3. One row loop; the parallel loop the outermost (the same loop when fused).
+        row, outer = _row_loop(sch, rows.prefix)
         # Step 4. Vectorize each stage in the row; the blocks left at the root on their own.
         for b in blocks:
             if b.name in rows.inside:
                 _schedule_inside(sch, cfg, b.block_rv, row)
             else:
                 schedule_standalone(sch, cfg, b.block_rv)
-        if cfg.worth_parallel(work, loop_extent(sch, row)):
-            sch.try_(sch.parallel, row)
+        if cfg.worth_parallel(work, loop_extent(sch, outer)):
+            sch.try_(sch.parallel, outer)
         return sch
+
+
+def _row_loop(sch: Schedule, prefix: Sequence[LoopRV]) -> tuple[LoopRV, LoopRV]:
+    """(row loop, outermost row loop): ``prefix`` fused, unless an extent is symbolic.
+
+    Fusing a symbolic extent puts a division by it into every index of the row, and a
+    division the C compiler may not move out of a guarded load keeps the row's partial
+    reductions scalar (softmax over 12 x s x s, s = 128: 2.6 ms against 0.5 static); the
+    loops of constant extent before the first symbolic one are fused (the outer, parallel
+    loop), the others stay nested.
+    """
+    if len(prefix) == 1:
+        return prefix[0], prefix[0]
+    symbolic = [k for k, lp in enumerate(prefix) if loop_extent(sch, lp) is None]
+    if symbolic:
+        lead = list(prefix[: symbolic[0]]) or [prefix[0]]
+        outer = lead[0] if len(lead) == 1 else sch.try_(sch.fuse, *lead).value_or(lead[0])
+        return prefix[-1], outer
+    fused = sch.try_(sch.fuse, *prefix).value_or(None)
+    return (fused, fused) if fused is not None else (prefix[-1], prefix[-1])

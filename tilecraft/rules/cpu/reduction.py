@@ -4,7 +4,9 @@ Takes ``topi.sum/prod/max/min/mean`` over any axes, pooling, ``x.sum(-1)``, RMS 
 elementwise producers (inlined) and epilogues (``mean``'s divide, casts, a normalisation that
 broadcasts the result back over the row) around the one reduction. Declines functions with
 several reductions or a producer that cannot be inlined (``GeneralReduction``), a
-multiply-accumulate (matmul-like: ``Matmul``/``GEMV``), an opaque block (``argmax``) or no
+multiply-accumulate (matmul-like: ``Matmul``/``GEMV``; a batched dot product, such as the
+scores of one query against one key at sequence length 1, is a plain sum and taken here),
+an opaque block (``argmax``) or no
 reduction at all (``Injective``).
 
 The schedule:
@@ -25,7 +27,13 @@ from dataclasses import dataclass
 
 from ...ir import PrimFunc
 from ...schedule import LoopRV, Schedule
-from ...schedule.analysis import BlockInfo, OpPattern, consumers, why_not_reduction
+from ...schedule.analysis import (
+    BlockInfo,
+    OpPattern,
+    consumers,
+    is_dot_product,
+    why_not_reduction,
+)
 from ...target import Target
 from ..base import CPURule, Decline
 from ..common import loops_below
@@ -46,7 +54,7 @@ def _why_not_plain(infos: Sequence[BlockInfo]) -> str | None:
         names = ", ".join(f'"{b.name}"' for b in reductions)
         return f"{len(reductions)} reduction blocks ({names}): several reductions"
     (main,) = reductions
-    if main.pattern is OpPattern.OUT_EWISE_FUSABLE:
+    if main.pattern is OpPattern.OUT_EWISE_FUSABLE and not is_dot_product(main):
         return f'block "{main.name}" is a multiply-accumulate (matmul-like)'
     return why_not_reduction(main)
 

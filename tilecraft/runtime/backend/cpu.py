@@ -14,6 +14,7 @@ from ...errors import BuildError, CodegenError
 from ...ir import IRModule, PrimFunc
 from ...ir.transform import FunctionPass, Sequential
 from ...lower import LOWERED_ATTR
+from ...lower.merge_specializations import merge_specializations
 from ...lower.pipeline import cpu_pipeline
 from ...target import Target
 from ..compiler import compile_shared
@@ -46,10 +47,15 @@ class CPUBackend(Backend):
         return cpu_pipeline(emulate_gpu=self.emulate_gpu, bounds_check=self.bounds_check)
 
     def lower(self, func_or_module: PrimFunc | IRModule, target: Target) -> Lowered:
-        """Lower every PrimFunc for the C emitter (one ``"lower"`` Sequential per function)."""
+        """Lower every PrimFunc for the C emitter (one ``"lower"`` Sequential per function).
+
+        Size-specialised variants are then folded into their general function
+        (:func:`~tilecraft.lower.merge_specializations.merge_specializations`).
+        """
         items = prim_funcs_of(func_or_module, "C")
-        functions = {name: self._lower_one(f.update(name=name), target) for name, f in items}
-        return Lowered(dict(items), functions)
+        lowered = {name: self._lower_one(f.update(name=name), target) for name, f in items}
+        functions = merge_specializations(lowered)
+        return Lowered({n: f for n, f in items if n in functions}, functions)
 
     def _lower_one(self, func: PrimFunc, target: Target) -> PrimFunc:
         if func.attrs.get(LOWERED_ATTR):

@@ -36,6 +36,7 @@ from .einsum import classify_einsum as classify_einsum
 from .einsum import why_not_einsum as why_not_einsum
 from .gemv import GEMVInfo as GEMVInfo
 from .gemv import detect_gemv as detect_gemv
+from .gemv import is_dot_product as is_dot_product
 from .gemv import why_not_gemv as why_not_gemv
 from .op_pattern import OpPattern as OpPattern
 from .op_pattern import block_op_pattern as block_op_pattern
@@ -62,6 +63,7 @@ __all__ = [
     "classify_prim_func",
     "consumers",
     "detect_gemv",
+    "is_dot_product",
     "detect_reduction",
     "dominant_read",
     "is_multiply_accumulate",

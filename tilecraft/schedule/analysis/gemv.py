@@ -109,3 +109,10 @@ def why_not_gemv(block: Block | BlockInfo) -> str | None:
     """
     got = _gemv(block_of(block, "why_not_gemv"))
     return got if isinstance(got, str) else None
+
+
+def is_dot_product(block: Block | BlockInfo) -> bool:
+    """Whether ``block`` is a (batched) dot product: a multiply-accumulate whose operands have
+    no non-unit spatial iterator besides the ones both share (a sum of products per output)."""
+    got = _gemv(block_of(block, "is_dot_product"))
+    return isinstance(got, str) and got.endswith("(a dot product)")
