@@ -1,0 +1,273 @@
+"""CPU ``Attention``: softmax attention fused per block of query rows, scores kept in cache.
+
+Takes the function :func:`tilecraft.topi.attention` builds (the graph's ``attention`` op:
+scores ``Q K^T``, scale and causal mask, row max, exponentials, row sum, the weighted sum of
+``V`` and its normalization, with any layout copies around them), matched by dataflow
+(:func:`._attention_match.match_attention`); declines anything else with the reason.
+
+The schedule, per (batch..., head) and block of ``bq`` query rows (numbers from
+:class:`AttentionConfig`, per target):
+
+* ``K`` is packed once per head, transposed to ``(d, t)`` so the scores' inner loop reads
+  keys at unit stride; a ``V`` copy (the graph's layout transpose) is made per head too,
+  contiguous; a ``Q`` copy is inlined (the scores broadcast single elements of it);
+* every stage runs under the query-block loop: the ``bq x T`` scores and exponentials stay
+  in L2 (``bq`` is chosen so that two such rows blocks fit in a quarter of it) and are never
+  written to memory as a whole ``S x T`` matrix;
+* scores: an ``mr x nr`` register tile (``nr`` two SIMD vectors along the keys, ``mr`` rows
+  from the register count as the ``Matmul`` rule's), accumulated over the head dimension in
+  a local tile, scaled and masked as it is written back;
+* the row max and the row sum are vectorized reductions (partial vectors + a fold), the
+  exponentials a vectorized loop (``expf`` through the vector math library);
+* weighted sum: an ``mr x nr`` tile over (rows, head dimension) accumulated over the keys,
+  written back per tile; the normalization (and the layout transpose after it) runs per
+  query block;
+* the (batch..., head) loops are fused and run in parallel on the target's cores.
+
+Measured on an AVX-512 Xeon (one thread, against ``torch.nn.functional.
+scaled_dot_product_attention`` in the same process; ``benchmarks/attention_bench.py``):
+see that benchmark for the current numbers. A causal mask is applied, not skipped: every
+score block is computed (future keys get weight 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...ir import Expr, PrimFunc, Var
+from ...schedule import BlockRV, IndexMap, LoopRV, Schedule, ScheduleError
+from ...schedule.analysis import normalize_prim_func
+from ...target import Target
+from ..base import CPURule, Decline
+from ..common import attempt, const_int
+from ._attention_match import AttentionMatch, match_attention
+from ._matmul_parts import register_tile, vector_registers
+from ._vector_config import VectorConfig
+from ._vector_nest import schedule_reduction
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """Numbers of the CPU attention schedule for one target.
+
+    Attributes
+    ----------
+    vector_bits
+        Width of a SIMD register (``Target.simd_bits``).
+    registers
+        SIMD registers (32 with AVX-512, else 16).
+    nr_vectors
+        Columns of both register tiles, in SIMD vectors.
+    mr
+        Rows of both register tiles: every register not holding the streamed vectors or
+        the broadcast value accumulates (:func:`register_tile`).
+    l2_bytes
+        L2 size: the query block's score and exponential rows take at most a quarter.
+    max_row_tiles
+        Most register tiles of rows in one query block (short sequences).
+    num_cores
+        Cores the (batch, head) loop is spread over.
+    """
+
+    vector_bits: int = 256
+    registers: int = 16
+    nr_vectors: int = 2
+    mr: int = 6
+    l2_bytes: int = 1024 * 1024
+    max_row_tiles: int = 4
+    num_cores: int = 1
+
+    @staticmethod
+    def for_target(target: Target) -> AttentionConfig:
+        """The configuration for a CPU target (vector width, registers, L2, cores)."""
+        registers = vector_registers(target)
+        return AttentionConfig(
+            vector_bits=max(target.simd_bits, 128),
+            registers=registers,
+            nr_vectors=2,
+            mr=register_tile(registers, 2),
+            l2_bytes=target.l2_bytes or 1024 * 1024,
+            max_row_tiles=4,
+            num_cores=max(target.num_cores, 1),
+        )
+
+    def lanes(self, bits: int) -> int:
+        """SIMD lanes of a ``bits``-wide element."""
+        return max(1, self.vector_bits // max(bits, 8))
+
+    def row_tile(self, rows: int | None) -> int:
+        """Rows of the register tile: ``mr``, or the largest of ``mr .. mr/2`` dividing a
+        static ``rows`` (no guarded tile then)."""
+        if rows is None:
+            return self.mr
+        for r in range(self.mr, (self.mr + 1) // 2 - 1, -1):
+            if r > 0 and rows % r == 0:
+                return r
+        return self.mr
+
+    def query_block(self, mr: int, keys: int | None, elem_bytes: int) -> int:
+        """Query rows per block: a multiple of ``mr`` whose two ``rows x keys`` buffers fit
+        in a quarter of the L2, at least ``mr``, at most ``max_row_tiles`` tiles."""
+        if keys is None:
+            return mr * self.max_row_tiles
+        fit = self.l2_bytes // 4 // max(2 * keys * elem_bytes, 1)
+        return mr * max(1, min(self.max_row_tiles, fit // mr))
+
+
+class Attention(CPURule):
+    """Fused softmax attention per query block (module docstring).
+
+    Parameters
+    ----------
+    config
+        Fixed numbers; None: :meth:`AttentionConfig.for_target` of the target at apply time.
+    """
+
+    Config = AttentionConfig
+
+    def schedule(
+        self, func: PrimFunc, target: Target, cfg: AttentionConfig, tunable: bool
+    ) -> Schedule | Decline:
+        """Schedule ``func`` as fused attention, or decline with the reason."""
+        # Step 1. Match the stages by dataflow.
+        sch = Schedule(func)
+        match = match_attention(sch)
+        if isinstance(match, str):
+            return Decline(match)
+        # Step 2. Tile and fuse; a primitive refusing any step declines the whole rule.
+        done = sch.try_(_schedule, sch, match, cfg)
+        if not done:
+            assert done.error is not None
+            return Decline(f"the schedule failed: {done.error.short}")
+        return sch
+
+
+def _schedule(sch: Schedule, m: AttentionMatch, cfg: AttentionConfig) -> None:
+    """Every step of the schedule (module docstring), in order."""
+    # Step 2a. Inline Q's copy and the normalization into the layout copy after it.
+    _inline_operand_copy(sch, m, 0)
+    anchor = sch.get_block(m.norm)
+    after = sch.get_consumers(anchor)
+    if len(after) == 1 and attempt(sch, sch.compute_inline, anchor):
+        anchor = after[0]
+    # Step 2b. Anchor loops: [batch..., rows, head dim]; rows split into query blocks.
+    batch, rows, _ = _anchor_loops(sch, anchor, m)
+    elem_bits = sch.get(sch.get_block(m.scores)).writes[0].buffer.dtype.bits  # type: ignore[union-attr]
+    keys = const_int(sch.get(sch.get_block(m.scores)).writes[0].buffer.shape[-1])  # type: ignore[union-attr]
+    mr = cfg.row_tile(const_int(sch.get(rows).extent))  # type: ignore[union-attr]
+    bq = cfg.query_block(mr, keys, elem_bits // 8)
+    head = sch.fuse(*batch) if len(batch) > 1 else batch[0]
+    q_block, _ = sch.split(rows, [None, bq])
+    # Step 2c. Every stage under the query block; K packed (d, t) and V copied per head.
+    wb = sch.get_block(m.weighted)
+    write_back = sch.cache_write(wb, 0, "local")
+    sch.compute_at(sch.get_block(m.row_sum), q_block)
+    sch.compute_at(write_back, q_block)
+    stages = (m.weighted, m.exp, m.shifted, m.row_max, m.masked, m.scores)
+    for name in filter(None, stages):
+        sch.compute_at(sch.get_block(name), q_block)
+    _pack_key(sch, m, head)
+    _stage_value(sch, m, head)
+    # Step 3. Register tiles of the two matmuls; vectorized softmax stages.
+    nr = cfg.nr_vectors * cfg.lanes(elem_bits)
+    _register_tile(sch, sch.get_block(m.scores), sch.get_block(m.masked), mr, nr)
+    _weighted_tile(sch, wb, write_back, mr, nr)
+    vcfg = VectorConfig(vector_bits=cfg.vector_bits, num_cores=1)
+    for name in (m.row_max, m.row_sum):
+        block = sch.get_block(name)
+        schedule_reduction(sch, vcfg, block, sch.get_loops(block)[-2:], standalone=False)
+    for name in filter(None, (m.shifted, m.exp)):
+        attempt(sch, sch.vectorize, sch.get_loops(sch.get_block(name))[-1])
+    attempt(sch, sch.vectorize, sch.get_loops(anchor)[-1])
+    # Step 4. The (batch, head) loop in parallel.
+    if cfg.num_cores > 1:
+        attempt(sch, sch.parallel, head)
+
+
+def _inline_operand_copy(sch: Schedule, m: AttentionMatch, index: int) -> None:
+    """Inline the copy block producing the scores' operand ``index``, if there is one."""
+    scores = sch.get_block(m.scores)
+    buf = sch.get(scores).reads[index].buffer  # type: ignore[union-attr]
+    for producer in sch.get_producers(scores):
+        if sch.get(producer).writes[0].buffer is buf:  # type: ignore[union-attr]
+            attempt(sch, sch.compute_inline, producer)
+
+
+def _anchor_loops(
+    sch: Schedule, anchor: BlockRV, m: AttentionMatch
+) -> tuple[list[LoopRV], LoopRV, LoopRV]:
+    """The anchor's loops over (batch..., rows, head dim), reordered in that order."""
+    infos = normalize_prim_func(sch)
+    name = sch.get(anchor).name  # type: ignore[union-attr]
+    info = next((b for b in infos or [] if b.name == name), None)
+    weighted = sch.get(sch.get_block(m.weighted)).writes[0].buffer  # type: ignore[union-attr]
+    region = next((r for r in info.reads if r.buffer is weighted), None) if info else None
+    if info is None or region is None:
+        raise ScheduleError("Attention", f'block "{name}" does not read the weighted sum')
+    loops: list[LoopRV] = []
+    for rng in region.region:
+        it = next((i for i in info.iters if isinstance(rng.min, Var) and i.var is rng.min), None)
+        if it is None:
+            raise ScheduleError("Attention", f'block "{name}" reads the weighted sum reindexed')
+        loops.append(it.loop_rv)
+    if len(loops) != len(info.iters):
+        raise ScheduleError("Attention", f'block "{name}" has loops beyond the weighted sum')
+    sch.reorder(*loops)
+    return loops[:-2], loops[-2], loops[-1]
+
+
+def _pack_key(sch: Schedule, m: AttentionMatch, head: LoopRV) -> None:
+    """K per head, transposed to (d, t): a copy (the layout's, or a new one) under ``head``."""
+    scores = sch.get_block(m.scores)
+    copy = next(
+        (p for p in sch.get_producers(scores) if sch.get(p).writes[0].buffer is m.key),  # type: ignore[union-attr]
+        None,
+    )
+    if copy is None:
+        copy = sch.cache_read(scores, m.key_index, "global")
+    sch.compute_at(copy, head)
+    rank = m.rank
+
+    def transpose(*idx: Expr) -> tuple[Expr, ...]:
+        return (*idx[: rank - 2], idx[rank - 1], idx[rank - 2])
+
+    sch.transform_layout(copy, ("write", 0), IndexMap.from_func(transpose, rank))
+
+
+def _stage_value(sch: Schedule, m: AttentionMatch, head: LoopRV) -> None:
+    """A V copy (the layout's transpose) made per head, contiguous; none for a parameter."""
+    wb = sch.get_block(m.weighted)
+    buf = sch.get(wb).reads[1].buffer  # type: ignore[union-attr]
+    for producer in sch.get_producers(wb):
+        if sch.get(producer).writes[0].buffer is buf:  # type: ignore[union-attr]
+            sch.compute_at(producer, head)
+            attempt(sch, sch.vectorize, sch.get_loops(producer)[-1])
+
+
+def _register_tile(sch: Schedule, block: BlockRV, epilogue: BlockRV, mr: int, nr: int) -> None:
+    """Scores: ``[rows_o, keys_o] [d] rows_i (unrolled) keys_i (vectorized)`` in a local tile
+    written back through ``epilogue`` (scale and mask)."""
+    rows, cols, red = sch.get_loops(block)[-3:]
+    r_o, r_i = sch.split(rows, [None, mr])
+    c_o, c_i = sch.split(cols, [None, nr])
+    sch.reorder(r_o, c_o, red, r_i, c_i)
+    sch.reverse_compute_at(epilogue, c_o)
+    sch.set_scope(block, 0, "local")
+    sch.decompose_reduction(block, red)
+    sch.unroll(r_i)
+    sch.vectorize(c_i)
+    attempt(sch, sch.vectorize, sch.get_loops(epilogue)[-1])
+
+
+def _weighted_tile(sch: Schedule, block: BlockRV, write_back: BlockRV, mr: int, nr: int) -> None:
+    """Weighted sum: ``[rows_o, dim_o] [keys] rows_i (unrolled) dim_i (vectorized)`` in a
+    local tile, ``write_back`` (its ``cache_write`` copy) moved under each tile."""
+    rows, cols, red = sch.get_loops(block)[-3:]
+    r_o, r_i = sch.split(rows, [None, mr])
+    c_o, c_i = sch.split(cols, [None, nr])
+    sch.reorder(r_o, c_o, red, r_i, c_i)
+    sch.reverse_compute_at(write_back, c_o)
+    sch.decompose_reduction(block, red)
+    sch.unroll(r_i)
+    sch.vectorize(c_i)
+    attempt(sch, sch.vectorize, sch.get_loops(write_back)[-1])
