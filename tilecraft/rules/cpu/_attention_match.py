@@ -73,11 +73,11 @@ def match_attention(sch: Schedule) -> AttentionMatch | str:
             f"needs two einsum and two row reductions (scores, max, sum, weighted sum), found "
             f"{len(einsums)} einsum and {len(others)} other reduction blocks"
         )
-    for first, second in (einsums, einsums[::-1]):
-        found = _chain(infos, first, second)
-        if isinstance(found, AttentionMatch):
-            return found
-    return found
+    first = _chain(infos, einsums[0], einsums[1])  # in the function's order
+    if isinstance(first, AttentionMatch):
+        return first
+    second = _chain(infos, einsums[1], einsums[0])
+    return second if isinstance(second, AttentionMatch) else first
 
 
 def _reduces(b: BlockInfo) -> bool:
@@ -92,8 +92,11 @@ def _chain(
     """The match with ``scores`` and ``weighted`` in these roles, or why it does not fit."""
     sb, se = scores
     wb, we = weighted
-    if len(se.i_iters) != 1 or len(se.j_iters) != 1 or len(se.k_iters) != 1:
+    out = se.output.indices
+    if len(se.j_iters) != 1 or len(se.k_iters) != 1 or len(out) < 2:
         return f'block "{sb.name}" is not a single-index Q @ K^T'
+    if out[-1] is not se.j_iters[0] or not any(out[-2] is i for i in se.i_iters):
+        return f'block "{sb.name}" does not write (..., queries, keys)'
     if se.rhs.indices[-1] is not se.k_iters[0]:
         return f'block "{sb.name}" does not read K with the head dimension innermost'
     masked = _single(consumers(infos, sb), lambda b: not _reduces(b))
