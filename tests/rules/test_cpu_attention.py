@@ -102,8 +102,11 @@ def test_config_from_the_target() -> None:
     assert (a5.mr, a5.nr_vectors * a5.lanes(32), a5.registers) == (8, 32, 32)
     assert [a2.row_tile(128), a2.row_tile(77), a5.row_tile(1024)] == [4, 6, 8]
     # two rows x 1024 keys x 4 bytes per query row: a quarter of a 512 KiB L2 holds 16 rows
-    assert [a2.query_block(4, 1024, 4), a5.query_block(8, 1024, 4)] == [16, 32]
-    assert [a5.query_block(8, 128, 4), a5.query_block(8, None, 4)] == [32, 32]
+    assert [a2.query_block(4, 1024, 4, 1024), a5.query_block(8, 1024, 4, 1024)] == [16, 32]
+    assert [a5.query_block(8, 128, 4, 128), a5.query_block(8, None, 4, None)] == [32, 32]
+    # the largest block dividing the rows when one does (no guarded block): 40 rows, 8
+    assert [a5.query_block(8, 128, 4, 96), a5.query_block(8, 128, 4, 77)] == [32, 32]
+    assert [a5.query_block(8, 128, 4, 24), a5.query_block(8, 128, 4, 40)] == [24, 8]
 
 
 @pytest.mark.parametrize(("target", "width"), [(AVX2, 16), (AVX512, 32)], ids=["avx2", "avx512"])

@@ -109,13 +109,17 @@ class AttentionConfig:
                 return r
         return self.mr
 
-    def query_block(self, mr: int, keys: int | None, elem_bytes: int) -> int:
+    def query_block(self, mr: int, keys: int | None, elem_bytes: int, rows: int | None) -> int:
         """Query rows per block: a multiple of ``mr`` whose two ``rows x keys`` buffers fit
-        in a quarter of the L2, at least ``mr``, at most ``max_row_tiles`` tiles."""
-        if keys is None:
-            return mr * self.max_row_tiles
-        fit = self.l2_bytes // 4 // max(2 * keys * elem_bytes, 1)
-        return mr * max(1, min(self.max_row_tiles, fit // mr))
+        in a quarter of the L2, at least ``mr``, at most ``max_row_tiles`` tiles; among
+        those the largest dividing a static ``rows`` (no guarded block), if any."""
+        fit = self.max_row_tiles
+        if keys is not None:
+            fit = min(fit, self.l2_bytes // 4 // max(2 * keys * elem_bytes, 1) // mr)
+        tiles = max(1, fit)
+        if rows is not None:
+            tiles = next((t for t in range(tiles, 0, -1) if rows % (t * mr) == 0), tiles)
+        return mr * tiles
 
 
 class Attention(CPURule):
@@ -158,8 +162,9 @@ def _schedule(sch: Schedule, m: AttentionMatch, cfg: AttentionConfig) -> None:
     batch, rows, _ = _anchor_loops(sch, anchor, m)
     elem_bits = sch.get(sch.get_block(m.scores)).writes[0].buffer.dtype.bits  # type: ignore[union-attr]
     keys = const_int(sch.get(sch.get_block(m.scores)).writes[0].buffer.shape[-1])  # type: ignore[union-attr]
-    mr = cfg.row_tile(const_int(sch.get(rows).extent))  # type: ignore[union-attr]
-    bq = cfg.query_block(mr, keys, elem_bits // 8)
+    n_rows = const_int(sch.get(rows).extent)  # type: ignore[union-attr]
+    mr = cfg.row_tile(n_rows)
+    bq = cfg.query_block(mr, keys, elem_bits // 8, n_rows)
     head = sch.fuse(*batch) if len(batch) > 1 else batch[0]
     q_block, _ = sch.split(rows, [None, bq])
     # Step 2c. Every stage under the query block; K packed (d, t) and V copied per head.
