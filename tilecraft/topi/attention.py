@@ -125,7 +125,7 @@ def attention(
     acc = acc_dtype(q)
     row = scores.shape[:-1]
     j = reduce_axis(scores.shape[-1], name="j")
-    mx = compute(row, lambda *i: te_max(masked[(*i, j)], axis=j), name=f"{name}_softmax_maxelem")
+    mx = compute(row, lambda *i: te_max(masked[i + (j,)], axis=j), name=f"{name}_softmax_maxelem")
 
     def shifted(*idx: Expr) -> Expr:
         diff = irop.cast(masked[idx] - mx[idx[:-1]], acc)
@@ -146,7 +146,7 @@ def attention(
     j2 = reduce_axis(scores.shape[-1], name="j")
     total = compute(
         row,
-        lambda *i: te_sum(irop.cast(ex[(*i, j2)], acc), axis=j2),
+        lambda *i: te_sum(irop.cast(ex[i + (j2,)], acc), axis=j2),
         name=f"{name}_softmax_expsum",
     )
     weighted = matmul(ex, v, name=f"{name}_weighted", out_dtype=acc)
