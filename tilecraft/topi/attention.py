@@ -125,7 +125,12 @@ def attention(
     acc = acc_dtype(q)
     row = scores.shape[:-1]
     j = reduce_axis(scores.shape[-1], name="j")
-    mx = compute(row, lambda *i: te_max(masked[i + (j,)], axis=j), name=f"{name}_softmax_maxelem")
+
+    def row_max(*i: Expr) -> Expr:
+        at = (*i, j)
+        return te_max(masked[at], axis=j)  # type: ignore[no-any-return]
+
+    mx = compute(row, row_max, name=f"{name}_softmax_maxelem")
 
     def shifted(*idx: Expr) -> Expr:
         diff = irop.cast(masked[idx] - mx[idx[:-1]], acc)
@@ -144,11 +149,12 @@ def attention(
 
     ex = compute(scores.shape, exp, name=f"{name}_softmax_exp")
     j2 = reduce_axis(scores.shape[-1], name="j")
-    total = compute(
-        row,
-        lambda *i: te_sum(irop.cast(ex[i + (j2,)], acc), axis=j2),
-        name=f"{name}_softmax_expsum",
-    )
+
+    def row_sum(*i: Expr) -> Expr:
+        at = (*i, j2)
+        return te_sum(irop.cast(ex[at], acc), axis=j2)  # type: ignore[no-any-return]
+
+    total = compute(row, row_sum, name=f"{name}_softmax_expsum")
     weighted = matmul(ex, v, name=f"{name}_weighted", out_dtype=acc)
 
     def norm(*idx: Expr) -> Expr:
