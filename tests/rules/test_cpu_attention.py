@@ -101,8 +101,8 @@ def test_config_from_the_target() -> None:
     assert (a2.mr, a2.nr_vectors * a2.lanes(32), a2.registers) == (6, 16, 16)
     assert (a5.mr, a5.nr_vectors * a5.lanes(32), a5.registers) == (8, 32, 32)
     assert [a2.row_tile(128), a2.row_tile(77), a5.row_tile(1024)] == [4, 6, 8]
-    # two rows x 1024 keys x 4 bytes per query row: a quarter of a 512 KiB L2 holds 16 rows
-    assert [a2.query_block(4, 1024, 4, 1024), a5.query_block(8, 1024, 4, 1024)] == [16, 32]
+    # two rows x 1024 keys x 4 bytes per query row: an eighth of a 512 KiB L2 holds 8 rows
+    assert [a2.query_block(4, 1024, 4, 1024), a5.query_block(8, 1024, 4, 1024)] == [8, 16]
     assert [a5.query_block(8, 128, 4, 128), a5.query_block(8, None, 4, None)] == [32, 32]
     # the largest block dividing the rows when one does (no guarded block): 40 rows, 8
     assert [a5.query_block(8, 128, 4, 96), a5.query_block(8, 128, 4, 77)] == [32, 32]
