@@ -104,6 +104,8 @@ def test_config_from_the_target() -> None:
     # two rows x 1024 keys x 4 bytes per query row: an eighth of a 512 KiB L2 holds 8 rows
     assert [a2.query_block(4, 1024, 4, 1024), a5.query_block(8, 1024, 4, 1024)] == [8, 16]
     assert [a5.query_block(8, 128, 4, 128), a5.query_block(8, None, 4, None)] == [32, 32]
+    # a head dimension of 16 takes one AVX-512 vector, not a guarded pair
+    assert [a5.column_tile(64, 16), a5.column_tile(16, 16), a5.column_tile(77, 16)] == [32, 16, 32]
     # the largest block dividing the rows when one does (no guarded block): 40 rows, 8
     assert [a5.query_block(8, 128, 4, 96), a5.query_block(8, 128, 4, 77)] == [32, 32]
     assert [a5.query_block(8, 128, 4, 24), a5.query_block(8, 128, 4, 40)] == [24, 8]
