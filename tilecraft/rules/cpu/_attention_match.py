@@ -121,9 +121,9 @@ def _chain(
     norm = _single(consumers(infos, wb), lambda b: not _reduces(b))
     if norm is None or row_sum not in _producers_of(infos, norm):
         return f'block "{wb.name}" is not normalized by the row sum in one elementwise stage'
-    key_index = next(
-        i for i, r in enumerate(sb.reads) if r.buffer is se.rhs.buffer and r.buffer is not None
-    )
+    key_index = next((i for i, r in enumerate(sb.reads) if r.buffer is se.rhs.buffer), None)
+    if key_index is None:
+        return f'block "{sb.name}" does not list K among its reads'
     return AttentionMatch(
         scores=sb.name,
         masked=masked.name,
