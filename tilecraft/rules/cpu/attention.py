@@ -191,7 +191,7 @@ def _schedule(sch: Schedule, m: AttentionMatch, cfg: AttentionConfig) -> None:
     stages = (m.weighted, m.exp, m.shifted, m.row_max, m.masked, m.scores)
     for name in filter(None, stages):
         sch.compute_at(sch.get_block(name), q_block)
-    _pack_key(sch, m, head)
+    _pack_key(sch, m, head, nr_keys)
     _stage_value(sch, m, head)
     # Step 3. Register tiles of the two matmuls; vectorized softmax stages.
     _register_tile(sch, sch.get_block(m.scores), sch.get_block(m.masked), mr, nr_keys)
@@ -240,8 +240,11 @@ def _anchor_loops(
     return loops[:-2], loops[-2], loops[-1]
 
 
-def _pack_key(sch: Schedule, m: AttentionMatch, head: LoopRV) -> None:
-    """K per head, transposed to (d, t): a copy (the layout's, or a new one) under ``head``."""
+def _pack_key(sch: Schedule, m: AttentionMatch, head: LoopRV, nr: int) -> None:
+    """K per head packed in panels of ``nr`` keys, ``(t // nr, d, t % nr)``: a copy (the
+    layout's, or a new one) under ``head``. A register tile reads its panel contiguously; a
+    plain ``(d, t)`` transpose (the fallback for a ragged ``t``) puts the panel's rows
+    ``4 t`` bytes apart, one L1 set for all of them at ``t = 1024``."""
     scores = sch.get_block(m.scores)
     copy = next(
         (p for p in sch.get_producers(scores) if block_node(sch, p).writes[0].buffer is m.key),
@@ -252,10 +255,22 @@ def _pack_key(sch: Schedule, m: AttentionMatch, head: LoopRV) -> None:
     sch.compute_at(copy, head)
     rank = m.rank
 
+    def panels(*idx: Expr) -> tuple[Expr, ...]:
+        t, d = idx[rank - 2], idx[rank - 1]
+        return (*idx[: rank - 2], t // nr, d, t % nr)
+
     def transpose(*idx: Expr) -> tuple[Expr, ...]:
         return (*idx[: rank - 2], idx[rank - 1], idx[rank - 2])
 
-    sch.transform_layout(copy, ("write", 0), IndexMap.from_func(transpose, rank))
+    keys = const_int(m.key.shape[-2])
+    if (
+        keys is None
+        or keys % nr
+        or not attempt(
+            sch, sch.transform_layout, copy, ("write", 0), IndexMap.from_func(panels, rank)
+        )
+    ):
+        sch.transform_layout(copy, ("write", 0), IndexMap.from_func(transpose, rank))
 
 
 def _stage_value(sch: Schedule, m: AttentionMatch, head: LoopRV) -> None:
