@@ -193,6 +193,7 @@ def _schedule(sch: Schedule, m: AttentionMatch, cfg: AttentionConfig) -> None:
         sch.compute_at(sch.get_block(name), q_block)
     _pack_key(sch, m, head, nr_keys)
     _stage_value(sch, m, head)
+    _spread_rows(sch, m, elem_bits)
     # Step 3. Register tiles of the two matmuls; vectorized softmax stages.
     _register_tile(sch, sch.get_block(m.scores), sch.get_block(m.masked), mr, nr_keys)
     _weighted_tile(sch, wb, write_back, mr, nr_dim)
@@ -206,6 +207,20 @@ def _schedule(sch: Schedule, m: AttentionMatch, cfg: AttentionConfig) -> None:
     # Step 4. The (batch, head) loop in parallel.
     if cfg.num_cores > 1:
         attempt(sch, sch.parallel, head)
+
+
+def _spread_rows(sch: Schedule, m: AttentionMatch, elem_bits: int) -> None:
+    """Rows of the query block's scores and exponentials one cache line further apart when
+    their length is a multiple of 1 KiB: the register tiles read ``mr`` rows at once, which
+    would otherwise share a few L1 sets (``storage_align``)."""
+    keys = const_int(block_node(sch, sch.get_block(m.scores)).writes[0].buffer.shape[-1])
+    line = 64 * 8 // max(elem_bits, 8)
+    if keys is None or (keys * elem_bits // 8) % 1024:
+        return
+    for name in filter(None, (m.masked, m.shifted, m.exp)):
+        block = sch.get_block(name)
+        rank = len(block_node(sch, block).writes[0].buffer.shape)
+        attempt(sch, sch.storage_align, block, 0, rank - 2, keys, line)
 
 
 def _inline_operand_copy(sch: Schedule, m: AttentionMatch, index: int) -> None:
