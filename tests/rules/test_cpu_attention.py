@@ -156,3 +156,19 @@ def test_causal_exponentials_have_no_condition_and_no_infinity() -> None:
     for line in lines:
         assert "?" not in line
         assert "INFINITY" not in line
+
+
+def _shape(sch: tc.Schedule, block: str) -> list[int]:
+    return [d.value for d in sch.get(sch.get_block(block)).writes[0].buffer.shape]
+
+
+def test_key_panels_and_row_spreading() -> None:
+    """K is packed in panels of a tile's keys; 4 KiB score rows get one cache line more."""
+    sch = scheduled(graph_attention(1024, 1, 64, False), AVX512)
+    assert _shape(sch, "k_bhsd") == [1, 1, 32, 64, 32]
+    masked = sch.get(sch.get_block("attention_masked"))
+    assert masked.annotations["buffer_dim_align"] == ((0, 2, 1024, 16),)
+    ragged = scheduled(graph_attention(77, 1, 64, False), AVX512)
+    # 77 keys: no whole panels, a plain (d, t) transpose; rows of 308 bytes left alone
+    assert _shape(ragged, "k_bhsd") == [1, 1, 64, 77]
+    assert "buffer_dim_align" not in ragged.get(ragged.get_block("attention_masked")).annotations
