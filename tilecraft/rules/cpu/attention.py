@@ -286,6 +286,12 @@ def _pack_key(sch: Schedule, m: AttentionMatch, head: LoopRV, nr: int) -> None:
         )
     ):
         sch.transform_layout(copy, ("write", 0), IndexMap.from_func(transpose, rank))
+        return
+    # the copy's loops [t_o, d, t_i]: affine indices, a panel row written as one vector
+    t, d = sch.get_loops(copy)[-2:]
+    t_o, t_i = sch.split(t, [None, nr])
+    sch.reorder(t_o, d, t_i)
+    attempt(sch, sch.vectorize, t_i)
 
 
 def _stage_value(sch: Schedule, m: AttentionMatch, head: LoopRV) -> None:
