@@ -31,10 +31,10 @@ The schedule, per (batch..., head) and block of ``bq`` query rows (numbers from
 Measured on an AVX-512 Xeon (2.5 GHz, one thread each side, a shared machine with load 3-4,
 against ``torch.nn.functional.scaled_dot_product_attention`` in the same process,
 ``benchmarks/attention_bench.py``; 12 heads of 64), medians of time over torch's in two runs:
-s = 128 0.86-0.88 (causal 0.88-0.90), s = 1024 0.83-0.92 (causal 1.24-1.27). A causal mask is applied, not skipped: every score tile
-is computed and the hidden keys get weight 0, where torch skips the blocks above the
-diagonal (half the work at s = 1024); skipping needs loops whose extent follows the query
-block, which no schedule primitive makes.
+s = 128 0.86-0.88 (causal 0.88-0.90), s = 1024 0.83-0.92 (causal 1.24-1.27). A causal
+mask is applied, not skipped: every score tile is computed and the hidden keys get weight 0,
+where torch skips the blocks above the diagonal (half the work at s = 1024); skipping needs
+loops whose extent follows the query block, which no schedule primitive makes.
 """
 
 from __future__ import annotations
