@@ -172,3 +172,16 @@ def test_key_panels_and_row_spreading() -> None:
     # 77 keys: no whole panels, a plain (d, t) transpose; rows of 308 bytes left alone
     assert _shape(ragged, "k_bhsd") == [1, 1, 64, 77]
     assert "buffer_dim_align" not in ragged.get(ragged.get_block("attention_masked")).annotations
+
+
+def test_gpu_rules_still_schedule_the_fused_form() -> None:
+    """The legalized op is the GPU rules' as well (GeneralReduction), exact under racecheck."""
+    from tilecraft import rules as dl
+    from tilecraft.rules.gpu import default_rules as gpu_rules
+
+    gpu = tc.Target("cuda -arch=sm_90")
+    func = graph_attention(9, 1, 16, True)
+    with gpu:
+        mod = dl.ApplyDefaultSchedule(*gpu_rules())(tc.IRModule({"main": func}))
+    assert mod["main"].attrs["tc.schedule_rule"] == "GeneralReduction"
+    check_numeric(mod["main"], func, emulate_gpu="racecheck", seed=4)
