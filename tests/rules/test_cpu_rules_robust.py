@@ -21,6 +21,7 @@ SOURCES = ["softmax", "layer_norm", "sum_first", "mean", "transpose", "concat", 
 def test_default_rules_order_and_kinds() -> None:
     rules = rules_cpu.default_rules()
     assert [r.name for r in rules] == [
+        "Attention",
         "Conv",
         "Matmul",
         "GEMV",

@@ -160,6 +160,11 @@ def attention() -> tc.ir.PrimFunc:
     return te.create_prim_func([q, k, v, topi.causal_attention(q, k, v)])
 
 
+def fused_attention() -> tc.ir.PrimFunc:
+    q, k, v = _ph((2, 16, 8), "q"), _ph((2, 16, 8), "k"), _ph((2, 16, 8), "v")
+    return te.create_prim_func([q, k, v, topi.attention(q, k, v, causal=True)])
+
+
 WORKLOADS: dict[str, Callable[[], tc.ir.PrimFunc]] = {
     "matmul": matmul,
     "matmul_symbolic": matmul_symbolic,
@@ -220,4 +225,5 @@ WORKLOADS: dict[str, Callable[[], tc.ir.PrimFunc]] = {
     "rotary_positions": rotary_positions,
     "causal_mask": causal_mask,
     "attention": attention,
+    "fused_attention": fused_attention,
 }

@@ -415,6 +415,20 @@ EXPECTED: dict[str, tuple[str, list[str]]] = {
             " sum/inner reads attention_softmax_norm out",
         ],
     ),
+    "fused_attention": (
+        "COMM_REDUCE",
+        [
+            "attention_scores SSSR OUT_EWISE_FUSABLE einsum SIJ=q:SIK*k:SJK sum/inner reads q",
+            "attention_masked SSS ELEMWISE reads attention_scores",
+            "attention_softmax_maxelem SSR COMM_REDUCE max/inner reads attention_masked",
+            "attention_softmax_arg SSS BROADCAST reads attention_masked",
+            "attention_softmax_exp SSS ELEMWISE reads attention_softmax_arg",
+            "attention_weighted SSSR OUT_EWISE_FUSABLE einsum SIJ=attention_softmax_exp:SIK*v:SKJ"
+            " sum/inner reads attention_softmax_exp",
+            "attention_softmax_expsum SSR COMM_REDUCE sum/inner reads attention_softmax_exp",
+            "attention SSS BROADCAST reads attention_weighted out",
+        ],
+    ),
 }
 
 
@@ -464,7 +478,8 @@ COVERED_BY_WORKLOADS = {
     "matmul", "dense", "conv2d", "max_pool2d", "avg_pool2d", "softmax", "log_softmax",
     "layer_norm", "rms_norm", "group_norm", "sum", "prod", "max", "min", "mean", "argmax",
     "argmin", "clip", "cast", "where", "transpose", "permute", "reshape", "pad", "concat",
-    "split", "take", "embedding", "rotary_embedding", "causal_attention", "rotary", "causal_mask",
+    "split", "take", "embedding", "rotary_embedding", "causal_attention", "attention", "rotary",
+    "causal_mask",
 }  # fmt: skip
 
 

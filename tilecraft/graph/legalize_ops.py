@@ -191,14 +191,9 @@ def _attention(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
         for t, n in zip(args, "qkv", strict=True)
     )
     scale = attr_optional_float("attention", attrs, "scale")
-    if bool(attrs.get("causal", False)):
-        o = topi.causal_attention(q, k, v, scale=scale)
-    else:
-        if scale is None:
-            scale = 1.0 / math.sqrt(static_extent("attention", q.shape[-1], "head_dim"))
-        scores = topi.matmul(q, k, transpose_b=True, name="attention_scores")
-        scaled = topi.multiply(scores, scale, name="attention_scaled")
-        o = topi.matmul(topi.softmax(scaled, name="attention_softmax"), v, name="attention")
+    if scale is None:
+        scale = 1.0 / math.sqrt(static_extent("attention", q.shape[-1], "head_dim"))
+    o = topi.attention(q, k, v, causal=bool(attrs.get("causal", False)), scale=scale)
     return topi.transpose(o, _SWAP_SEQ_HEADS, name="T_attention")
 
 

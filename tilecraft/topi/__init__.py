@@ -5,6 +5,7 @@ names (``T_add``, ``matmul``, ``T_softmax_maxelem``...) that become block names 
 :func:`~tilecraft.te.create_prim_func`.
 """
 
+from .attention import attention as attention
 from .attention import causal_attention as causal_attention
 from .attention import causal_mask as causal_mask
 from .attention import rotary as rotary

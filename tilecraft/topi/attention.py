@@ -8,9 +8,11 @@ from collections.abc import Callable
 from ..errors import TilecraftError
 from ..ir import Expr, ExprLike, as_expr, const
 from ..ir import op as irop
-from ..te import Tensor, compute, min_value
+from ..te import Tensor, compute, min_value, reduce_axis
+from ..te import max as te_max
+from ..te import sum as te_sum
 from ._util import add, const_int, floordiv, normalize_axis, sub
-from .nn import matmul, softmax
+from .nn import acc_dtype, matmul, softmax
 
 
 def rotary_embedding(
@@ -75,6 +77,100 @@ def causal_attention(
     masked = compute(scores.shape, mask, name=f"{name}_masked")
     probs = softmax(masked, axis=-1, name=f"{name}_softmax")
     return matmul(probs, v, name=name)
+
+
+EXP_FLOOR = -80.0
+"""Argument of the exponential of a key the causal mask hides: ``exp(-80)`` (1.8e-35) is a
+normal float32, off the vector exp's slow path, and negligible next to the row's largest
+weight, 1."""
+
+
+def attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    causal: bool = False,
+    scale: float | None = None,
+    name: str = "attention",
+) -> Tensor:
+    """``softmax(q @ k^T * scale) @ v`` (causal: masked as :func:`causal_attention`).
+
+    The weighted sum is normalized last: ``(exp(s - max) @ v) * (1 / sum(exp(s - max)))``,
+    ``S x Dv`` divisions instead of ``S x T``, and the matmul reads the exponentials as they
+    are. Stages: ``name_scores`` (matmul), ``name_masked`` (scale, and the causal Select),
+    ``name_softmax_maxelem``, with a causal mask ``name_softmax_arg`` (the exponentials'
+    arguments, :data:`EXP_FLOOR` where masked), ``name_softmax_exp``,
+    ``name_softmax_expsum`` (in the accumulation dtype), ``name_weighted`` (the matmul,
+    accumulated in that dtype) and ``name`` (the normalization, in ``q``'s dtype). ``q`` is
+    ``(..., S, D)``, ``k`` and ``v`` ``(..., T, D)`` and ``(..., T, Dv)``; ``scale`` defaults
+    to ``1 / sqrt(D)``.
+    """
+    if q.dtype != k.dtype or q.dtype != v.dtype:
+        raise TilecraftError("attention: q, k, v must share a dtype")
+    scale = _default_scale("attention", q, scale)
+    scores = matmul(q, k, transpose_b=True, name=f"{name}_scores")
+    shift = sub(k.shape[-2], q.shape[-2])
+    neg = min_value(q.dtype)
+
+    def keep(idx: tuple[Expr, ...]) -> Expr:
+        return idx[-1] <= add(idx[-2], shift)
+
+    def mask(*idx: Expr) -> Expr:
+        # the condition selects between constants, not loads: a vectorized loop then reads
+        # the scores unconditionally instead of gathering them under a mask
+        scaled = scores[idx] * scale
+        return scaled + irop.select(keep(idx), as_expr(0.0, q.dtype), neg) if causal else scaled
+
+    masked = compute(scores.shape, mask, name=f"{name}_masked")
+    acc = acc_dtype(q)
+    row = scores.shape[:-1]
+    j = reduce_axis(scores.shape[-1], name="j")
+
+    def row_max(*i: Expr) -> Expr:
+        at = (*i, j)
+        return te_max(masked[at], axis=j)  # type: ignore[no-any-return]
+
+    mx = compute(row, row_max, name=f"{name}_softmax_maxelem")
+
+    def shifted(*idx: Expr) -> Expr:
+        diff = irop.cast(masked[idx] - mx[idx[:-1]], acc)
+        if not causal:
+            return diff
+        # a masked key gets exp(-80) (< 2e-35 where the row's largest weight is 1), not
+        # exp(-inf): vector exp takes a slow path for -inf, and the condition lives in this
+        # stage, apart from the call (a loop with both is not vectorized)
+        return irop.max(diff, irop.select(keep(idx), min_value(acc), as_expr(EXP_FLOOR, acc)))
+
+    arg = compute(scores.shape, shifted, name=f"{name}_softmax_arg") if causal else None
+
+    def exp(*idx: Expr) -> Expr:
+        value = arg[idx] if arg is not None else shifted(*idx)
+        return irop.cast(irop.exp(value), q.dtype)
+
+    ex = compute(scores.shape, exp, name=f"{name}_softmax_exp")
+    j2 = reduce_axis(scores.shape[-1], name="j")
+
+    def row_sum(*i: Expr) -> Expr:
+        at = (*i, j2)
+        return te_sum(irop.cast(ex[at], acc), axis=j2)  # type: ignore[no-any-return]
+
+    total = compute(row, row_sum, name=f"{name}_softmax_expsum")
+    weighted = matmul(ex, v, name=f"{name}_weighted", out_dtype=acc)
+
+    def norm(*idx: Expr) -> Expr:
+        return irop.cast(weighted[idx] * (as_expr(1.0, acc) / total[idx[:-1]]), q.dtype)
+
+    return compute(weighted.shape, norm, name=name)  # type: ignore[no-any-return]
+
+
+def _default_scale(what: str, q: Tensor, scale: float | None) -> float:
+    """``scale``, or ``1 / sqrt(D)`` for a static head size ``D``."""
+    if scale is not None:
+        return scale
+    dim = const_int(q.shape[-1])
+    if dim is None:
+        raise TilecraftError(f"{what}: pass scale= when the head size is symbolic")
+    return 1.0 / math.sqrt(dim)
 
 
 def rotary(
