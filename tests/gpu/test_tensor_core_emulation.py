@@ -96,6 +96,20 @@ def test_ldmatrix_x4_loads_the_matrix_a_layout_and_x2_trans_the_matrix_b_layout(
     np.testing.assert_array_equal(got, _scatter(smem[:, 16:24], matrix_b, 4))
 
 
+@pytest.mark.parametrize("num", [2, 4])
+@pytest.mark.parametrize("nk", [False, True], ids=["kn", "nk"])
+def test_ldmatrix_loads_matrix_b_tiles_from_kn_and_nk_shared_tiles(num, nk):
+    # num // 2 matrixB (k x n) tiles side by side; shared stored k x n (.trans) or n x k
+    smem = np.arange(16 * 40, dtype=np.uint16).reshape(16, 40)
+    offs = [ldmatrix_row(ln, num, nk=nk) for ln in LANES]
+    got = ldmatrix(num, int(not nk), smem, np.array([r * 40 + c + 8 for r, c in offs]))
+    width = 4 * num
+    kn = smem[:width, 8:24].T if nk else smem[:, 8 : 8 + width]  # the k x n tiles
+    want = [_scatter(np.ascontiguousarray(kn[:, 8 * t : 8 * t + 8]), matrix_b, 4)
+            for t in range(num // 2)]  # fmt: skip
+    np.testing.assert_array_equal(got, np.concatenate(want, axis=1))
+
+
 def test_warp_gemm_through_ldmatrix_and_mma_matches_numpy():
     rng = np.random.default_rng(1)
     a = rng.standard_normal((16, 32)).astype(np.float16)

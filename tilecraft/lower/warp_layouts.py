@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from ..ir import Expr
+from ..ir import Call, Expr, IntImm
 
 L = TypeVar("L", int, Expr)
 
@@ -65,9 +65,13 @@ LAYOUT = {
 """The per-lane layout of each ``mma`` fragment scope."""
 
 
-def ldmatrix_row(lane: L, num: int) -> tuple[L, L]:
+def ldmatrix_row(lane: L, num: int, nk: bool = False) -> tuple[L, L]:
     """``(row, col)`` within the loaded tile of the row whose address ``lane`` gives to
-    ``ldmatrix.x{num}`` (matrices stacked top-to-bottom, then left-to-right)."""
+    ``ldmatrix.x{num}`` (matrices stacked top-to-bottom, then left-to-right; with ``nk``, a
+    matrixB tile stored n x k: matrices left-to-right, then top-to-bottom, so that matrix
+    ``j`` holds ``k`` rows ``8 (j % 2) ..`` of the ``n`` tile ``j // 2``)."""
+    if nk:  # lanes 16 .. 31 of an x2 repeat the addresses of lanes 0 .. 15 (unused)
+        return lane % 8 + (lane // 16 * 8 if num == 4 else lane * 0), lane // 8 % 2 * 8
     if num == 4:
         return lane % 16, lane // 16 * 8
     if num == 2:
@@ -81,6 +85,7 @@ _WMMA_OPERAND = ("wmma.matrix_a", "wmma.matrix_b")
 TILE_OP_SCOPES: dict[str, tuple[tuple[str, ...], ...]] = {
     "mma_sync_m16n8k16": (("m16n8k16.accumulator",), ("m16n8k16.matrixA",), ("m16n8k16.matrixB",)),
     "mma_load_matrix": (_MMA_OPERAND, ("shared", "shared.dyn")),
+    "mma_load_matrix_b": (("m16n8k16.matrixB",), ("shared", "shared.dyn")),
     "mma_fill": (("m16n8k16.accumulator",),),
     "mma_store": (_MEMORY, ("m16n8k16.accumulator",)),
     "wmma_sync": (("wmma.accumulator",), ("wmma.matrix_a",), ("wmma.matrix_b",)),
@@ -89,6 +94,16 @@ TILE_OP_SCOPES: dict[str, tuple[tuple[str, ...], ...]] = {
     "wmma_store": (_MEMORY, ("wmma.accumulator",)),
 }
 """The storage scopes each address operand of a warp tile operation may have."""
+
+
+def footprint(call: Call, k: int, scope: str) -> tuple[int, int]:
+    """The shape of the fragment tiles argument ``k`` of warp tile operation ``call`` names:
+    the scope's tile, or two side by side for ``mma_load_matrix_b`` with ``tiles = 2``."""
+    rows, cols = TILE_SHAPE[scope]
+    if call.op == "mma_load_matrix_b" and k == 0:
+        tiles = call.args[3]
+        return rows, cols * (tiles.value if isinstance(tiles, IntImm) else 1)
+    return rows, cols
 
 
 def tile_op_error(op: str, scopes: Sequence[str]) -> str | None:

@@ -4,9 +4,10 @@
 Every intrinsic works on one warp's tiles. ``mma.sync`` m16n8k16 (fp16 or bf16 in, fp32
 accumulate): operand A is a 16x16 ``m16n8k16.matrixA`` tile (m x k), B a 16x8
 ``m16n8k16.matrixB`` tile (k x n), the accumulator a 16x8 ``m16n8k16.accumulator`` tile. A and
-B are loaded from row-major shared-memory tiles (``ldmatrix`` x4, and x2 with ``.trans`` for
-B); the accumulator is filled with a constant and stored to global or shared memory. WMMA works
-on 16x16 tiles of the ``wmma.*`` scopes, fp16 in and fp32 accumulate, row-major operands.
+B are loaded from row-major shared-memory tiles (``ldmatrix`` x4; B with ``.trans`` from a
+k x n tile, without from an n x k one (an ``(out, in)`` weight), one or two n8 tiles at
+once); the accumulator is filled with a constant and stored to global or shared memory. WMMA
+works on 16x16 tiles of the ``wmma.*`` scopes, fp16 in and fp32 accumulate, row-major operands.
 
 Names (the ``{dt}`` part is ``f16`` or ``bf16``):
 
@@ -14,6 +15,9 @@ Names (the ``{dt}`` part is ``f16`` or ``bf16``):
 ``mma_m16n8k16_{dt}{dt}f32``    C[16x8] += A[16x16] @ B[16x8]
 ``mma_load_a_16x16_{dt}``       matrixA tile <- shared tile (``ldmatrix.x4``)
 ``mma_load_b_16x8_{dt}``        matrixB tile <- shared tile (``ldmatrix.x2.trans``)
+``mma_load_b_16x16_{dt}``       two matrixB tiles <- shared k x n tile (``ldmatrix.x4.trans``)
+``mma_load_b_nk_16x8_{dt}``     matrixB tile <- shared n x k tile (``ldmatrix.x2``)
+``mma_load_b_nk_16x16_{dt}``    two matrixB tiles <- shared n x k tile (``ldmatrix.x4``)
 ``mma_fill_16x8_f32``           accumulator tile <- 0
 ``mma_store_16x8_f32_{scope}``  global / shared tile <- accumulator tile
 ``wmma_load_a_16x16_f16``       matrix_a tile <- shared tile
@@ -115,6 +119,31 @@ for i, j in T.grid({shape[0]}, {shape[1]}):
     register_tensor_intrin(name, desc, impl)
 
 
+def _load_b(name: str, tiles: int, dt: str, nk: bool) -> None:
+    """Register ``tiles`` matrixB tiles ``D[16 x 8 tiles] (k x n)`` loaded from a shared tile
+    stored k x n, or n x k (``nk``: ``D[k, n] = S[n, k]``)."""
+    shape = (16, 8 * tiles)
+    src = (shape[1], shape[0]) if nk else shape
+    params = f"{_buf('S', src, dt, 'shared')}, {_buf('D', shape, dt, 'm16n8k16.matrixB')}"
+    read = "S[vj, vi]" if nk else "S[vi, vj]"
+    desc = _func(
+        params,
+        _whole("S", src),
+        _whole("D", shape),
+        f"""
+for i, j in T.grid({shape[0]}, {shape[1]}):
+    with T.block("copy"):
+        vi, vj = T.axis.remap("SS", [i, j])
+        T.reads({read})
+        T.writes(D[vi, vj])
+        D[vi, vj] = {read}
+""",
+    )
+    call = f"T.mma_load_matrix_b(D[0, 0], S[0, 0], {int(nk)}, {tiles})"
+    impl = _func(params, _whole("S", src), _whole("D", shape), f"T.evaluate({call})")
+    register_tensor_intrin(name, desc, impl)
+
+
 def _fill(name: str, shape: tuple[int, int], scope: str, op: str) -> None:
     """Register ``C[tile] = 0`` (fp32) implemented by ``op(C, 0)``."""
     params = _buf("C", shape, "float32", scope)
@@ -150,6 +179,9 @@ def register_cuda_intrinsics() -> None:
         _copy(
             f"mma_load_b_16x8_{short}", (16, 8), dt, "shared", "m16n8k16.matrixB", "mma_load_matrix"
         )
+        _load_b(f"mma_load_b_16x16_{short}", 2, dt, nk=False)
+        _load_b(f"mma_load_b_nk_16x8_{short}", 1, dt, nk=True)
+        _load_b(f"mma_load_b_nk_16x16_{short}", 2, dt, nk=True)
     _fill("mma_fill_16x8_f32", (16, 8), "m16n8k16.accumulator", "mma_fill")
     _matmul("wmma", (16, 16), (16, 16), "float16", "wmma_sync")
     _copy(

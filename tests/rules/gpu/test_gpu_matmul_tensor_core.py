@@ -46,6 +46,34 @@ def test_both_weight_layouts_on_tensor_cores_equal(weight_nk: bool, target: tc.T
         assert "nvcuda::wmma::mma_sync(" in text
 
 
+def ldmatrix_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if "ldmatrix.sync" in line]
+
+
+@pytest.mark.parametrize("weight_nk", [False, True], ids=["weight_kn", "weight_nk"])
+def test_b_fragments_load_two_tiles_per_ldmatrix_x4(weight_nk: bool) -> None:
+    # an (n, k) weight stays (n, k) in shared memory (16-byte cp.async fetch, no transpose)
+    # and loads with ldmatrix without .trans; a (k, n) one with .trans; B's two n8 tiles per
+    # 16 columns in one ldmatrix.x4
+    text = emulate_equal(linear(64, 64, 64, dtype="float16", weight_nk=weight_nk,
+                                out_dtype="float32"), SM80)  # fmt: skip
+    lines = ldmatrix_lines(text)
+    assert lines
+    assert all(".x4." in line for line in lines)
+    assert any(".trans" in line for line in lines) != weight_nk
+    assert text.count("cp.async.cg.shared.global") == 4  # A and B, prologue and steady state
+
+
+@pytest.mark.parametrize("m", [50, Var("m")], ids=["ragged", "symbolic_m"])
+def test_nk_weight_without_transpose_padded_equal(m: int | Var) -> None:
+    func = linear(m, 70, 40, dtype="bfloat16", weight_nk=True, out_dtype="float32")
+    sch, text = cuda_text(func, SM80)
+    assert not any(".trans" in line for line in ldmatrix_lines(text))
+    shape_vars = {"m": 23} if isinstance(m, Var) else None
+    tc.testing.check_numeric(sch.func, func, emulate_gpu="racecheck", target=SM80,
+                             shape_vars=shape_vars)  # fmt: skip
+
+
 def test_batched_and_bf16_on_mma_equal() -> None:
     text = emulate_equal(linear(32, 32, 32, dtype="bfloat16", batch=2, out_dtype="float32"), SM80)
     assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in text
@@ -166,9 +194,11 @@ def test_4096_cubed_compiles_without_spills(weight_nk: bool, arch: str) -> None:
         assert stats.stack_bytes == 0, stats
         assert stats.registers * 128 <= limits.registers_per_block
     # one kernel (the fp16 cast fused into the write-back): two stages of a padded 128 x 32 A
-    # tile and a padded 32 x 128 B tile, and one fp32 fragment tile per warp (4 warps; 16 x 8
-    # for mma, 16 x 16 for WMMA) staging the epilogue
+    # tile and a padded 32 x 128 B tile (an (n, k) B: 128 x 32, untransposed, for mma), and
+    # one fp32 fragment tile per warp (4 warps; 16 x 8 for mma, 16 x 16 for WMMA) staging the
+    # epilogue
     assert len(info) == 1
     frag = 16 * (16 if arch == "sm_75" else 8) * 4
-    assert max(s.shared_bytes for s in info.values()) == 2 * (128 * 40 + 32 * 136) * 2 + 4 * frag
+    b_tile = 128 * 40 if weight_nk and arch != "sm_75" else 32 * 136
+    assert max(s.shared_bytes for s in info.values()) == 2 * (128 * 40 + b_tile) * 2 + 4 * frag
     assert ("mma.sync" in text) == (arch != "sm_75")

@@ -8,9 +8,12 @@ fragments; per ``block_k`` step the A and B tiles are fetched by all threads coo
 accumulators are stored to the output, or, when an epilogue follows (the cast of an fp16
 output, bias, activation), fused into the write-back: each warp stores one fragment tile at a
 time to shared memory (one tile per warp: ``[.., i // wm, j // wn, .., i % 16, j % tn]``) and
-its 32 threads apply the epilogue to it and write the output, one kernel in all. A weight
-stored ``(n, k)`` is transposed on its way into shared memory (``transform_layout``; scalar
-fetch), since the ``ldmatrix`` intrinsics take row-major ``k x n`` tiles.
+its 32 threads apply the epilogue to it and write the output, one kernel in all. B's
+fragments load two ``n8`` tiles per ``ldmatrix.x4``; a weight stored ``(n, k)`` (``(out,
+in)``, K in QK^T) stays ``(n, k)`` in shared memory (16-byte fetch) and loads with
+``ldmatrix`` without ``.trans`` (a ``(k, n)`` one with ``.trans``). WMMA takes row-major
+``k x n`` tiles only: there an ``(n, k)`` weight is transposed on its way into shared memory
+(``transform_layout``; scalar fetch).
 
 Extents the tiles do not divide, symbolic ``i`` and ``j`` (a prefill's sequence length)
 included, are padded (``pad_einsum``): the zero-filling copies are inlined into the
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ...ir import Block, BufferLoad, BufferStore, Expr, PrimFunc, Var
+from ...ir import Block, BufferLoad, BufferStore, Expr, IntImm, PrimFunc, Var
 from ...schedule import BlockRV, IndexMap, LoopRV, Schedule
 from ...schedule.analysis import IndexRole, classify_einsum
 from ..common import attempt, block_node, fold_epilogue, loops_below, writes_param
@@ -182,16 +185,20 @@ def schedule_tensor_core(
     staged = fuse_epilogue_at(sch, acc, sni)
     # Step 3. Operands: global -> shared (per ko) -> warp fragments (per 16-wide k).
     b_transposed = operands[2]
-    frag_loads, frag_tiles, shared = _stage(sch, main, kk, scopes, tn, operands)
-    for sh, cols, transposed in zip(shared, (tile.block_k, tile.block_n),
-                                    (False, b_transposed), strict=True):  # fmt: skip
+    frag_loads, frag_tiles, shared, b_width = _stage(sch, main, kk, scopes, tn, operands)
+    # an (n, k) B is transposed on its way into shared memory for WMMA only (mma loads it
+    # with ldmatrix without .trans)
+    through = b_transposed and kind != "mma"
+    b_cols = tile.block_k if b_transposed and not through else tile.block_n
+    for sh, cols, transposed in zip(shared, (tile.block_k, b_cols),
+                                    (False, through), strict=True):  # fmt: skip
         sch.compute_at(sh, ko)
         plain = _plain_copy(sch, sh)  # a guarded (padded) copy: scalar loads
         _fetch(sch, sh, threads, tile, cols, tile.vector if plain and not transposed else 1)
     init = sch.decompose_reduction(main, ko)
     init_loops = sch.get_loops(init)[-4:]
     # Step 4. Tensorize: fill, store, fragment loads, multiply-accumulate.
-    names = _intrinsics(kind, short, "shared" if staged else "global")
+    names = _intrinsics(kind, short, "shared" if staged else "global", (b_transposed, b_width))
     sch.tensorize(init_loops[2], names[3])
     acc_name = acc.name
     sch.tensorize(s16, names[4])
@@ -264,10 +271,15 @@ def _per_warp_tiles(sch: Schedule, stage: BlockRV, frag: tuple[int, int, int, in
     return IndexMap.from_func(tiles, ndim=ndim)
 
 
-def _intrinsics(kind: str, short: str, store: str) -> tuple[str, str, str, str, str]:
-    """(load A, load B, multiply-accumulate, fill, store to ``store`` scope) intrinsics."""
+def _intrinsics(
+    kind: str, short: str, store: str, b_load: tuple[bool, int]
+) -> tuple[str, str, str, str, str]:
+    """(load A, load B, multiply-accumulate, fill, store to ``store`` scope) intrinsics;
+    ``b_load``: whether B is stored ``(n, k)`` and the width of its fragment loads."""
     if kind == "mma":
-        return (f"mma_load_a_16x16_{short}", f"mma_load_b_16x8_{short}",
+        nk, width = b_load
+        load_b = f"mma_load_b_{'nk_' if nk else ''}16x{width}_{short}"
+        return (f"mma_load_a_16x16_{short}", load_b,
                 f"mma_m16n8k16_{short}{short}f32", "mma_fill_16x8_f32",
                 f"mma_store_16x8_f32_{store}")  # fmt: skip
     return ("wmma_load_a_16x16_f16", "wmma_load_b_16x16_f16", "wmma_16x16x16_f16f16f32",
@@ -277,11 +289,12 @@ def _intrinsics(kind: str, short: str, store: str) -> tuple[str, str, str, str, 
 def _stage(
     sch: Schedule, main: BlockRV, kk: LoopRV, scopes: tuple[str, ...], tn: int,
     operands: tuple[int, int, bool],
-) -> tuple[list[LoopRV], list[LoopRV], list[BlockRV]]:  # fmt: skip
+) -> tuple[list[LoopRV], list[LoopRV], list[BlockRV], int]:  # fmt: skip
     """Shared and fragment caches of both operands; (fragment load loops, their outer tile
-    loops, the shared caches)."""
+    loops, the shared caches, the width of B's fragment loads: ``tn``, or ``2 tn`` for ``mma``
+    when the warp tile allows, one ``ldmatrix.x4`` loading two tiles)."""
     loads, tiles, shared = [], [], []
-    b_transposed = operands[2]
+    b_transposed, width = operands[2], tn
     for which, idx in enumerate(operands[:2]):
         sh = sch.cache_read(main, idx, "shared")
         inline_producers(sch, sh)
@@ -289,7 +302,8 @@ def _stage(
         if which == 1 and b_transposed:
             ndim = len(block_node(sch, sh).writes[0].buffer.shape)
             swap = IndexMap.from_func(lambda *i: (*i[:-2], i[-1], i[-2]), ndim=ndim)
-            sch.transform_layout(sh, ("write", 0), swap)
+            if not _is_mma(scopes):  # WMMA loads k x n tiles: transposed into shared memory
+                sch.transform_layout(sh, ("write", 0), swap)
             sch.transform_layout(frag, ("write", 0), swap)
             sch.transform_block_layout(frag, swap)  # iterate (k, n) as the intrinsic does
         shared.append(sh)
@@ -299,11 +313,25 @@ def _stage(
             t, r = sch.split(f0, [None, 16])
             loads.append(r)
         else:
-            t, _ = sch.split(f1, [None, tn])
+            width = _b_width(sch, f1, tn, scopes)
+            t, _ = sch.split(f1, [None, width])
             sch.reorder(t, f0)
             loads.append(f0)
         tiles.append(t)
-    return loads, tiles, shared
+    return loads, tiles, shared, width
+
+
+def _is_mma(scopes: tuple[str, ...]) -> bool:
+    return scopes[0] == _SCOPES["mma"][0]
+
+
+def _b_width(sch: Schedule, n_loop: LoopRV, tn: int, scopes: tuple[str, ...]) -> int:
+    """The width of B's fragment loads: two ``mma`` tiles when the warp's ``n`` extent is a
+    multiple of 16, else one tile."""
+    extent = sch.get(n_loop).extent
+    if _is_mma(scopes) and isinstance(extent, IntImm) and extent.value % (2 * tn) == 0:
+        return 2 * tn
+    return tn
 
 
 def _plain_copy(sch: Schedule, block: BlockRV) -> bool:
