@@ -39,9 +39,15 @@ _SCOPES = {
 }
 
 
+STATIC_SHARED = 48 * 1024
+"""Static shared memory one block may declare; operand tiles above it are ``shared.dyn``."""
+
+
 @dataclass(frozen=True)
 class TensorCoreTile:
-    """Block tile, warps per block and the shared-memory row padding (elements)."""
+    """Block tile, warps per block, the shared-memory row padding (elements), the fetch
+    vector (elements), and the ``cp.async`` pipeline (``stages`` shared-memory versions of
+    the operand tiles when ``pipeline``; fewer when ``k`` has fewer block steps)."""
 
     block_m: int = 128
     block_n: int = 128
@@ -51,11 +57,29 @@ class TensorCoreTile:
     pad: int = 8
     vector: int = 8
     pipeline: bool = True
+    stages: int = 2
 
     @property
     def sizes(self) -> tuple[int, int, int]:
         """``(block_m, block_n, block_k)``."""
         return self.block_m, self.block_n, self.block_k
+
+    def operand_bytes(self, b_nk: bool) -> int:
+        """Shared memory of the (16-bit) operand tiles, every pipeline stage, padded rows;
+        ``b_nk``: B is kept ``(n, k)`` (rows of ``block_k``)."""
+        a = self.block_m * (self.block_k + self.pad)
+        b = self.block_n * (self.block_k + self.pad) if b_nk else (
+            self.block_k * (self.block_n + self.pad))  # fmt: skip
+        return 2 * (a + b) * (self.stages if self.pipeline else 1)
+
+
+def fit_stages(tile: TensorCoreTile, b_nk: bool, limit: int) -> TensorCoreTile:
+    """``tile`` with as many of its pipeline stages (two at least) as ``limit`` bytes of
+    shared memory hold, with the epilogue's staging (one fp32 16 x 16 tile per warp)."""
+    staging = tile.warps_m * tile.warps_n * 16 * 16 * 4
+    while tile.pipeline and tile.stages > 2 and tile.operand_bytes(b_nk) + staging > limit:
+        tile = replace(tile, stages=tile.stages - 1)
+    return tile
 
 
 def why_not_tensor_core(func: PrimFunc, main: BlockRV, sch: Schedule, kind: str) -> str | None:
@@ -121,9 +145,10 @@ def fit_tile(
                     continue
                 if kind == "wmma" and (bn // warps_n) % 16:
                     continue
-                pipeline = largest.pipeline and k // bk >= 2  # two stages need two steps
+                stages = min(largest.stages, k // bk)  # S stages need S steps
+                pipeline = largest.pipeline and stages >= 2
                 return TensorCoreTile(bm, bn, bk, warps_m, warps_n, largest.pad, largest.vector,
-                                      pipeline)  # fmt: skip
+                                      pipeline, max(stages, 2))  # fmt: skip
     return None
 
 
@@ -185,7 +210,10 @@ def schedule_tensor_core(
     staged = fuse_epilogue_at(sch, acc, sni)
     # Step 3. Operands: global -> shared (per ko) -> warp fragments (per 16-wide k).
     b_transposed = operands[2]
-    frag_loads, frag_tiles, shared, b_width = _stage(sch, main, kk, scopes, tn, operands)
+    b_nk = operands[2] and kind == "mma"  # B kept (n, k) in shared memory
+    scope = "shared.dyn" if tile.operand_bytes(b_nk) > STATIC_SHARED else "shared"
+    frag_loads, frag_tiles, shared, b_width = _stage(sch, main, kk, (*scopes, scope), tn,
+                                                     operands)  # fmt: skip
     # an (n, k) B is transposed on its way into shared memory for WMMA only (mma loads it
     # with ldmatrix without .trans)
     through = b_transposed and kind != "mma"
@@ -212,7 +240,7 @@ def schedule_tensor_core(
     for loop in (kk, mi, ni, smi, sni, *init_loops[:2], *frag_tiles):
         sch.unroll(loop)
     if tile.pipeline:
-        sch.annotate(ko, "software_pipeline_stage", [0, 0, 1])
+        sch.annotate(ko, "software_pipeline_stage", [0, 0, tile.stages - 1])
         sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
 
 
@@ -290,13 +318,13 @@ def _stage(
     sch: Schedule, main: BlockRV, kk: LoopRV, scopes: tuple[str, ...], tn: int,
     operands: tuple[int, int, bool],
 ) -> tuple[list[LoopRV], list[LoopRV], list[BlockRV], int]:  # fmt: skip
-    """Shared and fragment caches of both operands; (fragment load loops, their outer tile
-    loops, the shared caches, the width of B's fragment loads: ``tn``, or ``2 tn`` for ``mma``
-    when the warp tile allows, one ``ldmatrix.x4`` loading two tiles)."""
+    """Shared (scope ``scopes[3]``) and fragment caches of both operands; (fragment load
+    loops, their outer tile loops, the shared caches, the width of B's fragment loads: ``tn``,
+    or ``2 tn`` for ``mma`` when the warp tile allows, one ``ldmatrix.x4`` loading two)."""
     loads, tiles, shared = [], [], []
     b_transposed, width = operands[2], tn
     for which, idx in enumerate(operands[:2]):
-        sh = sch.cache_read(main, idx, "shared")
+        sh = sch.cache_read(main, idx, scopes[3])
         inline_producers(sch, sh)
         frag = sch.cache_read(main, idx, scopes[which])
         if which == 1 and b_transposed:
