@@ -5,7 +5,8 @@
 min/max) instead of a round trip through float per operation; math functions (``exp``...) still
 run in float, rounded back once; constants are exact bit patterns. bfloat16 keeps computing in
 float. :func:`vector_type` names the type of a 32/64/128-bit vector access of any element
-type (``uint4`` viewed as eight ``__half`` for a ``half8`` access).
+type (``uint4`` viewed as eight ``__half`` for a ``half8`` access); a 256-bit access is two
+``uint4`` (:func:`vector_parts`).
 """
 
 from __future__ import annotations
@@ -42,8 +43,14 @@ def vector_type(dt: DataType, lanes: int, storage: str) -> tuple[str, str | None
     named = _NAMED_VECTORS.get((str(dt), lanes))
     if named is not None:
         return named, None
-    carrier = {32: "unsigned int", 64: "uint2", 128: "uint4"}[dt.bits * lanes]
+    carrier = {32: "unsigned int", 64: "uint2", 128: "uint4", 256: "uint4"}[dt.bits * lanes]
     return carrier, storage
+
+
+def vector_parts(dt: DataType, lanes: int) -> int:
+    """How many accesses of :func:`vector_type`'s type one ``lanes``-wide access of ``dt`` is
+    (2 for 256 bits: two 128-bit halves, as a ``uint4[2]``)."""
+    return max(dt.bits * lanes // 128, 1)
 
 
 class NativeHalf(SourceEmitter):

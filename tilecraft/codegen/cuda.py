@@ -42,7 +42,7 @@ from ..lower.gpu_vectorize import VECTOR_ATTR, is_vector_access, vector_plan
 from ..lower.software_pipeline import ASYNC_COPY_ATTR
 from ..target import Target, as_target
 from ._bounds import Bound
-from ._cuda_half import HALF_PRELUDE, NativeHalf, vector_type
+from ._cuda_half import HALF_PRELUDE, NativeHalf, vector_parts, vector_type
 from ._names import CUDA_RESERVED
 from .base import (
     MATH_UNARY,
@@ -410,24 +410,17 @@ class _KernelEmitter(NativeHalf):
             address = f"{self.buf(load.buffer)} + {self.expr(base)}"
             cond = "" if guard is None else self.expr(guard)
             key = (id(load.buffer), address, cond)
-            vtype, view = vector_type(load.buffer.dtype, lanes, storage_type(load.buffer.dtype))
+            view = vector_type(load.buffer.dtype, lanes, storage_type(load.buffer.dtype))[1]
             if key not in loaded:
-                name = loaded[key] = f"tc_vec{len(loaded)}"
-                if guard is None:
-                    self.out.emit(f"const {vtype} {name} = *(const {vtype}*)({address});")
-                else:  # predicated as a whole: no lane reads it when the guard fails
-                    self.out.emit(f"{vtype} {name} = {{}};")
-                    self.out.emit(f"if ({cond}) {name} = *(const {vtype}*)({address});")
-                if view is not None:
-                    self.out.emit(f"const {view}* {name}_e = (const {view}*)&{name};")
+                loaded[key] = f"tc_vec{len(loaded)}"
+                self.vector_load(loaded[key], load.buffer.dtype, lanes, address, cond)
             name = loaded[key]
             self.load_override[id(load)] = name + (".{lane}" if view is None else "_e[{index}]")
         vector_store = is_vector_access(store.buffer)
         vtype, view = vector_type(store.buffer.dtype, lanes, storage_type(store.buffer.dtype))
+        parts = vector_parts(store.buffer.dtype, lanes)
         if vector_store:
-            self.out.emit(f"{vtype} tc_vout;")
-            if view is not None:
-                self.out.emit(f"{view}* tc_vout_e = ({view}*)&tc_vout;")
+            self.vector_out(vtype, view, parts)
         self.defined.add(id(s.loop_var))
         half = str(store.buffer.dtype) in ("float16", "bfloat16")
         for lane in range(lanes):
@@ -446,9 +439,42 @@ class _KernelEmitter(NativeHalf):
             self.load_override.pop(id(load), None)
         if vector_store:
             dst = f"{self.buf(store.buffer)} + {self.expr(plan.store_base)}"
-            self.out.emit(f"*({vtype}*)({dst}) = tc_vout;")
+            if parts == 1:
+                self.out.emit(f"*({vtype}*)({dst}) = tc_vout;")
+            for p in range(parts if parts > 1 else 0):  # 256 bits: two 128-bit stores
+                self.out.emit(f"*(({vtype}*)({dst}) + {p}) = tc_vout[{p}];")
         self.out.level -= 1
         self.out.emit("}")
+
+    def vector_out(self, vtype: str, view: str | None, parts: int) -> None:
+        """Declare the vector ``tc_vout`` a vector store's lanes are written into (and its
+        element view ``tc_vout_e``); ``parts`` 128-bit halves for a 256-bit store."""
+        if parts == 1:
+            self.out.emit(f"{vtype} tc_vout;")
+        else:
+            self.out.emit(f"{vtype} tc_vout[{parts}];")
+        if view is not None:
+            self.out.emit(f"{view}* tc_vout_e = ({view}*){'&' if parts == 1 else ''}tc_vout;")
+
+    def vector_load(self, name: str, dt: DataType, lanes: int, address: str, cond: str) -> None:
+        """Declare ``name`` (and its element view ``name_e``) holding the ``lanes``-wide load
+        at ``address``; under ``cond`` (non-empty) only: predicated as a whole (zeros when it
+        fails). A 256-bit load is two 128-bit ones into ``uint4 name[2]``."""
+        vtype, view = vector_type(dt, lanes, storage_type(dt))
+        parts = vector_parts(dt, lanes)
+        loads = [f"*((const {vtype}*)({address}) + {p})" for p in range(parts)]
+        if parts > 1:
+            self.out.emit(f"{vtype} {name}[{parts}] = {{}};")
+            fill = " ".join(f"{name}[{p}] = {ld};" for p, ld in enumerate(loads))
+            self.out.emit(f"if ({cond}) {{ {fill} }}" if cond else fill)
+        elif not cond:
+            self.out.emit(f"const {vtype} {name} = *(const {vtype}*)({address});")
+        else:  # predicated as a whole: no lane reads it when the guard fails
+            self.out.emit(f"{vtype} {name} = {{}};")
+            self.out.emit(f"if ({cond}) {name} = *(const {vtype}*)({address});")
+        if view is not None:
+            ref = name if parts > 1 else f"&{name}"
+            self.out.emit(f"const {view}* {name}_e = (const {view}*){ref};")
 
 
 @dataclass(frozen=True, eq=False)

@@ -3,12 +3,14 @@
 Before: lowered GPU code (flat buffers); loops may be ``ForKind.VECTORIZED``.
 After:  a vectorized loop ``for v in range(L)`` whose body is one store ``C[b + v] = f(...)``,
 where every load is either ``X[b' + v]`` or independent of ``v``, carries the annotation
-``tc.vector_lanes = L`` when every such access of global or shared memory moves 32, 64 or 128
-bits (2 or 4 lanes of 32-bit values, 2 of 64-bit, 2, 4 or 8 of 16-bit, 4, 8 or 16 of 8-bit:
-``half8`` and ``char16`` are 128-bit accesses), its base ``b``/``b'`` is provably a multiple of
-``L`` (so the access is aligned to its vector size), and at least one access is of global or
-shared memory. It is emitted as one vector access per such buffer; accesses of ``local``
-buffers (register tiles, with no alignment guarantee) stay one scalar per lane, so a register
+``tc.vector_lanes = L`` when every such access of global or shared memory moves 32, 64, 128
+or 256 bits (2, 4 or 8 lanes of 32-bit values, 2 or 4 of 64-bit, 2, 4, 8 or 16 of 16-bit, 4,
+8, 16 or 32 of 8-bit: ``half8`` and ``char16`` are 128-bit accesses; a 256-bit access is two
+128-bit ones, as where eight fp32 values staged in shared memory become a ``half8``), its
+base ``b``/``b'`` is provably a multiple of ``L`` (so the access is aligned to its vector
+size), and at least one access is of global or shared memory. It is emitted as one vector
+access per such buffer; accesses of ``local`` buffers (register tiles, with no alignment
+guarantee) stay one scalar per lane, so a register
 tile is stored back, or filled, with vector accesses of memory. Any other vectorized loop
 becomes an unrolled loop (same meaning, scalar accesses).
 
@@ -51,7 +53,7 @@ from ..ir.transform import FunctionPass
 from ..ir.visitor import iter_children
 
 VECTOR_ATTR = "tc.vector_lanes"
-_VECTOR_BITS = (32, 64, 128)
+_VECTOR_BITS = (32, 64, 128, 256)  # 256: two 128-bit accesses (eight fp32 staged lanes)
 
 
 @dataclass(frozen=True)

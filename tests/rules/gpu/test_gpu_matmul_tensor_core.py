@@ -134,6 +134,17 @@ def test_bias_and_activation_fused_into_the_write_back_equal(
 
 
 @pytest.mark.parametrize("target", [SM80, SM75], ids=["mma", "wmma"])
+def test_epilogue_writes_the_output_in_16_byte_vectors_equal(target: tc.Target) -> None:
+    # each warp stages a 16 x 16 fp32 tile; each thread reads 8 staged values (two 16-byte
+    # shared loads), 8 bias values (one), and writes 8 fp16 outputs with one 16-byte store
+    text = emulate_equal(linear_bias_act(64, 128, 32, "silu", False), target)
+    stores = [line for line in text.splitlines() if "T_silu" in line and "=" in line]
+    assert stores
+    assert all(line.strip().startswith("*(uint4*)(T_silu + ") for line in stores)
+    assert "uint4 tc_vec0[2] = {};" in text  # eight fp32 staged lanes: two 128-bit loads
+
+
+@pytest.mark.parametrize("target", [SM80, SM75], ids=["mma", "wmma"])
 def test_symbolic_m_with_an_epilogue_is_one_kernel_equal(target: tc.Target) -> None:
     func = linear_bias_act(Var("m"), 64, 32, "relu", True)
     sch, text = cuda_text(func, target)
@@ -195,10 +206,10 @@ def test_4096_cubed_compiles_without_spills(weight_nk: bool, arch: str) -> None:
         assert stats.registers * 128 <= limits.registers_per_block
     # one kernel (the fp16 cast fused into the write-back): two stages of a padded 128 x 32 A
     # tile and a padded 32 x 128 B tile (an (n, k) B: 128 x 32, untransposed, for mma), and
-    # one fp32 fragment tile per warp (4 warps; 16 x 8 for mma, 16 x 16 for WMMA) staging the
+    # one fp32 16 x 16 tile per warp (4 warps; two mma fragment tiles, one WMMA) staging the
     # epilogue
     assert len(info) == 1
-    frag = 16 * (16 if arch == "sm_75" else 8) * 4
+    frag = 16 * 16 * 4
     b_tile = 128 * 40 if weight_nk and arch != "sm_75" else 32 * 136
     assert max(s.shared_bytes for s in info.values()) == 2 * (128 * 40 + b_tile) * 2 + 4 * frag
     assert ("mma.sync" in text) == (arch != "sm_75")

@@ -204,10 +204,12 @@ def schedule_tensor_core(
     threads = 32 * tile.warps_m * tile.warps_n
     # Step 2. Accumulators in warp fragments, stored back per warp tile.
     scopes = _SCOPES[kind]
-    acc, (smi, sni, s16) = _accumulators(sch, main, bx, tile, (tn, scopes[2]))
+    acc, (smi, sni, pair, s16) = _accumulators(sch, main, bx, tile, (tn, scopes[2]))
+    staged_n = tn * _pair(wn, tn)  # the columns a warp stages at a time
     # Step 2b. The epilogue (cast, bias, activation) fused into the write-back: each warp
-    # stores a fragment tile to shared memory and applies the epilogue to it.
-    staged = fuse_epilogue_at(sch, acc, sni)
+    # stores a 16-row fragment tile (two mma tiles side by side) to shared memory and
+    # applies the epilogue to it, in 16-byte vectors.
+    staged = fuse_epilogue_at(sch, acc, sni, 16 * staged_n)
     # Step 3. Operands: global -> shared (per ko) -> warp fragments (per 16-wide k).
     b_transposed = operands[2]
     b_nk = operands[2] and kind == "mma"  # B kept (n, k) in shared memory
@@ -232,44 +234,53 @@ def schedule_tensor_core(
     sch.tensorize(s16, names[4])
     if staged:  # one fragment tile per warp in shared memory (laid out once tensorized)
         stage = sch.get_block(acc_name + "_o")
-        sch.transform_layout(stage, ("write", 0), _per_warp_tiles(sch, stage, (wm, wn, 16, tn)))
+        frag = (wm, wn, 16, staged_n)
+        sch.transform_layout(stage, ("write", 0), _per_warp_tiles(sch, stage, frag))
     sch.tensorize(frag_loads[0], names[0])
     sch.tensorize(frag_loads[1], names[1])
     sch.tensorize(i16, names[2])
     # Step 5. Unroll the per-warp loops so fragments are indexed by constants; pipeline.
-    for loop in (kk, mi, ni, smi, sni, *init_loops[:2], *frag_tiles):
+    for loop in (kk, mi, ni, smi, sni, pair, *init_loops[:2], *frag_tiles):
         sch.unroll(loop)
     if tile.pipeline:
         sch.annotate(ko, "software_pipeline_stage", [0, 0, tile.stages - 1])
         sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
 
 
+def _pair(wn: int, tn: int) -> int:
+    """Fragment tiles a warp stores side by side at a time: two 8-wide mma tiles (16 columns,
+    so that 32 threads write 16 bytes each) where the warp tile has an even number."""
+    return 2 if tn < 16 and (wn // tn) % 2 == 0 else 1
+
+
 def _accumulators(
     sch: Schedule, main: BlockRV, bx: LoopRV, tile: TensorCoreTile, frag: tuple[int, str]
-) -> tuple[BlockRV, tuple[LoopRV, LoopRV, LoopRV]]:
+) -> tuple[BlockRV, tuple[LoopRV, LoopRV, LoopRV, LoopRV]]:
     """The accumulator fragments (``frag``: tile width, scope), stored back per warp tile
-    under ``bx``; the store block and its (row tiles, column tiles, the 16-row store loop)."""
+    under ``bx``; the store block and its (row tiles, column tile pairs (see :func:`_pair`),
+    the tiles of a pair, the 16-row store loop)."""
     tn, scope = frag
     wm, wn = tile.block_m // tile.warps_m, tile.block_n // tile.warps_n
+    pair = _pair(wn, tn)
     acc = sch.cache_write(main, 0, scope)
     sch.reverse_compute_at(acc, bx)
     a0, a1 = sch.get_loops(acc)[-2:]
     swy, smi, s16 = sch.split(a0, [tile.warps_m, wm // 16, 16])
-    swx, sni, _ = sch.split(a1, [tile.warps_n, wn // tn, tn])
-    sch.reorder(swy, swx, smi, sni, s16)
+    swx, sni, spair, _ = sch.split(a1, [tile.warps_n, wn // (tn * pair), pair, tn])
+    sch.reorder(swy, swx, smi, sni, spair, s16)
     sch.bind(sch.fuse(swy, swx), "threadIdx.y")
-    return acc, (smi, sni, s16)
+    return acc, (smi, sni, spair, s16)
 
 
-def fuse_epilogue_at(sch: Schedule, store: BlockRV, tile_loop: LoopRV) -> bool:
+def fuse_epilogue_at(sch: Schedule, store: BlockRV, tile_loop: LoopRV, elements: int) -> bool:
     """Run the epilogue of an accumulator ``store`` (the blocks reading what it writes, folded
     into as few as :func:`~..common.fold_epilogue` allows) under ``tile_loop``, the loop over
-    a warp's fragment tiles: the fragment tile goes to shared memory (the store intrinsic's
-    shared form) and the warp's 32 threads apply the epilogue to it, each output element
-    written once, in the output's dtype (the staged buffer is laid out by
-    :func:`_per_warp_tiles` once the store is tensorized). False (the schedule unchanged)
-    when ``store`` writes the output itself or the epilogue cannot move there (it then runs
-    as its own kernel)."""
+    a warp's fragment tiles of ``elements`` each: the tile goes to shared memory (the store
+    intrinsic's shared form) and the warp's 32 threads apply the epilogue to it, each output
+    element written once, in the output's dtype, 16 bytes per thread and step where the tile
+    allows (the staged buffer is laid out by :func:`_per_warp_tiles` once the store is
+    tensorized). False (the schedule unchanged) when ``store`` writes the output itself or
+    the epilogue cannot move there (it then runs as its own kernel)."""
     if writes_param(sch, store):
         return False
 
@@ -278,7 +289,16 @@ def fuse_epilogue_at(sch: Schedule, store: BlockRV, tile_loop: LoopRV) -> bool:
             sch.reverse_compute_at(block, tile_loop)
             loops = loops_below(sch, block, tile_loop)
             fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
-            sch.bind(sch.split(fused, [None, 32])[1], "threadIdx.x")
+            bits = block_node(sch, block).writes[0].buffer.dtype.bits
+            vec = 128 // bits
+            while vec > 1 and elements % (32 * vec):
+                vec //= 2
+            if vec > 1:
+                _, tx, lanes = sch.split(fused, [None, 32, vec])
+                sch.vectorize(lanes)
+            else:
+                tx = sch.split(fused, [None, 32])[1]
+            sch.bind(tx, "threadIdx.x")
         sch.set_scope(store, 0, "shared")
 
     return attempt(sch, move)
