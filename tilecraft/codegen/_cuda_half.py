@@ -57,6 +57,38 @@ class NativeHalf(SourceEmitter):
     """The shared emitter with hooks computing float16 in ``__half`` where the target has
     half arithmetic; the CUDA kernel emitter derives from it."""
 
+    def vector_out(self, vtype: str, view: str | None, parts: int) -> None:
+        """Declare the vector ``tc_vout`` a vector store's lanes are written into (and its
+        element view ``tc_vout_e``); ``parts`` 128-bit halves for a 256-bit store."""
+        if parts == 1:
+            self.out.emit(f"{vtype} tc_vout;")
+        else:
+            self.out.emit(f"{vtype} tc_vout[{parts}];")
+        if view is not None:
+            self.out.emit(f"{view}* tc_vout_e = ({view}*){'&' if parts == 1 else ''}tc_vout;")
+
+    def vector_load(
+        self, name: str, kind: tuple[str, str | None, int], address: str, cond: str
+    ) -> None:
+        """Declare ``name`` (and its element view ``name_e``) holding the vector load at
+        ``address`` (``kind``: :func:`vector_type` and :func:`vector_parts`); under ``cond``
+        (non-empty) only: predicated as a whole (zeros when it fails). A 256-bit load is two
+        128-bit ones into ``uint4 name[2]``."""
+        vtype, view, parts = kind
+        loads = [f"*((const {vtype}*)({address}) + {p})" for p in range(parts)]
+        if parts > 1:
+            self.out.emit(f"{vtype} {name}[{parts}] = {{}};")
+            fill = " ".join(f"{name}[{p}] = {ld};" for p, ld in enumerate(loads))
+            self.out.emit(f"if ({cond}) {{ {fill} }}" if cond else fill)
+        elif not cond:
+            self.out.emit(f"const {vtype} {name} = *(const {vtype}*)({address});")
+        else:  # predicated as a whole: no lane reads it when the guard fails
+            self.out.emit(f"{vtype} {name} = {{}};")
+            self.out.emit(f"if ({cond}) {name} = *(const {vtype}*)({address});")
+        if view is not None:
+            ref = name if parts > 1 else f"&{name}"
+            self.out.emit(f"const {view}* {name}_e = (const {view}*){ref};")
+
     def half_target(self) -> bool:
         """True when the target has half arithmetic (sm_53+)."""
         raise NotImplementedError

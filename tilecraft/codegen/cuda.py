@@ -413,7 +413,9 @@ class _KernelEmitter(NativeHalf):
             view = vector_type(load.buffer.dtype, lanes, storage_type(load.buffer.dtype))[1]
             if key not in loaded:
                 loaded[key] = f"tc_vec{len(loaded)}"
-                self.vector_load(loaded[key], load.buffer.dtype, lanes, address, cond)
+                dt = load.buffer.dtype
+                vtype = vector_type(dt, lanes, storage_type(dt))[0]
+                self.vector_load(loaded[key], (vtype, view, vector_parts(dt, lanes)), address, cond)
             name = loaded[key]
             self.load_override[id(load)] = name + (".{lane}" if view is None else "_e[{index}]")
         vector_store = is_vector_access(store.buffer)
@@ -445,36 +447,6 @@ class _KernelEmitter(NativeHalf):
                 self.out.emit(f"*(({vtype}*)({dst}) + {p}) = tc_vout[{p}];")
         self.out.level -= 1
         self.out.emit("}")
-
-    def vector_out(self, vtype: str, view: str | None, parts: int) -> None:
-        """Declare the vector ``tc_vout`` a vector store's lanes are written into (and its
-        element view ``tc_vout_e``); ``parts`` 128-bit halves for a 256-bit store."""
-        if parts == 1:
-            self.out.emit(f"{vtype} tc_vout;")
-        else:
-            self.out.emit(f"{vtype} tc_vout[{parts}];")
-        if view is not None:
-            self.out.emit(f"{view}* tc_vout_e = ({view}*){'&' if parts == 1 else ''}tc_vout;")
-
-    def vector_load(self, name: str, dt: DataType, lanes: int, address: str, cond: str) -> None:
-        """Declare ``name`` (and its element view ``name_e``) holding the ``lanes``-wide load
-        at ``address``; under ``cond`` (non-empty) only: predicated as a whole (zeros when it
-        fails). A 256-bit load is two 128-bit ones into ``uint4 name[2]``."""
-        vtype, view = vector_type(dt, lanes, storage_type(dt))
-        parts = vector_parts(dt, lanes)
-        loads = [f"*((const {vtype}*)({address}) + {p})" for p in range(parts)]
-        if parts > 1:
-            self.out.emit(f"{vtype} {name}[{parts}] = {{}};")
-            fill = " ".join(f"{name}[{p}] = {ld};" for p, ld in enumerate(loads))
-            self.out.emit(f"if ({cond}) {{ {fill} }}" if cond else fill)
-        elif not cond:
-            self.out.emit(f"const {vtype} {name} = *(const {vtype}*)({address});")
-        else:  # predicated as a whole: no lane reads it when the guard fails
-            self.out.emit(f"{vtype} {name} = {{}};")
-            self.out.emit(f"if ({cond}) {name} = *(const {vtype}*)({address});")
-        if view is not None:
-            ref = name if parts > 1 else f"&{name}"
-            self.out.emit(f"const {view}* {name}_e = (const {view}*){ref};")
 
 
 @dataclass(frozen=True, eq=False)
