@@ -64,6 +64,24 @@ def test_mma_m16n8k16_matches_numpy(dt):
     np.testing.assert_allclose(d, ref, rtol=1e-5, atol=1e-5)
 
 
+def test_mma_m16n8k16_with_an_fp16_accumulator_rounds_once_per_instruction():
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((16, 16)).astype(np.float16)
+    b = rng.standard_normal((16, 8)).astype(np.float16)
+    c = (rng.standard_normal((16, 8)) * 1e3).astype(np.float16)
+    a[0, :], b[:, 0], b[:, 1] = 1.0, 2.0, 0.0
+    c[0, 0], c[0, 1] = 65504.0, np.float16(1.5e-6)  # 65504 + 32 rounds to inf; a subnormal
+    fa, fb = _scatter(a, matrix_a, 8), _scatter(b, matrix_b, 4)
+    out = np.ascontiguousarray(_scatter(c, accumulator, 4))
+    library().tc_emu_mma_m16n8k16_f16(_ptr(fa), _ptr(fb), _ptr(out))
+    got = _gather(out, accumulator, (16, 8))
+    exact = a.astype(np.float32) @ b.astype(np.float32) + c.astype(np.float32)
+    with np.errstate(over="ignore"):  # 65536 -> inf, as the instruction rounds it
+        want = exact.astype(np.float16)
+    assert np.isinf(want[0, 0])
+    np.testing.assert_array_equal(got, want.astype(np.float64))
+
+
 def test_fragment_layouts_partition_their_tiles():
     for layout, n, shape in ((matrix_a, 8, (16, 16)), (matrix_b, 4, (16, 8)),
                              (accumulator, 4, (16, 8))):  # fmt: skip

@@ -57,6 +57,7 @@ from ..ir import (
     Stmt,
     Var,
     call_device,
+    cast,
     collect_vars,
     post_order_visit,
     seq,
@@ -409,9 +410,9 @@ class _Rewriter(Mutator):
                 raise _fail(self.fname, f'fragment "{a.buffer.name}" has no allocation here')
         op = call.op
         if op == "mma_fill":
-            return seq(
-                *(BufferStore(e.buffer, call.args[1], e.indices) for e in self.elements(args[0]))
-            )
+            value = call.args[1]
+            return seq(*(BufferStore(e.buffer, cast(value, e.buffer.dtype), e.indices)
+                         for e in self.elements(args[0])))  # fmt: skip
         if op == "mma_store":
             dst, src = args
             stores = []

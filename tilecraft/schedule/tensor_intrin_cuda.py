@@ -20,6 +20,9 @@ Names (the ``{dt}`` part is ``f16`` or ``bf16``):
 ``mma_load_b_nk_16x16_{dt}``    two matrixB tiles <- shared n x k tile (``ldmatrix.x4``)
 ``mma_fill_16x8_f32``           accumulator tile <- 0
 ``mma_store_16x8_f32_{scope}``  global / shared tile <- accumulator tile
+``mma_m16n8k16_f16f16f16``      C[16x8] += A[16x16] @ B[16x8], an fp16 accumulator
+``mma_fill_16x8_f16``           fp16 accumulator tile <- 0
+``mma_store_16x8_f16_{scope}``  global / shared tile <- fp16 accumulator tile
 ``wmma_load_a_16x16_f16``       matrix_a tile <- shared tile
 ``wmma_load_b_16x16_f16``       matrix_b tile <- shared tile
 ``wmma_16x16x16_f16f16f32``     C[16x16] += A[16x16] @ B[16x16]
@@ -58,10 +61,18 @@ def _whole(name: str, shape: tuple[int, int]) -> str:
     return f"{name}[0:{shape[0]}, 0:{shape[1]}]"
 
 
-def _matmul(prefix: str, a: tuple[int, int], b: tuple[int, int], dt: str, intrin_op: str) -> None:
-    """Register ``C[m x n] += A[m x k] @ B[k x n]`` (``prefix`` scopes, fp32 accumulate)."""
+def _matmul(
+    prefix: str, a: tuple[int, int], b: tuple[int, int], dt: str, intrin_op: str,
+    acc: str = "float32",
+) -> None:  # fmt: skip
+    """Register ``C[m x n] += A[m x k] @ B[k x n]`` (``prefix`` scopes, ``acc`` accumulate:
+    fp32 with casts of the operands, or the operands' own dtype without)."""
     m, k = a
     n = b[1]
+    product = (
+        "A[vi, vk] * B[vk, vj]" if acc == dt
+        else f'T.Cast("{acc}", A[vi, vk]) * T.Cast("{acc}", B[vk, vj])'
+    )  # fmt: skip
     scopes = {
         "mma": ("m16n8k16.matrixA", "m16n8k16.matrixB", "m16n8k16.accumulator"),
         "wmma": ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator"),
@@ -70,7 +81,7 @@ def _matmul(prefix: str, a: tuple[int, int], b: tuple[int, int], dt: str, intrin
         (
             _buf("A", a, dt, scopes[0]),
             _buf("B", b, dt, scopes[1]),
-            _buf("C", (m, n), "float32", scopes[2]),
+            _buf("C", (m, n), acc, scopes[2]),
         )
     )
     reads = ", ".join((_whole("C", (m, n)), _whole("A", a), _whole("B", b)))
@@ -84,16 +95,18 @@ for i, j, k in T.grid({m}, {n}, {k}):
         vi, vj, vk = T.axis.remap("SSR", [i, j, k])
         T.reads(C[vi, vj], A[vi, vk], B[vk, vj])
         T.writes(C[vi, vj])
-        C[vi, vj] = C[vi, vj] + T.Cast("float32", A[vi, vk]) * T.Cast("float32", B[vk, vj])
+        C[vi, vj] = C[vi, vj] + {product}
 """,
     )
     impl = _func(
         params, reads, _whole("C", (m, n)), f"T.evaluate(T.{intrin_op}(C[0, 0], A[0, 0], B[0, 0]))"
     )
     short = "f16" if dt == "float16" else "bf16"
+    out = "f32" if acc == "float32" else "f16"
     name = (
-        f"mma_m16n8k16_{short}{short}f32" if prefix == "mma" else f"wmma_16x16x16_{short}{short}f32"
-    )
+        f"mma_m16n8k16_{short}{short}{out}" if prefix == "mma"
+        else f"wmma_16x16x16_{short}{short}{out}"
+    )  # fmt: skip
     register_tensor_intrin(name, desc, impl)
 
 
@@ -144,9 +157,9 @@ for i, j in T.grid({shape[0]}, {shape[1]}):
     register_tensor_intrin(name, desc, impl)
 
 
-def _fill(name: str, shape: tuple[int, int], scope: str, op: str) -> None:
-    """Register ``C[tile] = 0`` (fp32) implemented by ``op(C, 0)``."""
-    params = _buf("C", shape, "float32", scope)
+def _fill(name: str, shape: tuple[int, int], scope: str, op: str, dt: str = "float32") -> None:
+    """Register ``C[tile] = 0`` (of ``dt``) implemented by ``op(C, 0)``."""
+    params = _buf("C", shape, dt, scope)
     desc = _func(
         params,
         "",
@@ -157,7 +170,7 @@ for i, j in T.grid({shape[0]}, {shape[1]}):
         vi, vj = T.axis.remap("SS", [i, j])
         T.reads()
         T.writes(C[vi, vj])
-        C[vi, vj] = T.float32(0.0)
+        C[vi, vj] = T.{dt}(0.0)
 """,
     )
     impl = _func(params, "", _whole("C", shape), f"T.evaluate(T.{op}(C[0, 0], T.float32(0.0)))")
@@ -183,6 +196,8 @@ def register_cuda_intrinsics() -> None:
         _load_b(f"mma_load_b_nk_16x8_{short}", 1, dt, nk=True)
         _load_b(f"mma_load_b_nk_16x16_{short}", 2, dt, nk=True)
     _fill("mma_fill_16x8_f32", (16, 8), "m16n8k16.accumulator", "mma_fill")
+    _matmul("mma", (16, 16), (16, 8), "float16", "mma_sync_m16n8k16", acc="float16")
+    _fill("mma_fill_16x8_f16", (16, 8), "m16n8k16.accumulator", "mma_fill", "float16")
     _matmul("wmma", (16, 16), (16, 16), "float16", "wmma_sync")
     _copy(
         "wmma_load_a_16x16_f16", (16, 16), "float16", "shared", "wmma.matrix_a", "wmma_load_matrix"
@@ -196,6 +211,14 @@ def register_cuda_intrinsics() -> None:
             f"mma_store_16x8_f32_{scope}",
             (16, 8),
             "float32",
+            "m16n8k16.accumulator",
+            scope,
+            "mma_store",
+        )
+        _copy(
+            f"mma_store_16x8_f16_{scope}",
+            (16, 8),
+            "float16",
             "m16n8k16.accumulator",
             scope,
             "mma_store",

@@ -74,6 +74,24 @@ def test_nk_weight_without_transpose_padded_equal(m: int | Var) -> None:
                              shape_vars=shape_vars)  # fmt: skip
 
 
+FP16_ACC = [(False, 64, False), (True, 50, False), (True, 64, True)]
+
+
+@pytest.mark.parametrize(("weight_nk", "m", "relu"), FP16_ACC, ids=["kn", "nk_ragged", "relu"])
+def test_fp16_accumulation_on_mma_equal(weight_nk: bool, m: int, relu: bool) -> None:
+    # a function accumulating in fp16 keeps fp16 accumulators (mma .f16.f16.f16.f16), fp16
+    # fragment stores and an fp16 staged epilogue
+    func = linear(m, 64, 48, dtype="float16", weight_nk=weight_nk, relu=relu)
+    text = emulate_equal(func, SM80)
+    assert "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16" in text
+    assert ".f32" not in text
+
+
+def test_fp16_accumulation_stays_simt_on_wmma() -> None:
+    _, text = cuda_text(linear(64, 64, 64, dtype="float16"), SM75)
+    assert "wmma" not in text
+
+
 def test_batched_and_bf16_on_mma_equal() -> None:
     text = emulate_equal(linear(32, 32, 32, dtype="bfloat16", batch=2, out_dtype="float32"), SM80)
     assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in text
@@ -188,6 +206,18 @@ def test_padded_gemm_compiles_without_spills(arch: str, m: int | Var) -> None:
     for stats in info.values():
         assert not stats.spills, stats
         assert stats.stack_bytes == 0, stats
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="nvcc/ptxas not on PATH")
+@pytest.mark.parametrize("arch", ["sm_80", pytest.param("sm_90", marks=pytest.mark.slow)])
+def test_fp16_accumulation_compiles_without_spills(arch: str) -> None:
+    func = linear(4096, 4096, 4096, dtype="float16", weight_nk=True, relu=True)
+    _, text = cuda_text(func, tc.Target(f"cuda -arch={arch}"))
+    (stats,) = ptxas_info(text, arch).values()
+    assert not stats.spills, stats
+    assert stats.stack_bytes == 0, stats
+    assert "f16.f16.f16.f16" in text
 
 
 @pytest.mark.nvcc

@@ -94,8 +94,10 @@ def why_not_tensor_core(func: PrimFunc, main: BlockRV, sch: Schedule, kind: str)
     allowed = {"float16", "bfloat16"} if kind == "mma" else {"float16"}
     if len(dts) != 1 or not dts <= allowed:
         return f"operands {sorted(dts)}: tensor cores take {sorted(allowed)}"
-    if str(einsum.output.buffer.dtype) != "float32":
-        return "the accumulator is not float32"
+    out = str(einsum.output.buffer.dtype)
+    if out != "float32" and not (out == "float16" == next(iter(dts)) and kind == "mma"):
+        return f"the accumulator is {out}: tensor cores accumulate in float32 (float16 for "
+        "float16 operands on mma)"
     if _last_role(einsum.lhs.roles) is not IndexRole.REDUCE:
         return "the left operand is not contiguous along the reduction"
     return None
@@ -188,7 +190,9 @@ def schedule_tensor_core(
     outer, i, j, k = loops
     tn = 8 if kind == "mma" else 16
     wm, wn = tile.block_m // tile.warps_m, tile.block_n // tile.warps_n
-    short = "f16" if str(block_node(sch, main).reads[0].buffer.dtype) == "float16" else "bf16"
+    node = block_node(sch, main)
+    short = "f16" if str(node.reads[0].buffer.dtype) == "float16" else "bf16"
+    acc16 = str(node.writes[0].buffer.dtype) == "float16"  # an fp16 accumulator (mma only)
     # Step 1. Block, warp and tensor-core tiles; warps on threadIdx.y.
     by, wy, mi, i16 = sch.split(i, [None, tile.warps_m, wm // 16, 16])
     bx, wx, ni, jt = sch.split(j, [None, tile.warps_n, wn // tn, tn])
@@ -228,7 +232,8 @@ def schedule_tensor_core(
     init = sch.decompose_reduction(main, ko)
     init_loops = sch.get_loops(init)[-4:]
     # Step 4. Tensorize: fill, store, fragment loads, multiply-accumulate.
-    names = _intrinsics(kind, short, "shared" if staged else "global", (b_transposed, b_width))
+    names = _intrinsics(kind, short, "shared" if staged else "global", (b_transposed, b_width),
+                        "f16" if acc16 else "f32")  # fmt: skip
     sch.tensorize(init_loops[2], names[3])
     acc_name = acc.name
     sch.tensorize(s16, names[4])
@@ -320,16 +325,17 @@ def _per_warp_tiles(sch: Schedule, stage: BlockRV, frag: tuple[int, int, int, in
 
 
 def _intrinsics(
-    kind: str, short: str, store: str, b_load: tuple[bool, int]
+    kind: str, short: str, store: str, b_load: tuple[bool, int], acc: str
 ) -> tuple[str, str, str, str, str]:
     """(load A, load B, multiply-accumulate, fill, store to ``store`` scope) intrinsics;
-    ``b_load``: whether B is stored ``(n, k)`` and the width of its fragment loads."""
+    ``b_load``: whether B is stored ``(n, k)`` and the width of its fragment loads; ``acc``:
+    the accumulator (``f32``, or ``f16`` on mma)."""
     if kind == "mma":
         nk, width = b_load
         load_b = f"mma_load_b_{'nk_' if nk else ''}16x{width}_{short}"
         return (f"mma_load_a_16x16_{short}", load_b,
-                f"mma_m16n8k16_{short}{short}f32", "mma_fill_16x8_f32",
-                f"mma_store_16x8_f32_{store}")  # fmt: skip
+                f"mma_m16n8k16_{short}{short}{acc}", f"mma_fill_16x8_{acc}",
+                f"mma_store_16x8_{acc}_{store}")  # fmt: skip
     return ("wmma_load_a_16x16_f16", "wmma_load_b_16x16_f16", "wmma_16x16x16_f16f16f32",
             "wmma_fill_16x16_f32", f"wmma_store_16x16_f32_{store}")  # fmt: skip
 
