@@ -134,22 +134,23 @@ for i, j in T.grid({shape[0]}, {shape[1]}):
 
 def _load_b(name: str, tiles: int, dt: str, nk: bool) -> None:
     """Register ``tiles`` matrixB tiles ``D[16 x 8 tiles] (k x n)`` loaded from a shared tile
-    stored k x n, or n x k (``nk``: ``D[k, n] = S[n, k]``)."""
+    stored k x n, or n x k (``nk``: ``D[k, n] = S[n, k]``, iterated over the source's
+    ``(n, k)``, as a cache of an ``(n, k)`` operand iterates)."""
     shape = (16, 8 * tiles)
     src = (shape[1], shape[0]) if nk else shape
     params = f"{_buf('S', src, dt, 'shared')}, {_buf('D', shape, dt, 'm16n8k16.matrixB')}"
-    read = "S[vj, vi]" if nk else "S[vi, vj]"
+    dst = "D[vj, vi]" if nk else "D[vi, vj]"
     desc = _func(
         params,
         _whole("S", src),
         _whole("D", shape),
         f"""
-for i, j in T.grid({shape[0]}, {shape[1]}):
+for i, j in T.grid({src[0]}, {src[1]}):
     with T.block("copy"):
         vi, vj = T.axis.remap("SS", [i, j])
-        T.reads({read})
-        T.writes(D[vi, vj])
-        D[vi, vj] = {read}
+        T.reads(S[vi, vj])
+        T.writes({dst})
+        {dst} = S[vi, vj]
 """,
     )
     call = f"T.mma_load_matrix_b(D[0, 0], S[0, 0], {int(nk)}, {tiles})"

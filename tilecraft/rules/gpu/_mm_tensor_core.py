@@ -356,15 +356,19 @@ def _stage(
         if which == 1 and b_transposed:
             ndim = len(block_node(sch, sh).writes[0].buffer.shape)
             swap = IndexMap.from_func(lambda *i: (*i[:-2], i[-1], i[-2]), ndim=ndim)
+            sch.transform_layout(frag, ("write", 0), swap)
             if not _is_mma(scopes):  # WMMA loads k x n tiles: transposed into shared memory
                 sch.transform_layout(sh, ("write", 0), swap)
-            sch.transform_layout(frag, ("write", 0), swap)
-            sch.transform_block_layout(frag, swap)  # iterate (k, n) as the intrinsic does
+                sch.transform_block_layout(frag, swap)  # iterate (k, n) as the intrinsic does
         shared.append(sh)
         sch.compute_at(frag, kk)
         f0, f1 = sch.get_loops(frag)[-2:]
         if which == 0:
             t, r = sch.split(f0, [None, 16])
+            loads.append(r)
+        elif b_transposed and _is_mma(scopes):  # iterating (n, k) as the nk intrinsics do
+            width = _b_width(sch, f0, tn, scopes)
+            t, r = sch.split(f0, [None, width])
             loads.append(r)
         else:
             width = _b_width(sch, f1, tn, scopes)
