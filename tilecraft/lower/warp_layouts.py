@@ -16,7 +16,9 @@ register ``j`` of lane ``l`` receives row ``l // 4``, columns ``2 (l % 4)`` and 
 matrix ``j`` (with ``.trans``: column ``l // 4``, rows ``2 (l % 4)`` and ``+ 1``). Loading a
 16x16 matrixA tile as four 8x8 matrices (top-left, bottom-left, top-right, bottom-right) gives
 exactly the matrixA layout above; a 16x8 matrixB tile stored k-major (rows of ``n``) as two
-transposed 8x8 matrices (top, bottom) gives the matrixB layout.
+transposed 8x8 matrices (top, bottom) gives the matrixB layout, and so does one stored n-major
+(rows of ``k``: an ``(out, in)`` weight) as two 8x8 matrices (left, right) without
+``.trans``; ``.x4`` loads two matrixB tiles side by side, matrices 2 and 3 the second.
 """
 
 from __future__ import annotations

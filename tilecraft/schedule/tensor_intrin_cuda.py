@@ -2,8 +2,9 @@
 16x16x16 (sm_70+).
 
 Every intrinsic works on one warp's tiles. ``mma.sync`` m16n8k16 (fp16 or bf16 in, fp32
-accumulate): operand A is a 16x16 ``m16n8k16.matrixA`` tile (m x k), B a 16x8
-``m16n8k16.matrixB`` tile (k x n), the accumulator a 16x8 ``m16n8k16.accumulator`` tile. A and
+accumulate; or fp16 in and accumulate): operand A is a 16x16 ``m16n8k16.matrixA`` tile
+(m x k), B a 16x8 ``m16n8k16.matrixB`` tile (k x n), the accumulator a 16x8
+``m16n8k16.accumulator`` tile. A and
 B are loaded from row-major shared-memory tiles (``ldmatrix`` x4; B with ``.trans`` from a
 k x n tile, without from an n x k one (an ``(out, in)`` weight), one or two n8 tiles at
 once); the accumulator is filled with a constant and stored to global or shared memory. WMMA

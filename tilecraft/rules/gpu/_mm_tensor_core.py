@@ -1,16 +1,20 @@
-"""The tensor-core schedule of the GPU ``Matmul`` rule: fp16/bf16 operands, fp32 accumulation.
+"""The tensor-core schedule of the GPU ``Matmul`` rule: fp16/bf16 operands, fp32 accumulation
+(or fp16, where the function accumulates fp16 operands in fp16: ``mma`` only).
 
-``mma.sync`` m16n8k16 + ``ldmatrix`` + a two-stage ``cp.async`` pipeline on sm_80+, WMMA
-16x16x16 on sm_70/75, with the intrinsics of :mod:`tilecraft.schedule.tensor_intrin_cuda`.
+``mma.sync`` m16n8k16 + ``ldmatrix`` + a ``cp.async`` pipeline of ``TensorCoreTile.stages``
+shared-memory versions (2 by default; 3-4 for 128 x 128 tiles, cut to what the target's
+opt-in shared memory holds; operand tiles above 48 KiB in dynamic shared memory) on sm_80+,
+WMMA 16x16x16 on sm_70/75, with the intrinsics of :mod:`tilecraft.schedule.tensor_intrin_cuda`.
 A block of ``warps_m x warps_n`` warps computes a ``block_m x block_n`` tile of ``C`` in warp
 fragments; per ``block_k`` step the A and B tiles are fetched by all threads cooperatively
 (16-byte loads) into padded shared memory and loaded into fragments per 16-wide ``k``; the
 accumulators are stored to the output, or, when an epilogue follows (the cast of an fp16
-output, bias, activation), fused into the write-back: each warp stores one fragment tile at a
-time to shared memory (one tile per warp: ``[.., i // wm, j // wn, .., i % 16, j % tn]``) and
-its 32 threads apply the epilogue to it and write the output, one kernel in all. B's
-fragments load two ``n8`` tiles per ``ldmatrix.x4``; a weight stored ``(n, k)`` (``(out,
-in)``, K in QK^T) stays ``(n, k)`` in shared memory (16-byte fetch) and loads with
+output, bias, activation), fused into the write-back: each warp stores a 16 x 16 tile at a
+time (two ``mma`` fragment tiles, one WMMA tile) to shared memory (one tile per warp:
+``[.., i // wm, j // wn, .., i % 16, j % 16]``) and its 32 threads apply the epilogue to it
+and write the output in 16-byte vectors (8 fp16 or 4 fp32 outputs per store), one kernel in
+all. B's fragments load two ``n8`` tiles per ``ldmatrix.x4``; a weight stored ``(n, k)``
+(``(out, in)``, K in QK^T) stays ``(n, k)`` in shared memory (16-byte fetch) and loads with
 ``ldmatrix`` without ``.trans`` (a ``(k, n)`` one with ``.trans``). WMMA takes row-major
 ``k x n`` tiles only: there an ``(n, k)`` weight is transposed on its way into shared memory
 (``transform_layout``; scalar fetch).
