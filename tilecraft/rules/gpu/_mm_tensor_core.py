@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ...ir import Block, BufferLoad, BufferStore, Expr, IntImm, PrimFunc, Var
+from ...ir import Block, BufferLoad, BufferStore, Expr, PrimFunc, Var
 from ...schedule import BlockRV, IndexMap, LoopRV, Schedule
 from ...schedule.analysis import IndexRole, classify_einsum
-from ..common import attempt, block_node, fold_epilogue, loops_below, writes_param
+from ..common import attempt, block_node, fold_epilogue, loop_extent, loops_below, writes_param
 from ._mm_common import inline_producers
 
 _SCOPES = {
@@ -390,8 +390,8 @@ def _is_mma(scopes: tuple[str, ...]) -> bool:
 def _b_width(sch: Schedule, n_loop: LoopRV, tn: int, scopes: tuple[str, ...]) -> int:
     """The width of B's fragment loads: two ``mma`` tiles when the warp's ``n`` extent is a
     multiple of 16, else one tile."""
-    extent = sch.get(n_loop).extent
-    if _is_mma(scopes) and isinstance(extent, IntImm) and extent.value % (2 * tn) == 0:
+    extent = loop_extent(sch, n_loop)
+    if _is_mma(scopes) and extent is not None and extent % (2 * tn) == 0:
         return 2 * tn
     return tn
 
