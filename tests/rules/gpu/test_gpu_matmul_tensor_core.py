@@ -117,6 +117,16 @@ def test_symbolic_m_on_tensor_cores_equal(target: tc.Target) -> None:
                              shape_vars={"m": 37})  # fmt: skip
 
 
+def test_padded_operands_fetched_with_zero_filling_cp_async_equal() -> None:
+    # a prefill projection's rows past the sequence length are zero-filled by the 16-byte
+    # cp.async itself (source size 0), not by scalar guarded loads
+    func = linear(Var("m"), 64, 64, dtype="float16", weight_nk=True, out_dtype="float32")
+    sch, text = cuda_text(func, SM80)
+    assert "cp.async.cg.shared.global [%0], [%1], 16, %2;" in text
+    tc.testing.check_numeric(sch.func, func, emulate_gpu="racecheck", target=SM80,
+                             shape_vars={"m": 19})  # fmt: skip
+
+
 def test_symbolic_reduction_and_disabled_tensor_cores_get_the_simt_schedule() -> None:
     _, text = cuda_text(linear(64, 64, Var("k"), dtype="float16", out_dtype="float32"), SM80)
     assert "mma.sync" not in text

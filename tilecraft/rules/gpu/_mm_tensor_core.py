@@ -21,10 +21,10 @@ all. B's fragments load two ``n8`` tiles per ``ldmatrix.x4``; a weight stored ``
 
 Extents the tiles do not divide, symbolic ``i`` and ``j`` (a prefill's sequence length)
 included, are padded (``pad_einsum``): the zero-filling copies are inlined into the
-shared-memory fetch (scalar guarded loads: a guarded 16-byte load is not yet predicated by the
-code generator) and the copy-back to the unpadded output (with the epilogue) fused into the
-write-back as above, guarded. A symbolic reduction is not taken: the caller uses the SIMT
-schedule.
+shared-memory fetch (16-byte loads predicated as a whole, ``cp.async`` in its zero-fill form,
+where the guard holds for all 8 lanes; one guarded load per lane where not) and the copy-back
+to the unpadded output (with the epilogue) fused into the write-back as above, guarded. A
+symbolic reduction is not taken: the caller uses the SIMT schedule.
 """
 
 from __future__ import annotations
@@ -231,8 +231,9 @@ def schedule_tensor_core(
     for sh, cols, transposed in zip(shared, (tile.block_k, b_cols),
                                     (False, through), strict=True):  # fmt: skip
         sch.compute_at(sh, ko)
-        plain = _plain_copy(sch, sh)  # a guarded (padded) copy: scalar loads
-        _fetch(sch, sh, threads, tile, cols, tile.vector if plain and not transposed else 1)
+        # a guarded (padded) copy too: 16-byte loads, predicated as a whole (cp.async in its
+        # zero-fill form) where the guard holds for all 8 lanes, else split per lane
+        _fetch(sch, sh, threads, tile, cols, 1 if transposed else tile.vector)
     init = sch.decompose_reduction(main, ko)
     init_loops = sch.get_loops(init)[-4:]
     # Step 4. Tensorize: fill, store, fragment loads, multiply-accumulate.
