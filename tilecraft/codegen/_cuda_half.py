@@ -5,7 +5,7 @@
 min/max) instead of a round trip through float per operation; math functions (``exp``...) still
 run in float, rounded back once; constants are exact bit patterns. bfloat16 keeps computing in
 float. :func:`vector_type` names the type of a 32/64/128-bit vector access of any element
-type (``uint4`` viewed as eight ``__half`` for a ``half8`` access); a 256-bit access is two
+type (``uint4`` viewed as eight ``__half`` for a ``half8`` access); a 256-bit load is two
 ``uint4`` (:func:`vector_parts`).
 """
 
@@ -49,23 +49,13 @@ def vector_type(dt: DataType, lanes: int, storage: str) -> tuple[str, str | None
 
 def vector_parts(dt: DataType, lanes: int) -> int:
     """How many accesses of :func:`vector_type`'s type one ``lanes``-wide access of ``dt`` is
-    (2 for 256 bits: two 128-bit halves, as a ``uint4[2]``)."""
+    (2 for a 256-bit shared-memory load: two 128-bit halves, as a ``uint4[2]``)."""
     return max(dt.bits * lanes // 128, 1)
 
 
 class NativeHalf(SourceEmitter):
     """The shared emitter with hooks computing float16 in ``__half`` where the target has
     half arithmetic; the CUDA kernel emitter derives from it."""
-
-    def vector_out(self, vtype: str, view: str | None, parts: int) -> None:
-        """Declare the vector ``tc_vout`` a vector store's lanes are written into (and its
-        element view ``tc_vout_e``); ``parts`` 128-bit halves for a 256-bit store."""
-        if parts == 1:
-            self.out.emit(f"{vtype} tc_vout;")
-        else:
-            self.out.emit(f"{vtype} tc_vout[{parts}];")
-        if view is not None:
-            self.out.emit(f"{view}* tc_vout_e = ({view}*){'&' if parts == 1 else ''}tc_vout;")
 
     def vector_load(
         self, name: str, kind: tuple[str, str | None, int], address: str, cond: str

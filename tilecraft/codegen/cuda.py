@@ -420,9 +420,10 @@ class _KernelEmitter(NativeHalf):
             self.load_override[id(load)] = name + (".{lane}" if view is None else "_e[{index}]")
         vector_store = is_vector_access(store.buffer)
         vtype, view = vector_type(store.buffer.dtype, lanes, storage_type(store.buffer.dtype))
-        parts = vector_parts(store.buffer.dtype, lanes)
         if vector_store:
-            self.vector_out(vtype, view, parts)
+            self.out.emit(f"{vtype} tc_vout;")
+            if view is not None:
+                self.out.emit(f"{view}* tc_vout_e = ({view}*)&tc_vout;")
         self.defined.add(id(s.loop_var))
         half = str(store.buffer.dtype) in ("float16", "bfloat16")
         for lane in range(lanes):
@@ -441,10 +442,7 @@ class _KernelEmitter(NativeHalf):
             self.load_override.pop(id(load), None)
         if vector_store:
             dst = f"{self.buf(store.buffer)} + {self.expr(plan.store_base)}"
-            if parts == 1:
-                self.out.emit(f"*({vtype}*)({dst}) = tc_vout;")
-            for p in range(parts if parts > 1 else 0):  # 256 bits: two 128-bit stores
-                self.out.emit(f"*(({vtype}*)({dst}) + {p}) = tc_vout[{p}];")
+            self.out.emit(f"*({vtype}*)({dst}) = tc_vout;")
         self.out.level -= 1
         self.out.emit("}")
 
