@@ -14,8 +14,8 @@ from test_gpu_matmul import linear
 import tilecraft as tc
 from tilecraft.lower import lower_gpu
 from tilecraft.lower.gpu_verify import kernel_resources
-from tilecraft.rules.gpu import Matmul, MatmulConfig
-from tilecraft.rules.gpu._mm_tensor_core import TensorCoreTile, fit_stages
+from tilecraft.rules.gpu import Matmul, MatmulConfig, TensorCoreTile
+from tilecraft.rules.gpu._mm_tensor_core import fit_stages
 from tilecraft.runtime import build_cuda_source
 from tilecraft.runtime.cuda_compile import ptxas_info
 
