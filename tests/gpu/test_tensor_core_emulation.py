@@ -64,6 +64,24 @@ def test_mma_m16n8k16_matches_numpy(dt):
     np.testing.assert_allclose(d, ref, rtol=1e-5, atol=1e-5)
 
 
+def test_mma_m16n8k16_with_an_fp16_accumulator_rounds_once_per_instruction():
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((16, 16)).astype(np.float16)
+    b = rng.standard_normal((16, 8)).astype(np.float16)
+    c = (rng.standard_normal((16, 8)) * 1e3).astype(np.float16)
+    a[0, :], b[:, 0], b[:, 1] = 1.0, 2.0, 0.0
+    c[0, 0], c[0, 1] = 65504.0, np.float16(1.5e-6)  # 65504 + 32 rounds to inf; a subnormal
+    fa, fb = _scatter(a, matrix_a, 8), _scatter(b, matrix_b, 4)
+    out = np.ascontiguousarray(_scatter(c, accumulator, 4))
+    library().tc_emu_mma_m16n8k16_f16(_ptr(fa), _ptr(fb), _ptr(out))
+    got = _gather(out, accumulator, (16, 8))
+    exact = a.astype(np.float32) @ b.astype(np.float32) + c.astype(np.float32)
+    with np.errstate(over="ignore"):  # 65536 -> inf, as the instruction rounds it
+        want = exact.astype(np.float16)
+    assert np.isinf(want[0, 0])
+    np.testing.assert_array_equal(got, want.astype(np.float64))
+
+
 def test_fragment_layouts_partition_their_tiles():
     for layout, n, shape in ((matrix_a, 8, (16, 16)), (matrix_b, 4, (16, 8)),
                              (accumulator, 4, (16, 8))):  # fmt: skip
@@ -94,6 +112,20 @@ def test_ldmatrix_x4_loads_the_matrix_a_layout_and_x2_trans_the_matrix_b_layout(
     b_offs = [ldmatrix_row(ln, 2) for ln in LANES]
     got = ldmatrix(2, 1, smem, np.array([r * 40 + c + 16 for r, c in b_offs]))
     np.testing.assert_array_equal(got, _scatter(smem[:, 16:24], matrix_b, 4))
+
+
+@pytest.mark.parametrize("num", [2, 4])
+@pytest.mark.parametrize("nk", [False, True], ids=["kn", "nk"])
+def test_ldmatrix_loads_matrix_b_tiles_from_kn_and_nk_shared_tiles(num, nk):
+    # num // 2 matrixB (k x n) tiles side by side; shared stored k x n (.trans) or n x k
+    smem = np.arange(16 * 40, dtype=np.uint16).reshape(16, 40)
+    offs = [ldmatrix_row(ln, num, nk=nk) for ln in LANES]
+    got = ldmatrix(num, int(not nk), smem, np.array([r * 40 + c + 8 for r, c in offs]))
+    width = 4 * num
+    kn = smem[:width, 8:24].T if nk else smem[:, 8 : 8 + width]  # the k x n tiles
+    want = [_scatter(np.ascontiguousarray(kn[:, 8 * t : 8 * t + 8]), matrix_b, 4)
+            for t in range(num // 2)]  # fmt: skip
+    np.testing.assert_array_equal(got, np.concatenate(want, axis=1))
 
 
 def test_warp_gemm_through_ldmatrix_and_mma_matches_numpy():

@@ -5,7 +5,8 @@
 min/max) instead of a round trip through float per operation; math functions (``exp``...) still
 run in float, rounded back once; constants are exact bit patterns. bfloat16 keeps computing in
 float. :func:`vector_type` names the type of a 32/64/128-bit vector access of any element
-type (``uint4`` viewed as eight ``__half`` for a ``half8`` access).
+type (``uint4`` viewed as eight ``__half`` for a ``half8`` access); a 256-bit load is two
+``uint4`` (:func:`vector_parts`).
 """
 
 from __future__ import annotations
@@ -42,13 +43,41 @@ def vector_type(dt: DataType, lanes: int, storage: str) -> tuple[str, str | None
     named = _NAMED_VECTORS.get((str(dt), lanes))
     if named is not None:
         return named, None
-    carrier = {32: "unsigned int", 64: "uint2", 128: "uint4"}[dt.bits * lanes]
+    carrier = {32: "unsigned int", 64: "uint2", 128: "uint4", 256: "uint4"}[dt.bits * lanes]
     return carrier, storage
+
+
+def vector_parts(dt: DataType, lanes: int) -> int:
+    """How many accesses of :func:`vector_type`'s type one ``lanes``-wide access of ``dt`` is
+    (2 for a 256-bit shared-memory load: two 128-bit halves, as a ``uint4[2]``)."""
+    return max(dt.bits * lanes // 128, 1)
 
 
 class NativeHalf(SourceEmitter):
     """The shared emitter with hooks computing float16 in ``__half`` where the target has
     half arithmetic; the CUDA kernel emitter derives from it."""
+
+    def vector_load(
+        self, name: str, kind: tuple[str, str | None, int], address: str, cond: str
+    ) -> None:
+        """Declare ``name`` (and its element view ``name_e``) holding the vector load at
+        ``address`` (``kind``: :func:`vector_type` and :func:`vector_parts`); under ``cond``
+        (non-empty) only: predicated as a whole (zeros when it fails). A 256-bit load is two
+        128-bit ones into ``uint4 name[2]``."""
+        vtype, view, parts = kind
+        loads = [f"*((const {vtype}*)({address}) + {p})" for p in range(parts)]
+        if parts > 1:
+            self.out.emit(f"{vtype} {name}[{parts}] = {{}};")
+            fill = " ".join(f"{name}[{p}] = {ld};" for p, ld in enumerate(loads))
+            self.out.emit(f"if ({cond}) {{ {fill} }}" if cond else fill)
+        elif not cond:
+            self.out.emit(f"const {vtype} {name} = *(const {vtype}*)({address});")
+        else:  # predicated as a whole: no lane reads it when the guard fails
+            self.out.emit(f"{vtype} {name} = {{}};")
+            self.out.emit(f"if ({cond}) {name} = *(const {vtype}*)({address});")
+        if view is not None:
+            ref = name if parts > 1 else f"&{name}"
+            self.out.emit(f"const {view}* {name}_e = (const {view}*){ref};")
 
     def half_target(self) -> bool:
         """True when the target has half arithmetic (sm_53+)."""

@@ -42,7 +42,7 @@ from ..lower.gpu_vectorize import VECTOR_ATTR, is_vector_access, vector_plan
 from ..lower.software_pipeline import ASYNC_COPY_ATTR
 from ..target import Target, as_target
 from ._bounds import Bound
-from ._cuda_half import HALF_PRELUDE, NativeHalf, vector_type
+from ._cuda_half import HALF_PRELUDE, NativeHalf, vector_parts, vector_type
 from ._names import CUDA_RESERVED
 from .base import (
     MATH_UNARY,
@@ -410,16 +410,12 @@ class _KernelEmitter(NativeHalf):
             address = f"{self.buf(load.buffer)} + {self.expr(base)}"
             cond = "" if guard is None else self.expr(guard)
             key = (id(load.buffer), address, cond)
-            vtype, view = vector_type(load.buffer.dtype, lanes, storage_type(load.buffer.dtype))
+            view = vector_type(load.buffer.dtype, lanes, storage_type(load.buffer.dtype))[1]
             if key not in loaded:
-                name = loaded[key] = f"tc_vec{len(loaded)}"
-                if guard is None:
-                    self.out.emit(f"const {vtype} {name} = *(const {vtype}*)({address});")
-                else:  # predicated as a whole: no lane reads it when the guard fails
-                    self.out.emit(f"{vtype} {name} = {{}};")
-                    self.out.emit(f"if ({cond}) {name} = *(const {vtype}*)({address});")
-                if view is not None:
-                    self.out.emit(f"const {view}* {name}_e = (const {view}*)&{name};")
+                loaded[key] = f"tc_vec{len(loaded)}"
+                dt = load.buffer.dtype
+                vtype = vector_type(dt, lanes, storage_type(dt))[0]
+                self.vector_load(loaded[key], (vtype, view, vector_parts(dt, lanes)), address, cond)
             name = loaded[key]
             self.load_override[id(load)] = name + (".{lane}" if view is None else "_e[{index}]")
         vector_store = is_vector_access(store.buffer)

@@ -158,14 +158,33 @@ def _mma(em: Emitter, call: Call) -> None:
     short = _short(em, a[0])
     if _short(em, b[0]) != short:
         raise em.fail("mma.sync operands A and B have different dtypes")
-    ptx = f"mma.sync.aligned.m16n8k16.row.col.f32.{short}.{short}.f32"
-    outs = ", ".join(f'"+f"({_element(em, x)})' for x in c)
     pairs = [*zip(a[0::2], a[1::2], strict=True), *zip(b[0::2], b[1::2], strict=True)]
     ins = ", ".join(f'"r"(tc_pack_{short}({_element(em, x)}, {_element(em, y)}))' for x, y in pairs)
+    if str(c[0].dtype) == "float16":  # fp16 accumulators: two f16x2 registers, read and written
+        if short != "f16":
+            raise em.fail("mma.sync with an fp16 accumulator takes fp16 operands")
+        _mma_f16_accumulator(em, [_element(em, x) for x in c], ins)
+        return
+    ptx = f"mma.sync.aligned.m16n8k16.row.col.f32.{short}.{short}.f32"
+    outs = ", ".join(f'"+f"({_element(em, x)})' for x in c)
     em.line(
         f'asm volatile("{ptx} {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, '
         f'{{%0, %1, %2, %3}};\\n" : {outs} : {ins});'
     )
+
+
+def _mma_f16_accumulator(em: Emitter, c: list[str], ins: str) -> None:
+    """``mma.sync ... .f16.f16.f16.f16`` on the lane's accumulator elements ``c``."""
+    ptx = "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"
+    em.line("{")
+    em.line(f"  unsigned tc_c[2] = {{tc_pack_f16({c[0]}, {c[1]}), tc_pack_f16({c[2]}, {c[3]})}};")
+    em.line(
+        f'  asm volatile("{ptx} {{%0, %1}}, {{%2, %3, %4, %5}}, {{%6, %7}}, {{%0, %1}};\\n" : '
+        f'"+r"(tc_c[0]), "+r"(tc_c[1]) : {ins});'
+    )
+    for i, x in enumerate(c):
+        em.line(f"  {x} = tc_{'hi' if i % 2 else 'lo'}_f16(tc_c[{i // 2}]);")
+    em.line("}")
 
 
 def _leading_dim(em: Emitter, first: Expr, next_row: Expr) -> str:

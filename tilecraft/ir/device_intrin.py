@@ -35,6 +35,13 @@ _TILE_OPS = {
         "dst = src: a m16n8k16 matrixA (16x16) or matrixB (16x8) tile loaded from a "
         "row-major shared-memory tile of the same shape (ldmatrix)",
     ),
+    "mma_load_matrix_b": (
+        "aaii",
+        "dst = src: ``tiles`` (1 or 2) m16n8k16 matrixB tiles side by side (16 x 8 tiles) "
+        "loaded from a row-major shared-memory tile, k x n (``nk`` = 0: ldmatrix .trans) or "
+        "n x k (``nk`` = 1: dst[k, n] = src[n, k], ldmatrix without .trans); two tiles take "
+        "one ldmatrix.x4",
+    ),
     "mma_fill": ("af", "C[16x8] = value on a m16n8k16 accumulator tile"),
     "mma_store": ("aa", "dst[16x8] = C[16x8]: an accumulator tile stored to memory"),
     "wmma_load_matrix": (

@@ -34,7 +34,7 @@ from ..ir import (
 )
 from ..ir.device_intrin import TILE_OPS
 from ..ir.transform import FunctionPass
-from .warp_layouts import TILE_SHAPE, tile_op_error
+from .warp_layouts import TILE_SHAPE, footprint, tile_op_error
 
 
 def _at(arg: BufferLoad, di: Expr, dj: Expr, new: dict[int, Buffer]) -> BufferLoad:
@@ -104,6 +104,17 @@ def _expand(call: Call, new: dict[int, Buffer]) -> Stmt:
             return BufferStore(el.buffer, cast(value, el.buffer.dtype), el.indices)
 
         return _nest(TILE_SHAPE[dst.buffer.scope], "ij", fill)
+    if op == "mma_load_matrix_b":
+        dst, src = args
+        nk = call.args[2]
+        transposed = isinstance(nk, IntImm) and nk.value == 1
+
+        def load_b(i: Var, j: Var) -> Stmt:
+            el = _at(dst, i, j, new)
+            value = _at(src, j, i, new) if transposed else _at(src, i, j, new)
+            return BufferStore(el.buffer, value, el.indices)
+
+        return _nest(footprint(call, 0, dst.buffer.scope), "ij", load_b)
     if op in ("mma_load_matrix", "mma_store", "wmma_load_matrix", "wmma_store"):
         dst, src = args
         frag = dst if dst.buffer.scope in TILE_SHAPE else src

@@ -5,10 +5,12 @@ After:  a vectorized loop ``for v in range(L)`` whose body is one store ``C[b + 
 where every load is either ``X[b' + v]`` or independent of ``v``, carries the annotation
 ``tc.vector_lanes = L`` when every such access of global or shared memory moves 32, 64 or 128
 bits (2 or 4 lanes of 32-bit values, 2 of 64-bit, 2, 4 or 8 of 16-bit, 4, 8 or 16 of 8-bit:
-``half8`` and ``char16`` are 128-bit accesses), its base ``b``/``b'`` is provably a multiple of
-``L`` (so the access is aligned to its vector size), and at least one access is of global or
-shared memory. It is emitted as one vector access per such buffer; accesses of ``local``
-buffers (register tiles, with no alignment guarantee) stay one scalar per lane, so a register
+``half8`` and ``char16`` are 128-bit accesses), or is a 256-bit load of shared memory (two
+128-bit loads: eight fp32 values staged in shared memory and stored as a ``half8``), its
+base ``b``/``b'`` is provably a multiple of ``L`` (so the access is aligned to its vector
+size), and at least one access is of global or shared memory. It is emitted as one vector
+access per such buffer; accesses of ``local`` buffers (register tiles, with no alignment
+guarantee) stay one scalar per lane, so a register
 tile is stored back, or filled, with vector accesses of memory. Any other vectorized loop
 becomes an unrolled loop (same meaning, scalar accesses).
 
@@ -52,6 +54,8 @@ from ..ir.visitor import iter_children
 
 VECTOR_ATTR = "tc.vector_lanes"
 _VECTOR_BITS = (32, 64, 128)
+_WIDE_LOAD_BITS = 256  # a shared-memory load only: two 128-bit loads (eight fp32 staged lanes)
+_SHARED = ("shared", "shared.dyn")
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,7 @@ def vector_plan(loop: For) -> VectorPlan | None:
     var = loop.loop_var
     ana = Analyzer()
     base = _contiguous_base(store.indices[0], var, ana)
-    if base is None or not _fits(store.buffer.dtype, lanes, store.buffer.scope, base):
+    if base is None or not _fits(store.buffer.dtype, lanes, store.buffer.scope, base, False):
         return None
     loads: list[tuple[BufferLoad, Expr, Expr | None]] = []
     ok = True
@@ -111,7 +115,7 @@ def vector_plan(loop: For) -> VectorPlan | None:
             return
         if isinstance(e, BufferLoad) and uses_var(e.indices[0], var):
             b = _contiguous_base(e.indices[0], var, ana)
-            if b is None or not _fits(e.buffer.dtype, lanes, e.buffer.scope, b):
+            if b is None or not _fits(e.buffer.dtype, lanes, e.buffer.scope, b, True):
                 ok = False
             elif _lane_uniform(guards, var):
                 loads.append((e, b, _guard_of(guards)))
@@ -164,14 +168,15 @@ def is_vector_access(buf: Buffer) -> bool:
     return buf.scope != "local"
 
 
-def _fits(dt: DataType, lanes: int, scope: str, base: Expr) -> bool:
+def _fits(dt: DataType, lanes: int, scope: str, base: Expr, load: bool) -> bool:
     # register arrays have no alignment guarantee: their lanes stay scalars (any lanes fit)
     if scope == "local":
         return True
+    bits = dt.bits * lanes
     return (
         dt.lanes == 1
         and not dt.is_bool
-        and dt.bits * lanes in _VECTOR_BITS
+        and (bits in _VECTOR_BITS or (bits == _WIDE_LOAD_BITS and load and scope in _SHARED))
         and divisible(base, lanes)
     )
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import LowerError
-from ..ir import Allocate, IntImm, Node, post_order_visit
+from ..ir import Allocate, IntImm, Node, SeqStmt, Stmt, post_order_visit
+from ..ir.visitor import iter_children
 from ..target import GPUInfo, Target
 from .gpu_split_host_device import GPUProgram, Kernel, dyn_shared_layout
 
@@ -38,23 +39,37 @@ class KernelResources:
 
 
 def kernel_resources(kernel: Kernel) -> KernelResources:
-    """Threads, shared bytes and local 32-bit words per thread of ``kernel``."""
+    """Threads, shared bytes and local 32-bit words per thread of ``kernel`` (the most
+    ``local`` words live at one point: arrays of statements that run one after the other,
+    such as a software pipeline's steady loop and its epilogue, are not live together)."""
     static = 0
-    local = 0
 
     def fn(n: Node) -> None:
-        nonlocal static, local
-        if isinstance(n, Allocate) and isinstance(n.buffer.shape[0], IntImm):
-            nbytes = n.buffer.shape[0].value * n.buffer.dtype.itemsize
-            if n.buffer.scope == "shared":
-                static += nbytes
-            elif n.buffer.scope == "local":
-                local += (nbytes + 3) // 4
+        nonlocal static
+        if isinstance(n, Allocate) and n.buffer.scope == "shared":
+            static += _constant_bytes(n)
 
     post_order_visit(kernel.body, fn)
     _, total = dyn_shared_layout(kernel.dyn_shared)
     dyn = total.value if isinstance(total, IntImm) else None
-    return KernelResources(kernel.threads_per_block, static, dyn, local)
+    return KernelResources(kernel.threads_per_block, static, dyn, _peak_local_words(kernel.body))
+
+
+def _constant_bytes(alloc: Allocate) -> int:
+    """Bytes of a constant-size allocation (0 for a symbolic one)."""
+    extent = alloc.buffer.shape[0]
+    return extent.value * alloc.buffer.dtype.itemsize if isinstance(extent, IntImm) else 0
+
+
+def _peak_local_words(s: Stmt) -> int:
+    """The most 32-bit words of ``local`` arrays live at one point of ``s``."""
+    if isinstance(s, SeqStmt):
+        return max((_peak_local_words(c) for c in s.stmts), default=0)
+    here = 0
+    if isinstance(s, Allocate) and s.buffer.scope == "local":
+        here = (_constant_bytes(s) + 3) // 4
+    inner = [_peak_local_words(c) for c in iter_children(s) if isinstance(c, Stmt)]
+    return here + max(inner, default=0)
 
 
 def _limit_error(

@@ -15,6 +15,8 @@ sits in a new loop ``for lane in T.thread_binding(32, "threadIdx.x")`` and becom
 
 - ``mma_load_matrix`` -> ``ptx_ldmatrix_x4`` (matrixA) / ``ptx_ldmatrix_x2`` with ``.trans``
   (matrixB), each lane giving the first and last element of the row it addresses;
+- ``mma_load_matrix_b`` -> ``ptx_ldmatrix_x2`` (one matrixB tile) / ``ptx_ldmatrix_x4`` (two),
+  with ``.trans`` for a k x n shared tile, without for an n x k one;
 - ``mma_sync_m16n8k16`` -> ``ptx_mma_m16n8k16`` on the lane's 4 + 8 + 4 elements;
 - ``mma_fill`` / ``mma_store`` -> plain stores of the lane's elements
   (:mod:`tilecraft.lower.warp_layouts`);
@@ -55,6 +57,7 @@ from ..ir import (
     Stmt,
     Var,
     call_device,
+    cast,
     collect_vars,
     post_order_visit,
     seq,
@@ -68,6 +71,7 @@ from .warp_layouts import (
     LAYOUT,
     TILE_SHAPE,
     WARP,
+    footprint,
     ldmatrix_row,
     tile_op_error,
 )
@@ -192,8 +196,8 @@ class _Canon:
         return out
 
 
-_WRITTEN = {"mma_load_matrix", "mma_fill", "mma_sync_m16n8k16", "wmma_load_matrix",
-            "wmma_fill", "wmma_sync"}  # fmt: skip
+_WRITTEN = {"mma_load_matrix", "mma_load_matrix_b", "mma_fill", "mma_sync_m16n8k16",
+            "wmma_load_matrix", "wmma_fill", "wmma_sync"}  # fmt: skip
 """Operations whose first argument (a fragment tile) they write."""
 _ACCUMULATE = {"mma_sync_m16n8k16", "wmma_sync"}
 """Operations that also read the tile they write (their first argument)."""
@@ -227,7 +231,8 @@ def _plan(fname: str, col: _Collector, canon: _Canon) -> dict[int, _Plan]:
                 if not (isinstance(arg, BufferLoad) and arg.buffer is buf):
                     continue
                 try:
-                    region = _tile_region(arg, site, depth, tile, canon)
+                    shape = footprint(site.call, k, buf.scope)
+                    region = _tile_region(arg, site, depth, shape, canon)
                 except TilecraftError as e:
                     raise _fail(fname, f'cannot bound the tiles of "{buf.name}": {e}') from e
                 written = k == 0 and site.call.op in _WRITTEN
@@ -405,9 +410,9 @@ class _Rewriter(Mutator):
                 raise _fail(self.fname, f'fragment "{a.buffer.name}" has no allocation here')
         op = call.op
         if op == "mma_fill":
-            return seq(
-                *(BufferStore(e.buffer, call.args[1], e.indices) for e in self.elements(args[0]))
-            )
+            value = call.args[1]
+            return seq(*(BufferStore(e.buffer, cast(value, e.buffer.dtype), e.indices)
+                         for e in self.elements(args[0])))  # fmt: skip
         if op == "mma_store":
             dst, src = args
             stores = []
@@ -423,11 +428,28 @@ class _Rewriter(Mutator):
             first, last = self.at(src, row, col), self.at(src, row, col + 7)
             call2 = call_device(f"ptx_ldmatrix_x{num}", trans, first, last, *self.elements(dst))
             return Evaluate(call2)
+        if op == "mma_load_matrix_b":
+            return self.lower_load_b(call, args, lane)
         if op == "mma_sync_m16n8k16":
             c, a, b = args
             els = [*self.elements(c), *self.elements(a), *self.elements(b)]
             return Evaluate(call_device("ptx_mma_m16n8k16", *els))
         return self.lower_wmma(call, args)
+
+    def lower_load_b(self, call: Call, args: list[BufferLoad], lane: Var) -> Stmt:
+        """``mma_load_matrix_b`` -> one ``ldmatrix`` (x2 for one tile, x4 for two)."""
+        dst, src = args
+        nk, tiles = call.args[2], call.args[3]
+        if not (isinstance(nk, IntImm) and nk.value in (0, 1)):
+            raise _fail(self.fname, f"mma_load_matrix_b: nk must be 0 or 1, got {nk!r}")
+        if not (isinstance(tiles, IntImm) and tiles.value in (1, 2)):
+            raise _fail(self.fname, f"mma_load_matrix_b: tiles must be 1 or 2, got {tiles!r}")
+        num = 2 * tiles.value
+        row, col = ldmatrix_row(lane, num, nk=bool(nk.value))
+        first, last = self.at(src, row, col), self.at(src, row, col + 7)
+        elements = [e for t in range(tiles.value) for e in self.elements(self.at(dst, 0, 8 * t))]
+        call2 = call_device(f"ptx_ldmatrix_x{num}", 1 - nk.value, first, last, *elements)
+        return Evaluate(call2)
 
     def lower_wmma(self, call: Call, args: list[BufferLoad]) -> Stmt:
         op = call.op

@@ -260,12 +260,20 @@ class _Pipeliner:
         out: Stmt = _Version(self.versions, version).visit(substitute(self.stmts[i], {lv: it}))
         return out
 
-    def step(self, iteration_of: dict[int, Expr], wait: int | None) -> list[Stmt]:
-        """One pipeline step: producers then consumers, each for its iteration."""
-        prod = [self.instance(i, iteration_of[i]) for i in self.spec.order
-                if self.spec.stages[i] == 0 and i in iteration_of]  # fmt: skip
-        cons = [self.instance(i, iteration_of[i]) for i in self.spec.order
-                if self.spec.stages[i] != 0 and i in iteration_of]  # fmt: skip
+    def step(
+        self, iteration_of: dict[int, Expr], wait: int | None, fresh: bool = False
+    ) -> list[Stmt]:
+        """One pipeline step: producers then consumers, each for its iteration; ``fresh``:
+        with new loop variables (a repeated step of the prologue or epilogue, whose thread
+        loops would otherwise bind one variable twice in one scope)."""
+        stages, order = self.spec.stages, self.spec.order
+        prod = [self.instance(i, iteration_of[i]) for i in order
+                if stages[i] == 0 and i in iteration_of]  # fmt: skip
+        cons = [self.instance(i, iteration_of[i]) for i in order
+                if stages[i] != 0 and i in iteration_of]  # fmt: skip
+        if fresh:
+            prod, cons = [_FreshLoopVars().visit(p) for p in prod], [
+                _FreshLoopVars().visit(c) for c in cons]  # fmt: skip
         out: list[Stmt] = list(prod)
         if prod and self.async_copy:
             out.append(Evaluate(call_device("ptx_cp_async_commit")))
@@ -282,18 +290,28 @@ class _Pipeliner:
         producers = [i for i, st in enumerate(spec.stages) if st == 0]
         consumers = [i for i, st in enumerate(spec.stages) if st != 0]
         for t in range(s - 1):  # prologue: producers of iterations 0 .. S-2
-            out += self.step({i: IntImm(lv.dtype, t) for i in producers}, None)
+            out += self.step({i: IntImm(lv.dtype, t) for i in producers}, None, t > 0)
         k = Var(lv.name, lv.dtype)
         steady = dict.fromkeys(producers, k + (s - 1)) | dict.fromkeys(consumers, k + 0)
         body = seq(*self.step(steady, s - 1))
         out.append(For(k, IntImm(lv.dtype, 0), IntImm(lv.dtype, n - s + 1), ForKind.SERIAL, body))
         for t in range(n, n + s - 1):  # epilogue: consumers of the last S-1 iterations
             pending = n - 1 - (t - s + 1)
-            out += self.step({i: IntImm(lv.dtype, t - s + 1) for i in consumers}, pending - 0)
+            out += self.step({i: IntImm(lv.dtype, t - s + 1) for i in consumers}, pending - 0,
+                             t > n)  # fmt: skip
         stmt: Stmt = seq(*out)
         for buf in reversed(spec.allocs):
             stmt = Allocate(self.versions.get(id(buf), buf), stmt)
         return stmt
+
+
+class _FreshLoopVars(Mutator):
+    """Give every loop of a statement a new loop variable (same name and dtype)."""
+
+    def visit_For(self, s: For) -> Stmt:  # noqa: N802
+        new = Var(s.loop_var.name, s.loop_var.dtype)
+        body = self.visit(substitute(s.body, {s.loop_var: new}))
+        return s.update(loop_var=new, body=body)
 
 
 class _Rewrite(Mutator):

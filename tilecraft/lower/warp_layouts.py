@@ -16,7 +16,9 @@ register ``j`` of lane ``l`` receives row ``l // 4``, columns ``2 (l % 4)`` and 
 matrix ``j`` (with ``.trans``: column ``l // 4``, rows ``2 (l % 4)`` and ``+ 1``). Loading a
 16x16 matrixA tile as four 8x8 matrices (top-left, bottom-left, top-right, bottom-right) gives
 exactly the matrixA layout above; a 16x8 matrixB tile stored k-major (rows of ``n``) as two
-transposed 8x8 matrices (top, bottom) gives the matrixB layout.
+transposed 8x8 matrices (top, bottom) gives the matrixB layout, and so does one stored n-major
+(rows of ``k``: an ``(out, in)`` weight) as two 8x8 matrices (left, right) without
+``.trans``; ``.x4`` loads two matrixB tiles side by side, matrices 2 and 3 the second.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from ..ir import Expr
+from ..ir import Call, Expr, IntImm
 
 L = TypeVar("L", int, Expr)
 
@@ -65,9 +67,13 @@ LAYOUT = {
 """The per-lane layout of each ``mma`` fragment scope."""
 
 
-def ldmatrix_row(lane: L, num: int) -> tuple[L, L]:
+def ldmatrix_row(lane: L, num: int, nk: bool = False) -> tuple[L, L]:
     """``(row, col)`` within the loaded tile of the row whose address ``lane`` gives to
-    ``ldmatrix.x{num}`` (matrices stacked top-to-bottom, then left-to-right)."""
+    ``ldmatrix.x{num}`` (matrices stacked top-to-bottom, then left-to-right; with ``nk``, a
+    matrixB tile stored n x k: matrices left-to-right, then top-to-bottom, so that matrix
+    ``j`` holds ``k`` rows ``8 (j % 2) ..`` of the ``n`` tile ``j // 2``)."""
+    if nk:  # lanes 16 .. 31 of an x2 repeat the addresses of lanes 0 .. 15 (unused)
+        return lane % 8 + (lane // 16 * 8 if num == 4 else lane * 0), lane // 8 % 2 * 8
     if num == 4:
         return lane % 16, lane // 16 * 8
     if num == 2:
@@ -81,6 +87,7 @@ _WMMA_OPERAND = ("wmma.matrix_a", "wmma.matrix_b")
 TILE_OP_SCOPES: dict[str, tuple[tuple[str, ...], ...]] = {
     "mma_sync_m16n8k16": (("m16n8k16.accumulator",), ("m16n8k16.matrixA",), ("m16n8k16.matrixB",)),
     "mma_load_matrix": (_MMA_OPERAND, ("shared", "shared.dyn")),
+    "mma_load_matrix_b": (("m16n8k16.matrixB",), ("shared", "shared.dyn")),
     "mma_fill": (("m16n8k16.accumulator",),),
     "mma_store": (_MEMORY, ("m16n8k16.accumulator",)),
     "wmma_sync": (("wmma.accumulator",), ("wmma.matrix_a",), ("wmma.matrix_b",)),
@@ -89,6 +96,16 @@ TILE_OP_SCOPES: dict[str, tuple[tuple[str, ...], ...]] = {
     "wmma_store": (_MEMORY, ("wmma.accumulator",)),
 }
 """The storage scopes each address operand of a warp tile operation may have."""
+
+
+def footprint(call: Call, k: int, scope: str) -> tuple[int, int]:
+    """The shape of the fragment tiles argument ``k`` of warp tile operation ``call`` names:
+    the scope's tile, or two side by side for ``mma_load_matrix_b`` with ``tiles = 2``."""
+    rows, cols = TILE_SHAPE[scope]
+    if call.op == "mma_load_matrix_b" and k == 0:
+        tiles = call.args[3]
+        return rows, cols * (tiles.value if isinstance(tiles, IntImm) else 1)
+    return rows, cols
 
 
 def tile_op_error(op: str, scopes: Sequence[str]) -> str | None:

@@ -2,11 +2,13 @@
 16x16x16 (sm_70+).
 
 Every intrinsic works on one warp's tiles. ``mma.sync`` m16n8k16 (fp16 or bf16 in, fp32
-accumulate): operand A is a 16x16 ``m16n8k16.matrixA`` tile (m x k), B a 16x8
-``m16n8k16.matrixB`` tile (k x n), the accumulator a 16x8 ``m16n8k16.accumulator`` tile. A and
-B are loaded from row-major shared-memory tiles (``ldmatrix`` x4, and x2 with ``.trans`` for
-B); the accumulator is filled with a constant and stored to global or shared memory. WMMA works
-on 16x16 tiles of the ``wmma.*`` scopes, fp16 in and fp32 accumulate, row-major operands.
+accumulate; or fp16 in and accumulate): operand A is a 16x16 ``m16n8k16.matrixA`` tile
+(m x k), B a 16x8 ``m16n8k16.matrixB`` tile (k x n), the accumulator a 16x8
+``m16n8k16.accumulator`` tile. A and
+B are loaded from row-major shared-memory tiles (``ldmatrix`` x4; B with ``.trans`` from a
+k x n tile, without from an n x k one (an ``(out, in)`` weight), one or two n8 tiles at
+once); the accumulator is filled with a constant and stored to global or shared memory. WMMA
+works on 16x16 tiles of the ``wmma.*`` scopes, fp16 in and fp32 accumulate, row-major operands.
 
 Names (the ``{dt}`` part is ``f16`` or ``bf16``):
 
@@ -14,8 +16,14 @@ Names (the ``{dt}`` part is ``f16`` or ``bf16``):
 ``mma_m16n8k16_{dt}{dt}f32``    C[16x8] += A[16x16] @ B[16x8]
 ``mma_load_a_16x16_{dt}``       matrixA tile <- shared tile (``ldmatrix.x4``)
 ``mma_load_b_16x8_{dt}``        matrixB tile <- shared tile (``ldmatrix.x2.trans``)
+``mma_load_b_16x16_{dt}``       two matrixB tiles <- shared k x n tile (``ldmatrix.x4.trans``)
+``mma_load_b_nk_16x8_{dt}``     matrixB tile <- shared n x k tile (``ldmatrix.x2``)
+``mma_load_b_nk_16x16_{dt}``    two matrixB tiles <- shared n x k tile (``ldmatrix.x4``)
 ``mma_fill_16x8_f32``           accumulator tile <- 0
 ``mma_store_16x8_f32_{scope}``  global / shared tile <- accumulator tile
+``mma_m16n8k16_f16f16f16``      C[16x8] += A[16x16] @ B[16x8], an fp16 accumulator
+``mma_fill_16x8_f16``           fp16 accumulator tile <- 0
+``mma_store_16x8_f16_{scope}``  global / shared tile <- fp16 accumulator tile
 ``wmma_load_a_16x16_f16``       matrix_a tile <- shared tile
 ``wmma_load_b_16x16_f16``       matrix_b tile <- shared tile
 ``wmma_16x16x16_f16f16f32``     C[16x16] += A[16x16] @ B[16x16]
@@ -54,10 +62,18 @@ def _whole(name: str, shape: tuple[int, int]) -> str:
     return f"{name}[0:{shape[0]}, 0:{shape[1]}]"
 
 
-def _matmul(prefix: str, a: tuple[int, int], b: tuple[int, int], dt: str, intrin_op: str) -> None:
-    """Register ``C[m x n] += A[m x k] @ B[k x n]`` (``prefix`` scopes, fp32 accumulate)."""
+def _matmul(
+    prefix: str, a: tuple[int, int], b: tuple[int, int], dt: str, intrin_op: str,
+    acc: str = "float32",
+) -> None:  # fmt: skip
+    """Register ``C[m x n] += A[m x k] @ B[k x n]`` (``prefix`` scopes, ``acc`` accumulate:
+    fp32 with casts of the operands, or the operands' own dtype without)."""
     m, k = a
     n = b[1]
+    product = (
+        "A[vi, vk] * B[vk, vj]" if acc == dt
+        else f'T.Cast("{acc}", A[vi, vk]) * T.Cast("{acc}", B[vk, vj])'
+    )  # fmt: skip
     scopes = {
         "mma": ("m16n8k16.matrixA", "m16n8k16.matrixB", "m16n8k16.accumulator"),
         "wmma": ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator"),
@@ -66,7 +82,7 @@ def _matmul(prefix: str, a: tuple[int, int], b: tuple[int, int], dt: str, intrin
         (
             _buf("A", a, dt, scopes[0]),
             _buf("B", b, dt, scopes[1]),
-            _buf("C", (m, n), "float32", scopes[2]),
+            _buf("C", (m, n), acc, scopes[2]),
         )
     )
     reads = ", ".join((_whole("C", (m, n)), _whole("A", a), _whole("B", b)))
@@ -80,16 +96,18 @@ for i, j, k in T.grid({m}, {n}, {k}):
         vi, vj, vk = T.axis.remap("SSR", [i, j, k])
         T.reads(C[vi, vj], A[vi, vk], B[vk, vj])
         T.writes(C[vi, vj])
-        C[vi, vj] = C[vi, vj] + T.Cast("float32", A[vi, vk]) * T.Cast("float32", B[vk, vj])
+        C[vi, vj] = C[vi, vj] + {product}
 """,
     )
     impl = _func(
         params, reads, _whole("C", (m, n)), f"T.evaluate(T.{intrin_op}(C[0, 0], A[0, 0], B[0, 0]))"
     )
     short = "f16" if dt == "float16" else "bf16"
+    out = "f32" if acc == "float32" else "f16"
     name = (
-        f"mma_m16n8k16_{short}{short}f32" if prefix == "mma" else f"wmma_16x16x16_{short}{short}f32"
-    )
+        f"mma_m16n8k16_{short}{short}{out}" if prefix == "mma"
+        else f"wmma_16x16x16_{short}{short}{out}"
+    )  # fmt: skip
     register_tensor_intrin(name, desc, impl)
 
 
@@ -115,9 +133,35 @@ for i, j in T.grid({shape[0]}, {shape[1]}):
     register_tensor_intrin(name, desc, impl)
 
 
-def _fill(name: str, shape: tuple[int, int], scope: str, op: str) -> None:
-    """Register ``C[tile] = 0`` (fp32) implemented by ``op(C, 0)``."""
-    params = _buf("C", shape, "float32", scope)
+def _load_b(name: str, tiles: int, dt: str, nk: bool) -> None:
+    """Register ``tiles`` matrixB tiles ``D[16 x 8 tiles] (k x n)`` loaded from a shared tile
+    stored k x n, or n x k (``nk``: ``D[k, n] = S[n, k]``, iterated over the source's
+    ``(n, k)``, as a cache of an ``(n, k)`` operand iterates)."""
+    shape = (16, 8 * tiles)
+    src = (shape[1], shape[0]) if nk else shape
+    params = f"{_buf('S', src, dt, 'shared')}, {_buf('D', shape, dt, 'm16n8k16.matrixB')}"
+    dst = "D[vj, vi]" if nk else "D[vi, vj]"
+    desc = _func(
+        params,
+        _whole("S", src),
+        _whole("D", shape),
+        f"""
+for i, j in T.grid({src[0]}, {src[1]}):
+    with T.block("copy"):
+        vi, vj = T.axis.remap("SS", [i, j])
+        T.reads(S[vi, vj])
+        T.writes({dst})
+        {dst} = S[vi, vj]
+""",
+    )
+    call = f"T.mma_load_matrix_b(D[0, 0], S[0, 0], {int(nk)}, {tiles})"
+    impl = _func(params, _whole("S", src), _whole("D", shape), f"T.evaluate({call})")
+    register_tensor_intrin(name, desc, impl)
+
+
+def _fill(name: str, shape: tuple[int, int], scope: str, op: str, dt: str = "float32") -> None:
+    """Register ``C[tile] = 0`` (of ``dt``) implemented by ``op(C, 0)``."""
+    params = _buf("C", shape, dt, scope)
     desc = _func(
         params,
         "",
@@ -128,7 +172,7 @@ for i, j in T.grid({shape[0]}, {shape[1]}):
         vi, vj = T.axis.remap("SS", [i, j])
         T.reads()
         T.writes(C[vi, vj])
-        C[vi, vj] = T.float32(0.0)
+        C[vi, vj] = T.{dt}(0.0)
 """,
     )
     impl = _func(params, "", _whole("C", shape), f"T.evaluate(T.{op}(C[0, 0], T.float32(0.0)))")
@@ -150,7 +194,12 @@ def register_cuda_intrinsics() -> None:
         _copy(
             f"mma_load_b_16x8_{short}", (16, 8), dt, "shared", "m16n8k16.matrixB", "mma_load_matrix"
         )
+        _load_b(f"mma_load_b_16x16_{short}", 2, dt, nk=False)
+        _load_b(f"mma_load_b_nk_16x8_{short}", 1, dt, nk=True)
+        _load_b(f"mma_load_b_nk_16x16_{short}", 2, dt, nk=True)
     _fill("mma_fill_16x8_f32", (16, 8), "m16n8k16.accumulator", "mma_fill")
+    _matmul("mma", (16, 16), (16, 8), "float16", "mma_sync_m16n8k16", acc="float16")
+    _fill("mma_fill_16x8_f16", (16, 8), "m16n8k16.accumulator", "mma_fill", "float16")
     _matmul("wmma", (16, 16), (16, 16), "float16", "wmma_sync")
     _copy(
         "wmma_load_a_16x16_f16", (16, 16), "float16", "shared", "wmma.matrix_a", "wmma_load_matrix"
@@ -164,6 +213,14 @@ def register_cuda_intrinsics() -> None:
             f"mma_store_16x8_f32_{scope}",
             (16, 8),
             "float32",
+            "m16n8k16.accumulator",
+            scope,
+            "mma_store",
+        )
+        _copy(
+            f"mma_store_16x8_f16_{scope}",
+            (16, 8),
+            "float16",
             "m16n8k16.accumulator",
             scope,
             "mma_store",

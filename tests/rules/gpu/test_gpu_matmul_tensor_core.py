@@ -46,6 +46,52 @@ def test_both_weight_layouts_on_tensor_cores_equal(weight_nk: bool, target: tc.T
         assert "nvcuda::wmma::mma_sync(" in text
 
 
+def ldmatrix_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if "ldmatrix.sync" in line]
+
+
+@pytest.mark.parametrize("weight_nk", [False, True], ids=["weight_kn", "weight_nk"])
+def test_b_fragments_load_two_tiles_per_ldmatrix_x4(weight_nk: bool) -> None:
+    # an (n, k) weight stays (n, k) in shared memory (16-byte cp.async fetch, no transpose)
+    # and loads with ldmatrix without .trans; a (k, n) one with .trans; B's two n8 tiles per
+    # 16 columns in one ldmatrix.x4
+    text = emulate_equal(linear(64, 64, 64, dtype="float16", weight_nk=weight_nk,
+                                out_dtype="float32"), SM80)  # fmt: skip
+    lines = ldmatrix_lines(text)
+    assert lines
+    assert all(".x4." in line for line in lines)
+    assert any(".trans" in line for line in lines) != weight_nk
+    assert text.count("cp.async.cg.shared.global") == 4  # A and B, prologue and steady state
+
+
+@pytest.mark.parametrize("m", [50, Var("m")], ids=["ragged", "symbolic_m"])
+def test_nk_weight_without_transpose_padded_equal(m: int | Var) -> None:
+    func = linear(m, 70, 40, dtype="bfloat16", weight_nk=True, out_dtype="float32")
+    sch, text = cuda_text(func, SM80)
+    assert not any(".trans" in line for line in ldmatrix_lines(text))
+    shape_vars = {"m": 23} if isinstance(m, Var) else None
+    tc.testing.check_numeric(sch.func, func, emulate_gpu="racecheck", target=SM80,
+                             shape_vars=shape_vars)  # fmt: skip
+
+
+FP16_ACC = [(False, 64, False), (True, 50, False), (True, 64, True)]
+
+
+@pytest.mark.parametrize(("weight_nk", "m", "relu"), FP16_ACC, ids=["kn", "nk_ragged", "relu"])
+def test_fp16_accumulation_on_mma_equal(weight_nk: bool, m: int, relu: bool) -> None:
+    # a function accumulating in fp16 keeps fp16 accumulators (mma .f16.f16.f16.f16), fp16
+    # fragment stores and an fp16 staged epilogue
+    func = linear(m, 64, 48, dtype="float16", weight_nk=weight_nk, relu=relu)
+    text = emulate_equal(func, SM80)
+    assert "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16" in text
+    assert ".f32" not in text
+
+
+def test_fp16_accumulation_stays_simt_on_wmma() -> None:
+    _, text = cuda_text(linear(64, 64, 64, dtype="float16"), SM75)
+    assert "wmma" not in text
+
+
 def test_batched_and_bf16_on_mma_equal() -> None:
     text = emulate_equal(linear(32, 32, 32, dtype="bfloat16", batch=2, out_dtype="float32"), SM80)
     assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in text
@@ -69,6 +115,16 @@ def test_symbolic_m_on_tensor_cores_equal(target: tc.Target) -> None:
     assert ("mma.sync" in text) == (target is SM80)
     tc.testing.check_numeric(sch.func, func, emulate_gpu="racecheck", target=target,
                              shape_vars={"m": 37})  # fmt: skip
+
+
+def test_padded_operands_fetched_with_zero_filling_cp_async_equal() -> None:
+    # a prefill projection's rows past the sequence length are zero-filled by the 16-byte
+    # cp.async itself (source size 0), not by scalar guarded loads
+    func = linear(Var("m"), 64, 64, dtype="float16", weight_nk=True, out_dtype="float32")
+    sch, text = cuda_text(func, SM80)
+    assert "cp.async.cg.shared.global [%0], [%1], 16, %2;" in text
+    tc.testing.check_numeric(sch.func, func, emulate_gpu="racecheck", target=SM80,
+                             shape_vars={"m": 19})  # fmt: skip
 
 
 def test_symbolic_reduction_and_disabled_tensor_cores_get_the_simt_schedule() -> None:
@@ -103,6 +159,17 @@ def test_bias_and_activation_fused_into_the_write_back_equal(
     assert text.count("__global__") == 1  # the epilogue in the GEMM's write-back
     assert ("mma.sync" in text) == (target is SM80)
     assert ("wmma::store_matrix_sync" in text) == (target is SM75)
+
+
+@pytest.mark.parametrize("target", [SM80, SM75], ids=["mma", "wmma"])
+def test_epilogue_writes_the_output_in_16_byte_vectors_equal(target: tc.Target) -> None:
+    # each warp stages a 16 x 16 fp32 tile; each thread reads 8 staged values (two 16-byte
+    # shared loads), 8 bias values (one), and writes 8 fp16 outputs with one 16-byte store
+    text = emulate_equal(linear_bias_act(64, 128, 32, "silu", False), target)
+    stores = [line for line in text.splitlines() if "T_silu" in line and "=" in line]
+    assert stores
+    assert all(line.strip().startswith("*(uint4*)(T_silu + ") for line in stores)
+    assert "uint4 tc_vec0[2] = {};" in text  # eight fp32 staged lanes: two 128-bit loads
 
 
 @pytest.mark.parametrize("target", [SM80, SM75], ids=["mma", "wmma"])
@@ -153,6 +220,18 @@ def test_padded_gemm_compiles_without_spills(arch: str, m: int | Var) -> None:
 
 @pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="nvcc/ptxas not on PATH")
+@pytest.mark.parametrize("arch", ["sm_80", pytest.param("sm_90", marks=pytest.mark.slow)])
+def test_fp16_accumulation_compiles_without_spills(arch: str) -> None:
+    func = linear(4096, 4096, 4096, dtype="float16", weight_nk=True, relu=True)
+    _, text = cuda_text(func, tc.Target(f"cuda -arch={arch}"))
+    (stats,) = ptxas_info(text, arch).values()
+    assert not stats.spills, stats
+    assert stats.stack_bytes == 0, stats
+    assert "f16.f16.f16.f16" in text
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="nvcc/ptxas not on PATH")
 @pytest.mark.parametrize(("weight_nk", "arch"), CASES)
 def test_4096_cubed_compiles_without_spills(weight_nk: bool, arch: str) -> None:
     target = tc.Target(f"cuda -arch={arch}")
@@ -166,9 +245,11 @@ def test_4096_cubed_compiles_without_spills(weight_nk: bool, arch: str) -> None:
         assert stats.stack_bytes == 0, stats
         assert stats.registers * 128 <= limits.registers_per_block
     # one kernel (the fp16 cast fused into the write-back): two stages of a padded 128 x 32 A
-    # tile and a padded 32 x 128 B tile, and one fp32 fragment tile per warp (4 warps; 16 x 8
-    # for mma, 16 x 16 for WMMA) staging the epilogue
+    # tile and a padded 32 x 128 B tile (an (n, k) B: 128 x 32, untransposed, for mma), and
+    # one fp32 16 x 16 tile per warp (4 warps; two mma fragment tiles, one WMMA) staging the
+    # epilogue
     assert len(info) == 1
-    frag = 16 * (16 if arch == "sm_75" else 8) * 4
-    assert max(s.shared_bytes for s in info.values()) == 2 * (128 * 40 + 32 * 136) * 2 + 4 * frag
+    frag = 16 * 16 * 4
+    b_tile = 128 * 40 if weight_nk and arch != "sm_75" else 32 * 136
+    assert max(s.shared_bytes for s in info.values()) == 2 * (128 * 40 + b_tile) * 2 + 4 * frag
     assert ("mma.sync" in text) == (arch != "sm_75")

@@ -120,6 +120,17 @@ def test_scheduled_kernel_equals_unscheduled(name: str, pipeline: str, kernel: s
     _emulate_all(name, pipeline, kernel)
 
 
+def test_prefill_attention_scores_on_tensor_cores_equal() -> None:
+    # QK^T of grouped-query attention: K read (seq, d) through a unit group axis, the
+    # sequence length symbolic on both sides; K loads with ldmatrix without .trans
+    name, kernel = "llama_prefill_small_fp16", "fused_matmul2_multiply_causal_mask"
+    func = dict(kernels(name, "default").prim_funcs())[kernel]
+    outcome = dl.try_rules(func, dl.gpu.default_rules(), SM90, strict=True)
+    assert outcome.schedule is not None
+    assert on_tensor_cores(outcome.schedule)
+    _emulate_all(name, "default", kernel)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("pipeline", PIPELINES)
 @pytest.mark.parametrize("name", sorted(SMALL))

@@ -81,19 +81,30 @@ static void tc_emu_tc_ldmatrix(tc_emu_warp_call* c) {
       for (int e = 0; e < 2 * num; ++e) *(uint16_t*)TC_EMU_OP(l, 1 + e) = dst[l][e];
 }
 
-/* ptx_mma_m16n8k16: ops 0..3 c (float, read and written), 4..11 a, 12..15 b (16-bit). */
+/* ptx_mma_m16n8k16: ops 0..3 c (float, or fp16 when imm[1]; read and written), 4..11 a,
+   12..15 b (16-bit). */
 static void tc_emu_tc_mma(tc_emu_warp_call* c) {
   if (!tc_emu_tc_whole_warp(c, "mma.sync needs all 32 lanes of the warp")) return;
-  uint16_t a[32][8], b[32][4];
+  uint16_t a[32][8], b[32][4], acc16[32][4];
   float acc[32][4];
+  int half = (int)c->imm[1];
   for (int l = 0; l < 32; ++l) {
-    for (int e = 0; e < 4; ++e) acc[l][e] = *(const float*)TC_EMU_OP(l, e);
+    for (int e = 0; e < 4; ++e) {
+      if (half) acc16[l][e] = *(const uint16_t*)TC_EMU_OP(l, e);
+      else acc[l][e] = *(const float*)TC_EMU_OP(l, e);
+    }
     for (int e = 0; e < 8; ++e) a[l][e] = *(const uint16_t*)TC_EMU_OP(l, 4 + e);
     for (int e = 0; e < 4; ++e) b[l][e] = *(const uint16_t*)TC_EMU_OP(l, 12 + e);
   }
-  tc_emu_mma_m16n8k16((int)c->imm[0], (const uint16_t(*)[8])a, (const uint16_t(*)[4])b, acc);
+  if (half)
+    tc_emu_mma_m16n8k16_f16((const uint16_t(*)[8])a, (const uint16_t(*)[4])b, acc16);
+  else
+    tc_emu_mma_m16n8k16((int)c->imm[0], (const uint16_t(*)[8])a, (const uint16_t(*)[4])b, acc);
   for (int l = 0; l < 32; ++l)
-    for (int e = 0; e < 4; ++e) *(float*)TC_EMU_OP(l, e) = acc[l][e];
+    for (int e = 0; e < 4; ++e) {
+      if (half) *(uint16_t*)TC_EMU_OP(l, e) = acc16[l][e];
+      else *(float*)TC_EMU_OP(l, e) = acc[l][e];
+    }
 }
 
 /* WMMA: lane l holds row l / 2, columns 8 (l % 2) .. + 7 of a 16x16 fragment. */
@@ -177,10 +188,12 @@ def _describe_mma(s: Stmt) -> CollectiveCall:
     kind = _dtype(call.args[4], tuple(_SHORT), "mma.sync A")
     if str(call.args[12].dtype) != kind:
         raise CodegenError("emulator codegen: mma.sync operands A and B have different dtypes")
-    _dtype(call.args[0], ("float32",), "mma.sync accumulator")
+    acc_dt = _dtype(call.args[0], ("float32", "float16"), "mma.sync accumulator")
+    if acc_dt == "float16" and kind != "float16":
+        raise CodegenError("emulator codegen: an fp16 mma.sync accumulator takes fp16 A and B")
     acc = tuple(_element(x, Access.READ_WRITE, "mma.sync C") for x in call.args[0:4])
     ab = tuple(_element(x, Access.READ, "mma.sync A/B") for x in call.args[4:16])
-    return CollectiveCall((*acc, *ab), immediates=(_SHORT[kind],))
+    return CollectiveCall((*acc, *ab), immediates=(_SHORT[kind], int(acc_dt == "float16")))
 
 
 def _fragment(e: Expr, access: Access, what: str) -> LaneRegion:

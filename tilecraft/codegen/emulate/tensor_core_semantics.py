@@ -65,6 +65,26 @@ static float tc_emu_bf16_to_f32(uint16_t h) {
   return f;
 }
 
+static uint16_t tc_emu_f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  /* NaN */
+  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to infinity */
+  if (ax < 0x38800000u) {                                    /* subnormal or zero */
+    float a, scaled;
+    memcpy(&a, &ax, sizeof a);
+    scaled = a * 16777216.0f; /* exact: a power of two */
+    uint32_t i = (uint32_t)scaled;
+    float frac = scaled - (float)i;
+    if (frac > 0.5f || (frac == 0.5f && (i & 1u))) i += 1u;
+    return (uint16_t)(sign | i);
+  }
+  uint32_t h = (((ax >> 23) - 112u) << 10) | ((ax & 0x7fffffu) >> 13), rest = ax & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h += 1u; /* round to nearest even */
+  return (uint16_t)(sign | h);
+}
+
 static float tc_emu_to_f32(int kind, uint16_t h) {
   return kind ? tc_emu_bf16_to_f32(h) : tc_emu_f16_to_f32(h);
 }
@@ -108,6 +128,18 @@ void tc_emu_mma_m16n8k16(int kind, const uint16_t a[32][8], const uint16_t b[32]
       c[l][e] = acc;
     }
   }
+}
+
+/* mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16: fp16 A, B and accumulator; each lane's
+   sums are formed in fp32 and rounded to fp16 once per instruction. */
+void tc_emu_mma_m16n8k16_f16(const uint16_t a[32][8], const uint16_t b[32][4],
+                             uint16_t c[32][4]) {
+  float acc[32][4];
+  for (int l = 0; l < 32; ++l)
+    for (int e = 0; e < 4; ++e) acc[l][e] = tc_emu_f16_to_f32(c[l][e]);
+  tc_emu_mma_m16n8k16(0, a, b, acc);
+  for (int l = 0; l < 32; ++l)
+    for (int e = 0; e < 4; ++e) c[l][e] = tc_emu_f32_to_f16(acc[l][e]);
 }
 
 /* WMMA 16x16x16, one tile per fragment per warp. Operands are row major. */
@@ -225,7 +257,8 @@ WARP_INTRINSICS: dict[str, WarpIntrinsic] = {
             "tc_emu_mma_m16n8k16",
             True,
             "kind=0 for float16, 1 for bfloat16 (dtype of arg4); c[lane] = args 0..3 "
-            "(read and written back), a[lane] = args 4..11, b[lane] = args 12..15",
+            "(read and written back), a[lane] = args 4..11, b[lane] = args 12..15; fp16 "
+            "accumulators (args 0..3 float16): tc_emu_mma_m16n8k16_f16",
         ),
         WarpIntrinsic(
             "wmma_load_sync",

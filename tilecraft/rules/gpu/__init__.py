@@ -10,6 +10,7 @@ symbolic batch in buckets) take the matmul-shaped kernels.
 """
 
 from ..base import ScheduleRule
+from ._mm_tensor_core import TensorCoreTile as TensorCoreTile
 from .config import ARCH_PRESETS as ARCH_PRESETS
 from .config import GPUArch as GPUArch
 from .config import GPUArchRule as GPUArchRule
@@ -71,6 +72,7 @@ __all__ = [
     "MatmulConfig",
     "RMSNorm",
     "Reduction",
+    "TensorCoreTile",
     "Transpose",
     "TransposeConfig",
     "default_rules",

@@ -37,6 +37,8 @@ class GPUFacts:
         Threads per block at most.
     shared_bytes
         Static shared memory per block.
+    shared_optin_bytes
+        Dynamic shared memory one block may opt in to.
     sm_count
         Multiprocessors (1 when the target does not say).
     tensor_cores
@@ -50,6 +52,7 @@ class GPUFacts:
     shared_bytes: int = 48 * 1024
     sm_count: int = 1
     tensor_cores: str = ""
+    shared_optin_bytes: int = 48 * 1024
 
 
 def gpu_facts(target: Target) -> GPUFacts:
@@ -60,7 +63,7 @@ def gpu_facts(target: Target) -> GPUFacts:
         return GPUFacts(sm)
     tc = "mma" if arch.cp_async else "wmma" if arch.tensor_cores else ""
     return GPUFacts(sm, arch.warp_size, arch.max_threads_per_block, arch.shared_per_block,
-                    max(arch.sm_count, 1), tc)  # fmt: skip
+                    max(arch.sm_count, 1), tc, arch.shared_per_block_optin)  # fmt: skip
 
 
 def match_single_reduction(sch: Schedule) -> tuple[BlockInfo, list[BlockInfo]] | Decline:

@@ -1,23 +1,30 @@
-"""The tensor-core schedule of the GPU ``Matmul`` rule: fp16/bf16 operands, fp32 accumulation.
+"""The tensor-core schedule of the GPU ``Matmul`` rule: fp16/bf16 operands, fp32 accumulation
+(or fp16, where the function accumulates fp16 operands in fp16: ``mma`` only).
 
-``mma.sync`` m16n8k16 + ``ldmatrix`` + a two-stage ``cp.async`` pipeline on sm_80+, WMMA
-16x16x16 on sm_70/75, with the intrinsics of :mod:`tilecraft.schedule.tensor_intrin_cuda`.
+``mma.sync`` m16n8k16 + ``ldmatrix`` + a ``cp.async`` pipeline of ``TensorCoreTile.stages``
+shared-memory versions (2 by default; 3-4 for 128 x 128 tiles, cut to what the target's
+opt-in shared memory holds; operand tiles above 48 KiB in dynamic shared memory) on sm_80+,
+WMMA 16x16x16 on sm_70/75, with the intrinsics of :mod:`tilecraft.schedule.tensor_intrin_cuda`.
 A block of ``warps_m x warps_n`` warps computes a ``block_m x block_n`` tile of ``C`` in warp
 fragments; per ``block_k`` step the A and B tiles are fetched by all threads cooperatively
 (16-byte loads) into padded shared memory and loaded into fragments per 16-wide ``k``; the
 accumulators are stored to the output, or, when an epilogue follows (the cast of an fp16
-output, bias, activation), fused into the write-back: each warp stores one fragment tile at a
-time to shared memory (one tile per warp: ``[.., i // wm, j // wn, .., i % 16, j % tn]``) and
-its 32 threads apply the epilogue to it and write the output, one kernel in all. A weight
-stored ``(n, k)`` is transposed on its way into shared memory (``transform_layout``; scalar
-fetch), since the ``ldmatrix`` intrinsics take row-major ``k x n`` tiles.
+output, bias, activation), fused into the write-back: each warp stores a 16 x 16 tile at a
+time (two ``mma`` fragment tiles, one WMMA tile) to shared memory (one tile per warp:
+``[.., i // wm, j // wn, .., i % 16, j % 16]``) and its 32 threads apply the epilogue to it
+and write the output in 16-byte vectors (8 fp16 or 4 fp32 outputs per store), one kernel in
+all. B's fragments load two ``n8`` tiles per ``ldmatrix.x4``; a weight stored ``(n, k)``
+(``(out, in)``, K in QK^T) stays ``(n, k)`` in shared memory (16-byte fetch) and loads with
+``ldmatrix`` without ``.trans`` (a ``(k, n)`` one with ``.trans``). WMMA takes row-major
+``k x n`` tiles only: there an ``(n, k)`` weight is transposed on its way into shared memory
+(``transform_layout``; scalar fetch).
 
 Extents the tiles do not divide, symbolic ``i`` and ``j`` (a prefill's sequence length)
 included, are padded (``pad_einsum``): the zero-filling copies are inlined into the
-shared-memory fetch (scalar guarded loads: a guarded 16-byte load is not yet predicated by the
-code generator) and the copy-back to the unpadded output (with the epilogue) fused into the
-write-back as above, guarded. A symbolic reduction is not taken: the caller uses the SIMT
-schedule.
+shared-memory fetch (16-byte loads predicated as a whole, ``cp.async`` in its zero-fill form,
+where the guard holds for all 8 lanes; one guarded load per lane where not) and the copy-back
+to the unpadded output (with the epilogue) fused into the write-back as above, guarded. A
+symbolic reduction is not taken: the caller uses the SIMT schedule.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from dataclasses import dataclass, replace
 from ...ir import Block, BufferLoad, BufferStore, Expr, PrimFunc, Var
 from ...schedule import BlockRV, IndexMap, LoopRV, Schedule
 from ...schedule.analysis import IndexRole, classify_einsum
-from ..common import attempt, block_node, fold_epilogue, loops_below, writes_param
+from ..common import attempt, block_node, fold_epilogue, loop_extent, loops_below, writes_param
 from ._mm_common import inline_producers
 
 _SCOPES = {
@@ -36,9 +43,15 @@ _SCOPES = {
 }
 
 
+STATIC_SHARED = 48 * 1024
+"""Static shared memory one block may declare; operand tiles above it are ``shared.dyn``."""
+
+
 @dataclass(frozen=True)
 class TensorCoreTile:
-    """Block tile, warps per block and the shared-memory row padding (elements)."""
+    """Block tile, warps per block, the shared-memory row padding (elements), the fetch
+    vector (elements), and the ``cp.async`` pipeline (``stages`` shared-memory versions of
+    the operand tiles when ``pipeline``; fewer when ``k`` has fewer block steps)."""
 
     block_m: int = 128
     block_n: int = 128
@@ -48,11 +61,29 @@ class TensorCoreTile:
     pad: int = 8
     vector: int = 8
     pipeline: bool = True
+    stages: int = 2
 
     @property
     def sizes(self) -> tuple[int, int, int]:
         """``(block_m, block_n, block_k)``."""
         return self.block_m, self.block_n, self.block_k
+
+    def operand_bytes(self, b_nk: bool) -> int:
+        """Shared memory of the (16-bit) operand tiles, every pipeline stage, padded rows;
+        ``b_nk``: B is kept ``(n, k)`` (rows of ``block_k``)."""
+        a = self.block_m * (self.block_k + self.pad)
+        b = self.block_n * (self.block_k + self.pad) if b_nk else (
+            self.block_k * (self.block_n + self.pad))  # fmt: skip
+        return 2 * (a + b) * (self.stages if self.pipeline else 1)
+
+
+def fit_stages(tile: TensorCoreTile, b_nk: bool, limit: int) -> TensorCoreTile:
+    """``tile`` with as many of its pipeline stages (two at least) as ``limit`` bytes of
+    shared memory hold, with the epilogue's staging (one fp32 16 x 16 tile per warp)."""
+    staging = tile.warps_m * tile.warps_n * 16 * 16 * 4
+    while tile.pipeline and tile.stages > 2 and tile.operand_bytes(b_nk) + staging > limit:
+        tile = replace(tile, stages=tile.stages - 1)
+    return tile
 
 
 def why_not_tensor_core(func: PrimFunc, main: BlockRV, sch: Schedule, kind: str) -> str | None:
@@ -67,8 +98,10 @@ def why_not_tensor_core(func: PrimFunc, main: BlockRV, sch: Schedule, kind: str)
     allowed = {"float16", "bfloat16"} if kind == "mma" else {"float16"}
     if len(dts) != 1 or not dts <= allowed:
         return f"operands {sorted(dts)}: tensor cores take {sorted(allowed)}"
-    if str(einsum.output.buffer.dtype) != "float32":
-        return "the accumulator is not float32"
+    out = str(einsum.output.buffer.dtype)
+    if out != "float32" and not (out == "float16" == next(iter(dts)) and kind == "mma"):
+        return f"the accumulator is {out}: tensor cores accumulate in float32 (float16 for "
+        "float16 operands on mma)"
     if _last_role(einsum.lhs.roles) is not IndexRole.REDUCE:
         return "the left operand is not contiguous along the reduction"
     return None
@@ -118,9 +151,10 @@ def fit_tile(
                     continue
                 if kind == "wmma" and (bn // warps_n) % 16:
                     continue
-                pipeline = largest.pipeline and k // bk >= 2  # two stages need two steps
+                stages = min(largest.stages, k // bk)  # S stages need S steps
+                pipeline = largest.pipeline and stages >= 2
                 return TensorCoreTile(bm, bn, bk, warps_m, warps_n, largest.pad, largest.vector,
-                                      pipeline)  # fmt: skip
+                                      pipeline, max(stages, 2))  # fmt: skip
     return None
 
 
@@ -160,7 +194,9 @@ def schedule_tensor_core(
     outer, i, j, k = loops
     tn = 8 if kind == "mma" else 16
     wm, wn = tile.block_m // tile.warps_m, tile.block_n // tile.warps_n
-    short = "f16" if str(block_node(sch, main).reads[0].buffer.dtype) == "float16" else "bf16"
+    node = block_node(sch, main)
+    short = "f16" if str(node.reads[0].buffer.dtype) == "float16" else "bf16"
+    acc16 = str(node.writes[0].buffer.dtype) == "float16"  # an fp16 accumulator (mma only)
     # Step 1. Block, warp and tensor-core tiles; warps on threadIdx.y.
     by, wy, mi, i16 = sch.split(i, [None, tile.warps_m, wm // 16, 16])
     bx, wx, ni, jt = sch.split(j, [None, tile.warps_n, wn // tn, tn])
@@ -176,65 +212,85 @@ def schedule_tensor_core(
     threads = 32 * tile.warps_m * tile.warps_n
     # Step 2. Accumulators in warp fragments, stored back per warp tile.
     scopes = _SCOPES[kind]
-    acc, (smi, sni, s16) = _accumulators(sch, main, bx, tile, (tn, scopes[2]))
+    acc, (smi, sni, pair, s16) = _accumulators(sch, main, bx, tile, (tn, scopes[2]))
+    staged_n = tn * _pair(wn, tn)  # the columns a warp stages at a time
     # Step 2b. The epilogue (cast, bias, activation) fused into the write-back: each warp
-    # stores a fragment tile to shared memory and applies the epilogue to it.
-    staged = fuse_epilogue_at(sch, acc, sni)
+    # stores a 16-row fragment tile (two mma tiles side by side) to shared memory and
+    # applies the epilogue to it, in 16-byte vectors.
+    staged = fuse_epilogue_at(sch, acc, sni, 16 * staged_n)
     # Step 3. Operands: global -> shared (per ko) -> warp fragments (per 16-wide k).
     b_transposed = operands[2]
-    frag_loads, frag_tiles, shared = _stage(sch, main, kk, scopes, tn, operands)
-    for sh, cols, transposed in zip(shared, (tile.block_k, tile.block_n),
-                                    (False, b_transposed), strict=True):  # fmt: skip
+    b_nk = operands[2] and kind == "mma"  # B kept (n, k) in shared memory
+    scope = "shared.dyn" if tile.operand_bytes(b_nk) > STATIC_SHARED else "shared"
+    frag_loads, frag_tiles, shared, b_width = _stage(sch, main, kk, (*scopes, scope), tn,
+                                                     operands)  # fmt: skip
+    # an (n, k) B is transposed on its way into shared memory for WMMA only (mma loads it
+    # with ldmatrix without .trans)
+    through = b_transposed and kind != "mma"
+    b_cols = tile.block_k if b_transposed and not through else tile.block_n
+    for sh, cols, transposed in zip(shared, (tile.block_k, b_cols),
+                                    (False, through), strict=True):  # fmt: skip
         sch.compute_at(sh, ko)
-        plain = _plain_copy(sch, sh)  # a guarded (padded) copy: scalar loads
-        _fetch(sch, sh, threads, tile, cols, tile.vector if plain and not transposed else 1)
+        # a guarded (padded) copy too: 16-byte loads, predicated as a whole (cp.async in its
+        # zero-fill form) where the guard holds for all 8 lanes, else split per lane
+        _fetch(sch, sh, threads, tile, cols, 1 if transposed else tile.vector)
     init = sch.decompose_reduction(main, ko)
     init_loops = sch.get_loops(init)[-4:]
     # Step 4. Tensorize: fill, store, fragment loads, multiply-accumulate.
-    names = _intrinsics(kind, short, "shared" if staged else "global")
+    names = _intrinsics(kind, short, "shared" if staged else "global", (b_transposed, b_width),
+                        "f16" if acc16 else "f32")  # fmt: skip
     sch.tensorize(init_loops[2], names[3])
     acc_name = acc.name
     sch.tensorize(s16, names[4])
     if staged:  # one fragment tile per warp in shared memory (laid out once tensorized)
         stage = sch.get_block(acc_name + "_o")
-        sch.transform_layout(stage, ("write", 0), _per_warp_tiles(sch, stage, (wm, wn, 16, tn)))
+        frag = (wm, wn, 16, staged_n)
+        sch.transform_layout(stage, ("write", 0), _per_warp_tiles(sch, stage, frag))
     sch.tensorize(frag_loads[0], names[0])
     sch.tensorize(frag_loads[1], names[1])
     sch.tensorize(i16, names[2])
     # Step 5. Unroll the per-warp loops so fragments are indexed by constants; pipeline.
-    for loop in (kk, mi, ni, smi, sni, *init_loops[:2], *frag_tiles):
+    for loop in (kk, mi, ni, smi, sni, pair, *init_loops[:2], *frag_tiles):
         sch.unroll(loop)
     if tile.pipeline:
-        sch.annotate(ko, "software_pipeline_stage", [0, 0, 1])
+        sch.annotate(ko, "software_pipeline_stage", [0, 0, tile.stages - 1])
         sch.annotate(ko, "software_pipeline_order", [0, 1, 2])
+
+
+def _pair(wn: int, tn: int) -> int:
+    """Fragment tiles a warp stores side by side at a time: two 8-wide mma tiles (16 columns,
+    so that 32 threads write 16 bytes each) where the warp tile has an even number."""
+    return 2 if tn < 16 and (wn // tn) % 2 == 0 else 1
 
 
 def _accumulators(
     sch: Schedule, main: BlockRV, bx: LoopRV, tile: TensorCoreTile, frag: tuple[int, str]
-) -> tuple[BlockRV, tuple[LoopRV, LoopRV, LoopRV]]:
+) -> tuple[BlockRV, tuple[LoopRV, LoopRV, LoopRV, LoopRV]]:
     """The accumulator fragments (``frag``: tile width, scope), stored back per warp tile
-    under ``bx``; the store block and its (row tiles, column tiles, the 16-row store loop)."""
+    under ``bx``; the store block and its (row tiles, column tile pairs (see :func:`_pair`),
+    the tiles of a pair, the 16-row store loop)."""
     tn, scope = frag
     wm, wn = tile.block_m // tile.warps_m, tile.block_n // tile.warps_n
+    pair = _pair(wn, tn)
     acc = sch.cache_write(main, 0, scope)
     sch.reverse_compute_at(acc, bx)
     a0, a1 = sch.get_loops(acc)[-2:]
     swy, smi, s16 = sch.split(a0, [tile.warps_m, wm // 16, 16])
-    swx, sni, _ = sch.split(a1, [tile.warps_n, wn // tn, tn])
-    sch.reorder(swy, swx, smi, sni, s16)
+    swx, sni, spair, _ = sch.split(a1, [tile.warps_n, wn // (tn * pair), pair, tn])
+    sch.reorder(swy, swx, smi, sni, spair, s16)
     sch.bind(sch.fuse(swy, swx), "threadIdx.y")
-    return acc, (smi, sni, s16)
+    return acc, (smi, sni, spair, s16)
 
 
-def fuse_epilogue_at(sch: Schedule, store: BlockRV, tile_loop: LoopRV) -> bool:
+def fuse_epilogue_at(sch: Schedule, store: BlockRV, tile_loop: LoopRV, elements: int) -> bool:
     """Run the epilogue of an accumulator ``store`` (the blocks reading what it writes, folded
     into as few as :func:`~..common.fold_epilogue` allows) under ``tile_loop``, the loop over
-    a warp's fragment tiles: the fragment tile goes to shared memory (the store intrinsic's
-    shared form) and the warp's 32 threads apply the epilogue to it, each output element
-    written once, in the output's dtype (the staged buffer is laid out by
-    :func:`_per_warp_tiles` once the store is tensorized). False (the schedule unchanged)
-    when ``store`` writes the output itself or the epilogue cannot move there (it then runs
-    as its own kernel)."""
+    a warp's fragment tiles of ``elements`` each: the tile goes to shared memory (the store
+    intrinsic's shared form) and the warp's 32 threads apply the epilogue to it, each output
+    element written once, in the output's dtype, 16 bytes per thread and step where the tile
+    allows (the staged buffer is laid out by :func:`_per_warp_tiles` once the store is
+    tensorized). False (the schedule unchanged) when ``store`` writes the output itself or
+    the epilogue cannot move there (it then runs as its own kernel)."""
     if writes_param(sch, store):
         return False
 
@@ -243,7 +299,16 @@ def fuse_epilogue_at(sch: Schedule, store: BlockRV, tile_loop: LoopRV) -> bool:
             sch.reverse_compute_at(block, tile_loop)
             loops = loops_below(sch, block, tile_loop)
             fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
-            sch.bind(sch.split(fused, [None, 32])[1], "threadIdx.x")
+            bits = block_node(sch, block).writes[0].buffer.dtype.bits
+            vec = 128 // bits
+            while vec > 1 and elements % (32 * vec):
+                vec //= 2
+            if vec > 1:
+                _, tx, lanes = sch.split(fused, [None, 32, vec])
+                sch.vectorize(lanes)
+            else:
+                tx = sch.split(fused, [None, 32])[1]
+            sch.bind(tx, "threadIdx.x")
         sch.set_scope(store, 0, "shared")
 
     return attempt(sch, move)
@@ -264,12 +329,18 @@ def _per_warp_tiles(sch: Schedule, stage: BlockRV, frag: tuple[int, int, int, in
     return IndexMap.from_func(tiles, ndim=ndim)
 
 
-def _intrinsics(kind: str, short: str, store: str) -> tuple[str, str, str, str, str]:
-    """(load A, load B, multiply-accumulate, fill, store to ``store`` scope) intrinsics."""
+def _intrinsics(
+    kind: str, short: str, store: str, b_load: tuple[bool, int], acc: str
+) -> tuple[str, str, str, str, str]:
+    """(load A, load B, multiply-accumulate, fill, store to ``store`` scope) intrinsics;
+    ``b_load``: whether B is stored ``(n, k)`` and the width of its fragment loads; ``acc``:
+    the accumulator (``f32``, or ``f16`` on mma)."""
     if kind == "mma":
-        return (f"mma_load_a_16x16_{short}", f"mma_load_b_16x8_{short}",
-                f"mma_m16n8k16_{short}{short}f32", "mma_fill_16x8_f32",
-                f"mma_store_16x8_f32_{store}")  # fmt: skip
+        nk, width = b_load
+        load_b = f"mma_load_b_{'nk_' if nk else ''}16x{width}_{short}"
+        return (f"mma_load_a_16x16_{short}", load_b,
+                f"mma_m16n8k16_{short}{short}{acc}", f"mma_fill_16x8_{acc}",
+                f"mma_store_16x8_{acc}_{store}")  # fmt: skip
     return ("wmma_load_a_16x16_f16", "wmma_load_b_16x16_f16", "wmma_16x16x16_f16f16f32",
             "wmma_fill_16x16_f32", f"wmma_store_16x16_f32_{store}")  # fmt: skip
 
@@ -277,33 +348,53 @@ def _intrinsics(kind: str, short: str, store: str) -> tuple[str, str, str, str, 
 def _stage(
     sch: Schedule, main: BlockRV, kk: LoopRV, scopes: tuple[str, ...], tn: int,
     operands: tuple[int, int, bool],
-) -> tuple[list[LoopRV], list[LoopRV], list[BlockRV]]:  # fmt: skip
-    """Shared and fragment caches of both operands; (fragment load loops, their outer tile
-    loops, the shared caches)."""
+) -> tuple[list[LoopRV], list[LoopRV], list[BlockRV], int]:  # fmt: skip
+    """Shared (scope ``scopes[3]``) and fragment caches of both operands; (fragment load
+    loops, their outer tile loops, the shared caches, the width of B's fragment loads: ``tn``,
+    or ``2 tn`` for ``mma`` when the warp tile allows, one ``ldmatrix.x4`` loading two)."""
     loads, tiles, shared = [], [], []
-    b_transposed = operands[2]
+    b_transposed, width = operands[2], tn
     for which, idx in enumerate(operands[:2]):
-        sh = sch.cache_read(main, idx, "shared")
+        sh = sch.cache_read(main, idx, scopes[3])
         inline_producers(sch, sh)
         frag = sch.cache_read(main, idx, scopes[which])
         if which == 1 and b_transposed:
             ndim = len(block_node(sch, sh).writes[0].buffer.shape)
             swap = IndexMap.from_func(lambda *i: (*i[:-2], i[-1], i[-2]), ndim=ndim)
-            sch.transform_layout(sh, ("write", 0), swap)
             sch.transform_layout(frag, ("write", 0), swap)
-            sch.transform_block_layout(frag, swap)  # iterate (k, n) as the intrinsic does
+            if not _is_mma(scopes):  # WMMA loads k x n tiles: transposed into shared memory
+                sch.transform_layout(sh, ("write", 0), swap)
+                sch.transform_block_layout(frag, swap)  # iterate (k, n) as the intrinsic does
         shared.append(sh)
         sch.compute_at(frag, kk)
         f0, f1 = sch.get_loops(frag)[-2:]
         if which == 0:
             t, r = sch.split(f0, [None, 16])
             loads.append(r)
+        elif b_transposed and _is_mma(scopes):  # iterating (n, k) as the nk intrinsics do
+            width = _b_width(sch, f0, tn, scopes)
+            t, r = sch.split(f0, [None, width])
+            loads.append(r)
         else:
-            t, _ = sch.split(f1, [None, tn])
+            width = _b_width(sch, f1, tn, scopes)
+            t, _ = sch.split(f1, [None, width])
             sch.reorder(t, f0)
             loads.append(f0)
         tiles.append(t)
-    return loads, tiles, shared
+    return loads, tiles, shared, width
+
+
+def _is_mma(scopes: tuple[str, ...]) -> bool:
+    return scopes[0] == _SCOPES["mma"][0]
+
+
+def _b_width(sch: Schedule, n_loop: LoopRV, tn: int, scopes: tuple[str, ...]) -> int:
+    """The width of B's fragment loads: two ``mma`` tiles when the warp's ``n`` extent is a
+    multiple of 16, else one tile."""
+    extent = loop_extent(sch, n_loop)
+    if _is_mma(scopes) and extent is not None and extent % (2 * tn) == 0:
+        return 2 * tn
+    return tn
 
 
 def _plain_copy(sch: Schedule, block: BlockRV) -> bool:

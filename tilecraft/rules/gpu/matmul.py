@@ -65,6 +65,7 @@ from ..common import (
     product,
     vectorize_innermost,
 )
+from . import _mm_tensor_core as tcs
 from ._mm_common import (
     accumulate_locally,
     bind_unbound_roots,
@@ -75,14 +76,6 @@ from ._mm_common import (
     knob,
     match_single_reduction,
     stage_implicit_gemm,
-)
-from ._mm_tensor_core import (
-    TensorCoreTile,
-    fit_tile,
-    padded_tile,
-    schedule_tensor_core,
-    tile_matrices_innermost,
-    why_not_tensor_core,
 )
 
 
@@ -102,8 +95,8 @@ class MatmulConfig:
         Widest global load (16 bytes: ``float4``).
     unroll
         ``pragma_auto_unroll_max_step`` of the inner loops.
-    shared_bytes
-        Static shared memory per block.
+    shared_bytes, shared_optin_bytes
+        Static shared memory per block; dynamic shared memory a block may opt in to.
     tensor_cores
         ``"mma"``, ``"wmma"`` or ``""``: the tensor-core schedule to use (``""``: SIMT only).
     tensor_core_tile
@@ -116,14 +109,17 @@ class MatmulConfig:
     vector_bytes: int = 16
     unroll: int = 256
     shared_bytes: int = 48 * 1024
+    shared_optin_bytes: int = 48 * 1024
     tensor_cores: str = ""
-    tensor_core_tile: TensorCoreTile = field(default_factory=TensorCoreTile)
+    tensor_core_tile: tcs.TensorCoreTile = field(default_factory=tcs.TensorCoreTile)
 
     @staticmethod
     def for_target(target: Target) -> MatmulConfig:
         """The configuration for a CUDA target (sm_70 ... sm_90; ``sm_90a`` is sm_90)."""
         facts = gpu_facts(target)
-        return MatmulConfig(shared_bytes=facts.shared_bytes, tensor_cores=facts.tensor_cores)
+        return MatmulConfig(shared_bytes=facts.shared_bytes,
+                            shared_optin_bytes=facts.shared_optin_bytes,
+                            tensor_cores=facts.tensor_cores)  # fmt: skip
 
 
 @dataclass
@@ -465,16 +461,16 @@ def _tensor_core(
         return None
     sch = Schedule(func)
     main = sch.get_block(name)
-    if why_not_tensor_core(func, main, sch, cfg.tensor_cores) is not None:
+    if tcs.why_not_tensor_core(func, main, sch, cfg.tensor_cores) is not None:
         return None
-    if len(roles.k) != 1 or not tile_matrices_innermost(
+    if len(roles.k) != 1 or not tcs.tile_matrices_innermost(
         block_node(sch, main), roles.i, roles.j, roles.k[0]
     ):
         return None
     extents = (const_int(doms[roles.i]), const_int(doms[roles.j]), _k_extent(roles, doms))
-    tile = fit_tile(extents, cfg.tensor_cores, cfg.tensor_core_tile)
+    tile = tcs.fit_tile(extents, cfg.tensor_cores, cfg.tensor_core_tile)
     if tile is None:  # pad to whole tiles (zero-filled loads, a guarded copy-back kernel)
-        tile = padded_tile(extents, cfg.tensor_cores, cfg.tensor_core_tile)
+        tile = tcs.padded_tile(extents, cfg.tensor_cores, cfg.tensor_core_tile)
         if tile is None or isinstance(_pad(sch, main, roles, doms, tile.sizes, True), Decline):
             return None
         main = sch.get_block(name)
@@ -485,6 +481,7 @@ def _tensor_core(
     index = {r.buffer.name: n for n, r in enumerate(reads)}
     b_transposed = [r for r in einsum.rhs.roles if r is not IndexRole.CONST][-1] is IndexRole.REDUCE
     operands = (index[einsum.lhs.buffer.name], index[einsum.rhs.buffer.name], b_transposed)
+    tile = tcs.fit_stages(tile, b_transposed and cfg.tensor_cores == "mma", cfg.shared_optin_bytes)
 
     def build() -> None:
         by_iter = _loops_by_iter(sch, main)
@@ -493,7 +490,7 @@ def _tensor_core(
         sch.reorder(*outer, by_iter[roles.i], by_iter[roles.j], *k_loops)
         k = sch.fuse(*k_loops) if len(k_loops) > 1 else k_loops[0]
         loops = (outer, by_iter[roles.i], by_iter[roles.j], k)
-        schedule_tensor_core(sch, main, loops, tile, cfg.tensor_cores, operands)
+        tcs.schedule_tensor_core(sch, main, loops, tile, cfg.tensor_cores, operands)
 
     if not sch.try_(build) or not bind_unbound_roots(sch):
         return None

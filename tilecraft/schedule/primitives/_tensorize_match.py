@@ -42,6 +42,10 @@ from ...ir import (
 from ...ir.visitor import iter_children
 from .index_map import const_value
 
+_SCOPE_MATCH = {"shared.dyn": "shared"}
+"""A block buffer of a key scope matches an intrinsic's buffer of the value scope: shared
+memory sized at launch is shared memory."""
+
 
 class MismatchError(Exception):
     """The block does not have the description's form; ``args[0]`` says where."""
@@ -114,7 +118,9 @@ class _Matcher:
     def buffer(self, d: Buffer, a: Buffer) -> None:
         bound = self.bufs.get(id(d))
         if bound is None:
-            if d.dtype != a.dtype or d.scope != a.scope:
+            if d.dtype != a.dtype or _SCOPE_MATCH.get(d.scope, d.scope) != _SCOPE_MATCH.get(
+                a.scope, a.scope
+            ):
                 raise MismatchError(
                     f'buffer "{a.name}" is {a.dtype} in scope "{a.scope}", the intrinsic '
                     f'expects {d.dtype} in scope "{d.scope}"'
