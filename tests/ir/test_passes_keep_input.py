@@ -39,7 +39,7 @@ from tilecraft.ir.transform import (
 )
 from tilecraft.lower import FlattenBuffer, get_gpu_pipeline, get_pipeline
 from tilecraft.lower.bounds_check import InsertBoundsChecks
-from tilecraft.rules import ApplyDefaultSchedule
+from tilecraft.rules import ApplyDefaultSchedule, SpecializeShapes
 from tilecraft.rules.cpu import GEMV, Matmul
 from tilecraft.tune import ApplyDatabase, TuneIRMod, TuneTIR
 
@@ -180,6 +180,14 @@ def _small_static() -> IRModule:
     return IRModule({"mm": tc.te.create_prim_func([a, b, tc.topi.matmul(a, b)])})
 
 
+def _symbolic_linear() -> IRModule:
+    """``x @ W`` with the batch ``n`` symbolic: the function ``SpecializeShapes`` copies."""
+    n = tc.ir.Var("n", "int64")
+    x = tc.te.placeholder((n, 16), "float32", name="x")
+    w = tc.te.placeholder((16, 8), "float32", name="W")
+    return IRModule({"linear": tc.te.create_prim_func([x, w, tc.topi.matmul(x, w)])})
+
+
 def _tuning_cases() -> list[Case]:
     work_dir = tempfile.mkdtemp(prefix="tc_pass_input_")
     atexit.register(shutil.rmtree, work_dir, ignore_errors=True)
@@ -202,6 +210,7 @@ EXTRA: dict[str, Callable[[], list[Case]]] = {
         ("graph", tc.graph.get_pipeline("default"), _graph_stages()[2][0][2]),
         ("lower", Sequential(get_pipeline("cpu"), name="lower"), _cpu_scheduled()),
     ],
+    "SpecializeShapes": lambda: [("graph", SpecializeShapes((1, 4)), _symbolic_linear())],
     "_ModuleFunctionPass": lambda: [("graph", module_pass(_identity), _graph_stages()[2][0][2])],
     "_PrimFunctionPass": lambda: [("cpu", function_pass(_rename_blocks), _cpu_scheduled())],
     # needs the blas extra (in dev): the pass loads the library before it rewrites anything
