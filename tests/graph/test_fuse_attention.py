@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -11,8 +10,8 @@ import pytest
 import tilecraft as tc
 from tilecraft.frontend import nn
 from tilecraft.frontend.nn import functional as F  # noqa: N812
-from tilecraft.graph import FoldConstants, FuseAttention, get_pipeline
-from tilecraft.graph.ir import OpCall, graph_functions
+from tilecraft.graph import FoldConstants, FuseAttention, GraphBuilder
+from tilecraft.graph.ir import Binding, Constant, OpCall, TensorType, TensorVar, graph_functions
 
 B, H, S, D = 1, 2, 8, 16
 
@@ -85,3 +84,136 @@ def test_nn_frontend_sdpa_fuses_and_matches(kwargs: dict[str, Any], causal: bool
     q, k, v = qkv()
     want = np_attention(q, k, v, kwargs.get("scale", D**-0.5), causal)
     np.testing.assert_allclose(exe["forward"](q, k, v), want, rtol=1e-4, atol=1e-5)
+
+
+def torch_module(kind: str) -> tuple[tc.IRModule, Any]:
+    """A torch SDPA program imported (decomposed by torch), and the torch module."""
+    torch = pytest.importorskip("torch")
+    from tilecraft.frontend.torch import from_exported_program
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    class Attn(torch.nn.Module):
+        def forward(self, q: Any, k: Any, v: Any) -> Any:
+            if kind == "tril":
+                mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+                return sdpa(q, k, v, attn_mask=mask)
+            if kind == "band":  # not triangular: stays as it is
+                mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+                return sdpa(q, k, v, attn_mask=mask.triu(-2))
+            return sdpa(q, k, v, is_causal=kind == "causal")
+
+    model = Attn()
+    args = tuple(torch.from_numpy(a) for a in qkv())
+    mod, params = from_exported_program(torch.export.export(model, args))
+    assert not params
+    return mod, model
+
+
+@pytest.mark.parametrize("kind", ["full", "causal", "tril", "band"])
+def test_torch_sdpa_fuses_and_matches_torch(kind: str) -> None:
+    torch = pytest.importorskip("torch")
+    mod, model = torch_module(kind)
+    fused = FuseAttention()(FoldConstants()(mod))
+    assert ("attention" in ops(fused)) is (kind != "band")
+    exe = tc.compile(mod, tc.Target("cpu -mcpu=avx2"))
+    if kind != "band":
+        assert "rule:Attention" in kernels(exe).values()
+    q, k, v = qkv()
+    want = model(*(torch.from_numpy(a) for a in (q, k, v))).numpy()
+    np.testing.assert_allclose(exe["main"](q, k, v), want, rtol=1e-4, atol=1e-5)
+
+
+def const(bb: GraphBuilder, value: np.ndarray | float, dtype: str = "float32") -> TensorVar:
+    """A constant binding of ``bb``."""
+    data = np.asarray(value, dtype)
+    t = TensorType(data.shape, dtype)
+    var = TensorVar(bb.fresh("c"), t)
+    bb.bindings.append(Binding(var, Constant(t, data)))
+    return var
+
+
+TRIL = np.tril(np.ones((S, S), bool))
+
+
+def chain(variant: str, t: int = S) -> tc.IRModule:
+    """q @ k^T * 0.25, masked as ``variant`` says, softmax, @ v; k and v have ``t`` keys."""
+    bb = GraphBuilder()
+    q = bb.param("q", (B, H, S, D), "float32")
+    k, v = (bb.param(n, (B, H, t, D), "float32") for n in "kv")
+    m = bb.param("m", (S, t), "bool") if variant == "param_mask" else None
+    s = bb.emit("multiply", [bb.emit("matmul", [q, k], {"transpose_b": True}), const(bb, 0.25)])
+    low = const(bb, -np.inf)
+    if variant in ("tril", "band", "mild"):
+        keep = {"tril": TRIL, "band": np.triu(TRIL, -2), "mild": TRIL}[variant]
+        fill = const(bb, -1.0) if variant == "mild" else low
+        s = bb.emit("where", [const(bb, keep, "bool"), s, fill])
+    elif variant == "additive":
+        s = bb.emit("add", [s, const(bb, np.where(TRIL, 0.0, -np.inf))])
+    elif variant == "param_mask":
+        s = bb.emit("where", [m, s, low])
+    elif variant == "upper_left":
+        s = bb.emit("causal_mask", [s], {"offset": 0})
+    p = bb.emit("softmax", [s], {"axis": 2 if variant == "axis" else -1})
+    o = bb.emit("matmul", [p, v])
+    return tc.IRModule({"main": bb.finish([o, s] if variant == "twice" else o)})
+
+
+def np_chain(variant: str, q: Any, k: Any, v: Any, m: Any = None) -> Any:
+    s = (q.astype("f8") @ k.astype("f8").swapaxes(-1, -2)) * 0.25
+    n, t = s.shape[-2:]
+    keep = {
+        "tril": TRIL,
+        "additive": TRIL,
+        "band": np.triu(TRIL, -2),
+        "param_mask": m,
+        "upper_left": np.tril(np.ones((n, t), bool)),
+    }.get(variant)
+    if keep is not None:
+        s = np.where(keep, s, -np.inf)
+    elif variant == "mild":
+        s = np.where(TRIL, s, -1.0)
+    axis = 2 if variant == "axis" else -1
+    p = np.exp(s - s.max(axis, keepdims=True))
+    o = (p / p.sum(axis, keepdims=True)) @ v.astype("f8")
+    return (o, s) if variant == "twice" else o
+
+
+@pytest.mark.parametrize(
+    ("variant", "fuses"),
+    [
+        ("none", True),
+        ("tril", True),
+        ("additive", True),
+        ("band", False),
+        ("mild", False),
+        ("param_mask", False),
+        ("twice", False),
+        ("axis", False),
+        ("upper_left", False),
+    ],
+)
+def test_chains_fuse_only_when_exact(variant: str, fuses: bool) -> None:
+    t = 12 if variant == "upper_left" else S
+    mod = chain(variant, t)
+    fused = FuseAttention()(mod)
+    assert ("attention" in ops(fused)) is fuses
+    if not fuses:
+        assert fused["main"] is mod["main"]
+    rng = np.random.default_rng(3)
+    q, k, v = (
+        rng.standard_normal(sh).astype("float32") for sh in [(B, H, S, D), *[(B, H, t, D)] * 2]
+    )
+    extra = [rng.random((S, t)) < 0.7] if variant == "param_mask" else []
+    if extra:
+        extra[0][:, 0] = True  # every row keeps a key
+    exe = tc.compile(mod, tc.Target("cpu -mcpu=avx2"))
+    assert ("rule:Attention" in kernels(exe).values()) is fuses
+    if fuses:
+        (call,) = (c for c in calls(fused) if c.op == "attention")
+        assert call.attrs["causal"] is (variant != "none")
+        assert call.attrs["scale"] == 0.25
+    got, want = exe["main"](q, k, v, *extra), np_chain(variant, q, k, v, *extra)
+    pairs = list(zip(got, want, strict=True)) if variant == "twice" else [(got, want)]
+    for g, w in pairs:
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)

@@ -116,7 +116,9 @@ def _matmul4(m: _Match, x: TensorVar) -> OpCall | None:
     if r is None or x.type.ndim != 4 or r.args[0].type.ndim != 3:
         return None
     inner = r.args[0]
-    if not all(dims_equal(a, c) for a, c in zip(x.type.shape[2:], inner.type.shape[1:])):
+    if not all(
+        dims_equal(a, c) for a, c in zip(x.type.shape[2:], inner.type.shape[1:], strict=True)
+    ):
         return None
     m.inner.append(x)
     return m.take(inner, "matmul")
