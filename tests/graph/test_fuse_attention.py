@@ -217,3 +217,16 @@ def test_chains_fuse_only_when_exact(variant: str, fuses: bool) -> None:
     pairs = list(zip(got, want, strict=True)) if variant == "twice" else [(got, want)]
     for g, w in pairs:
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_symbolic_sequences_fuse_only_when_asked() -> None:
+    """The Attention rule's symbolic-length kernel is slow: the default leaves the operators."""
+    mod = export(Sdpa(is_causal=True), (B, H, "s", D))
+    assert FuseAttention()(mod)["forward"] is mod["forward"]
+    fused = FuseAttention(symbolic=True)(mod)
+    assert ops(fused) == ["attention"]
+    exe = tc.compile(fused, tc.Target("cpu -mcpu=avx2"))
+    for s in (1, 5):
+        q, k, v = qkv(s, (B, H, s, D))
+        want = np_attention(q, k, v, D**-0.5, True)
+        np.testing.assert_allclose(exe["forward"](q, k, v), want, rtol=1e-4, atol=1e-5)
