@@ -230,3 +230,14 @@ def test_symbolic_sequences_fuse_only_when_asked() -> None:
         q, k, v = qkv(s, (B, H, s, D))
         want = np_attention(q, k, v, D**-0.5, True)
         np.testing.assert_allclose(exe["forward"](q, k, v), want, rtol=1e-4, atol=1e-5)
+
+
+def test_symbolic_batch_fuses() -> None:
+    mod = export(Sdpa(scale=0.3), ("b", H, S, D))
+    assert ops(FuseAttention()(mod)) == ["attention"]
+    exe = tc.compile(mod, tc.Target("cpu -mcpu=avx2"))
+    assert set(kernels(exe).values()) == {"rule:Attention"}
+    for b in (1, 3):
+        q, k, v = qkv(b, (b, H, S, D))
+        want = np_attention(q, k, v, 0.3, False)
+        np.testing.assert_allclose(exe["forward"](q, k, v), want, rtol=1e-4, atol=1e-5)
