@@ -39,7 +39,7 @@ import numpy as np
 from ...ir import IntImm, IRModule
 from ...ir.transform import ModulePass
 from ..ir import Binding, Constant, Function, OpCall, TensorVar, graph_functions, rebuild
-from ..op import dims_equal
+from ..op import dims_equal, product
 from ..op_types import permutation, transpose_b
 
 
@@ -52,9 +52,11 @@ class _Graph:
 
     @staticmethod
     def of(func: Function) -> _Graph:
+        """Uses are counted from live bindings only (the importer leaves dead reshapes)."""
         uses: Counter[int] = Counter(id(r) for r in func.rets)
-        for b in func.bindings:
-            uses.update(id(a) for a in getattr(b.value, "args", ()))
+        for b in reversed(func.bindings):
+            if uses[id(b.var)] or not isinstance(b.value, OpCall):
+                uses.update(id(a) for a in getattr(b.value, "args", ()))
         return _Graph({id(b.var): b.value for b in func.bindings}, uses)
 
     def call(self, x: TensorVar, *ops: str) -> OpCall | None:
@@ -64,6 +66,14 @@ class _Graph:
     def const(self, x: TensorVar) -> np.ndarray | None:
         v = self.defs.get(id(x))
         return v.data if isinstance(v, Constant) else None
+
+    def zeros(self, x: TensorVar) -> bool:
+        """Whether ``x`` is a constant of zeros or ``full(.., value=0)``."""
+        data = self.const(x)
+        if data is not None:
+            return not np.any(data)
+        call = self.call(x, "full")
+        return call is not None and call.attrs.get("value") == 0
 
     def scalar(self, x: TensorVar) -> float | None:
         data = self.const(x)
@@ -100,13 +110,10 @@ def _lift(m: _Match, x: TensorVar) -> TensorVar:
     if call is None or x.type.ndim != 3 or call.args[0].type.ndim != 4:
         return x
     y = call.args[0]
-    b, h = y.type.shape[:2]
     if not all(dims_equal(a, c) for a, c in zip(y.type.shape[2:], x.type.shape[1:], strict=True)):
         return x
-    lead = x.type.shape[0]
-    if not (isinstance(b, IntImm) and isinstance(h, IntImm) and isinstance(lead, IntImm)):
-        return x
-    if b.value * h.value != lead.value:
+    merged = product(y.type.shape[:2])
+    if merged is None or merged != product(x.type.shape[:1]):
         return x
     m.inner.append(x)
     return y
@@ -260,8 +267,7 @@ def _unsoftmax(m: _Match, p: TensorVar) -> TensorVar | None:
     """The scores ``x`` of ``p = softmax(x, -1)``, optionally under torch's guard."""
     guard = m.take(p, "where")
     if guard is not None:
-        zeros = m.g.const(guard.args[1])
-        if zeros is None or np.any(zeros != 0):
+        if not m.g.zeros(guard.args[1]):
             return None
         p = guard.args[2]
     sm = m.take(p, "softmax")
@@ -338,7 +344,13 @@ def fuse_function(func: Function, symbolic: bool = False) -> Function:
         bindings.append(b)
     if not dead:
         return func
-    return rebuild(func, [b for b in bindings if id(b.var) not in dead])
+    kept: list[Binding] = []
+    for b in bindings:  # a dead binding reading a removed value (dead itself) goes too
+        if id(b.var) in dead or any(id(a) in dead for a in getattr(b.value, "args", ())):
+            dead.add(id(b.var))
+        else:
+            kept.append(b)
+    return rebuild(func, kept)
 
 
 class FuseAttention(ModulePass):
