@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...ir import IntImm, IRModule
+from ...ir import Attrs, IntImm, IRModule
 from ...ir.transform import ModulePass
 from ..ir import Binding, Constant, Function, OpCall, TensorVar, graph_functions, rebuild
 from ..op import dims_equal, product
@@ -191,7 +191,7 @@ def _is_tril(keep: np.ndarray, s: int, t: int) -> bool:
 
 def _static_st(x: TensorVar) -> tuple[int, int] | None:
     shape = x.type.static_shape()
-    return None if shape is None else shape[-2:]
+    return None if shape is None else (shape[-2], shape[-1])
 
 
 def _causal_op(m: _Match, x: TensorVar, call: OpCall) -> TensorVar | None:
@@ -279,7 +279,7 @@ def _unsoftmax(m: _Match, p: TensorVar) -> TensorVar | None:
     return x
 
 
-def _operands(m: _Match, root: TensorVar) -> tuple[TensorVar, ...] | None:
+def _operands(m: _Match, root: TensorVar) -> tuple[TensorVar, TensorVar, TensorVar] | None:
     """(q, k, v) of the attention computing ``root``."""
     mm = _matmul4(m, root)
     if mm is None or transpose_b(mm.op, mm.attrs):
@@ -288,7 +288,7 @@ def _operands(m: _Match, root: TensorVar) -> tuple[TensorVar, ...] | None:
     x = _unsoftmax(m, _lift(m, mm.args[0]))
     y = None if x is None else _unmask(m, x)
     qk = None if y is None else _scores(m, y)
-    return None if qk is None else (*qk, v)
+    return None if qk is None else (qk[0], qk[1], v)
 
 
 def _shapes_fit(q: TensorVar, k: TensorVar, v: TensorVar, out: TensorVar) -> bool:
@@ -322,7 +322,7 @@ def _match(
     inside = Counter(id(a) for x in chain.values() for a in g.defs[id(x)].args)  # type: ignore[attr-defined]
     if any(g.uses[i] != inside[i] for i in chain if i != id(b.var)):
         return None
-    attrs = {"causal": m.causal, "scale": m.scale, "layout": "BHSD"}
+    attrs = Attrs({"causal": m.causal, "scale": m.scale, "layout": "BHSD"})
     return Binding(b.var, OpCall("attention", qkv, attrs)), [
         x for i, x in chain.items() if i != id(b.var)
     ]
