@@ -245,3 +245,10 @@ def test_symbolic_batch_fuses() -> None:
         q, k, v = qkv(b, (b, H, S, D))
         want = np_attention(q, k, v, 0.3, False)
         np.testing.assert_allclose(exe["forward"](q, k, v), want, rtol=1e-4, atol=1e-5)
+
+
+def test_gpu_targets_keep_the_operators() -> None:
+    mod = export(Sdpa(is_causal=True))
+    with tc.Target("cuda"):
+        assert FuseAttention()(mod)["forward"] is mod["forward"]
+    assert ops(FuseAttention()(mod)) == ["attention"]

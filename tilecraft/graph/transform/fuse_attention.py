@@ -26,8 +26,11 @@ multiples and falls off a cliff elsewhere (12 heads of 64, causal, one thread, t
 separate operators' time in parentheses: s = 128 0.79 ms (2.1), 136 24 ms (2.4), 197
 49 ms (6.4), one query against 128 keys 0.11 ms (0.04), symbolic s = 128 9-18 ms (2)).
 A symbolic batch or head count is fused (0.9 ms against 1.2 ms separate, s = 128).
-Operator calls only: run it after ``FoldConstants`` (torch's masks are built from
-``arange`` and become constants there) and before ``Legalize``.
+Under a GPU target (``with target:``, as ``tc.compile`` runs the pipeline) nothing fuses:
+the GPU rules schedule the fused PrimFunc as a general reduction, while the separate
+products get the tensor-core Matmul rule. Operator calls only: run it after
+``FoldConstants`` (torch's masks are built from ``arange`` and become constants there)
+and before ``Legalize``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import numpy as np
 
 from ...ir import Attrs, IntImm, IRModule
 from ...ir.transform import ModulePass
+from ...target import Target
 from ..ir import Binding, Constant, Function, OpCall, TensorVar, graph_functions, rebuild
 from ..op import dims_equal, product
 from ..op_types import permutation, transpose_b
@@ -368,7 +372,10 @@ class FuseAttention(ModulePass):
         self.any_length = any_length
 
     def transform_module(self, mod: IRModule) -> IRModule:
-        """See the module docstring."""
+        """See the module docstring; under a GPU target (``with target:``) ``mod`` itself."""
+        target = Target.current()
+        if target is not None and target.is_gpu:
+            return mod
         funcs = dict(mod.functions)
         for name, func in graph_functions(mod):
             funcs[name] = fuse_function(func, self.any_length)
