@@ -181,9 +181,17 @@ def _scores(m: _Match, x: TensorVar) -> tuple[TensorVar, TensorVar] | None:
     return None if k is None else (q, k)
 
 
+def _lowest(dtype: str) -> float:
+    """The lowest finite value of ``dtype`` (bfloat16's is float32's; unknown to numpy: -inf)."""
+    try:
+        return float(np.finfo(np.dtype("float32" if dtype == "bfloat16" else dtype)).min)
+    except TypeError:
+        return -np.inf
+
+
 def _very_low(c: float | None, dtype: str) -> bool:
     """Whether ``c`` masks a score out exactly: -inf, or at most half the lowest value."""
-    return c is not None and (c == -np.inf or c <= 0.5 * float(np.finfo(np.dtype(dtype)).min))
+    return c is not None and (c == -np.inf or c <= 0.5 * _lowest(dtype))
 
 
 def _is_tril(keep: np.ndarray, s: int, t: int) -> bool:
