@@ -37,6 +37,7 @@ from .transform import PassInstrument as PassInstrument
 from .transform import Sequential as Sequential
 from .transform.bind_params import BindParams as BindParams
 from .transform.fold_constants import FoldConstants as FoldConstants
+from .transform.fuse_attention import FuseAttention as FuseAttention
 from .transform.fuse_transpose_matmul import FuseTransposeMatmul as FuseTransposeMatmul
 
 

@@ -24,6 +24,7 @@ from .op_types import (
     COMPARE,
     REDUCE,
     UNARY,
+    AttentionLayout,
     attention_layout,
     causal_offset,
     padding4,
@@ -185,16 +186,17 @@ _SWAP_SEQ_HEADS = (0, 2, 1, 3)  # (batch, seq, heads, dim) <-> (batch, heads, se
 
 
 def _attention(args: Args, attrs: Attrs, out: TensorType) -> Tensor:
-    """topi works on (..., seq, dim): move the heads axis in front of the sequence axis."""
+    """topi works on (..., seq, dim): BSHD moves the heads axis in front of the sequence axis."""
+    bshd = attention_layout("attention", attrs) is AttentionLayout.BSHD
     q, k, v = (
-        topi.transpose(t, _SWAP_SEQ_HEADS, name=f"{n}_bhsd")
+        topi.transpose(t, _SWAP_SEQ_HEADS, name=f"{n}_bhsd") if bshd else t
         for t, n in zip(args, "qkv", strict=True)
     )
     scale = attr_optional_float("attention", attrs, "scale")
     if scale is None:
         scale = 1.0 / math.sqrt(static_extent("attention", q.shape[-1], "head_dim"))
     o = topi.attention(q, k, v, causal=bool(attrs.get("causal", False)), scale=scale)
-    return topi.transpose(o, _SWAP_SEQ_HEADS, name="T_attention")
+    return topi.transpose(o, _SWAP_SEQ_HEADS, name="T_attention") if bshd else o
 
 
 def _rotary(args: Args, attrs: Attrs, out: TensorType) -> Tensor:

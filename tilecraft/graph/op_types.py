@@ -307,21 +307,23 @@ def _norm(op: str, ts: Types, attrs: Attrs) -> TensorType:
 
 
 def _attention(op: str, ts: Types, attrs: Attrs) -> TensorType:
+    """BSHD (default) or ``layout="BHSD"``: (batch, heads, seq, head_dim) in and out."""
     q, k, v = ts
     dt = same_dtype(op, ts)
     float_dtype(op, q)
+    layout = attention_layout(op, attrs)
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.ndim != 4:
-            raise GraphError(
-                f"{op}: {name} must be (batch, seq, heads, head_dim), got {t.describe()}"
-            )
+            want = "(batch, seq, heads, head_dim)" if layout.seq_axis == 1 else layout.value
+            raise GraphError(f"{op}: {name} must be {want}, got {t.describe()}")
+    heads, seq = 3 - layout.seq_axis, layout.seq_axis
     ok = (
         dims_equal(q.shape[0], k.shape[0])
         and dims_equal(k.shape[0], v.shape[0])
-        and dims_equal(q.shape[2], k.shape[2])
-        and dims_equal(k.shape[2], v.shape[2])
+        and dims_equal(q.shape[heads], k.shape[heads])
+        and dims_equal(k.shape[heads], v.shape[heads])
         and dims_equal(q.shape[3], k.shape[3])
-        and dims_equal(k.shape[1], v.shape[1])
+        and dims_equal(k.shape[seq], v.shape[seq])
     )
     if not ok:
         raise GraphError(f"{op}: incompatible q {q.describe()}, k {k.describe()}, v {v.describe()}")

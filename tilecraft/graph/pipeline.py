@@ -16,6 +16,7 @@ from .transform import (
 )
 from .transform.bind_params import BindParams
 from .transform.fold_constants import FoldConstants
+from .transform.fuse_attention import FuseAttention
 from .transform.fuse_transpose_matmul import FuseTransposeMatmul
 
 
@@ -31,6 +32,7 @@ def _default() -> Sequential:
         [
             FuseTransposeMatmul(),
             FoldConstants(),
+            FuseAttention(),
             Legalize(),
             AnnotateOpPattern(),
             FuseOps(),
@@ -52,7 +54,9 @@ def get_pipeline(name: str = "zero", params: Mapping[str, Any] | None = None) ->
 
     ``"default"``: FuseTransposeMatmul (matmuls read transposed weights in their stored
     layout, or a bound weight is transposed once, see the pass), FoldConstants (bindings of
-    constants only are computed once, here), then "zero".
+    constants only are computed once, here), FuseAttention (softmax-attention chains become
+    one ``attention`` call; after FoldConstants, which turns torch's masks into constants),
+    then "zero".
 
     Parameters
     ----------
