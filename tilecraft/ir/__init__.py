@@ -41,8 +41,8 @@ from .expr import Select as Select
 from .expr import Sub as Sub
 from .expr import Var as Var
 from .expr import as_expr as as_expr
-from .expr import negate as negate
 from .expr import const as const
+from .expr import negate as negate
 from .function import BaseFunc as BaseFunc
 from .function import PrimFunc as PrimFunc
 from .module import IRModule as IRModule

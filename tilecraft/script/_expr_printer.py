@@ -166,7 +166,7 @@ def _is_negation(e: Expr) -> bool:
 
 def _negated(e: Expr) -> Expr:
     """The operand of a negation (see :func:`_is_negation`)."""
-    return e.b if isinstance(e, Sub) else e.a  # type: ignore[attr-defined,no-any-return]
+    return e.b if isinstance(e, Sub) else e.a  # type: ignore[attr-defined]
 
 
 def precedence(e: Expr) -> int:
