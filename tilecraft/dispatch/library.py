@@ -209,9 +209,7 @@ class DispatchLibrary(ModulePass):
             return f"no {self.library} measurement in the database"
         tuned = self.database.query_tuning_record(func, target)
         if tuned is None:  # nothing measured against it: the rules keep the function
-            return (
-                f"no tuned record to compare {self.library} with ({lib.mean_secs * 1e3:.4g} ms)"
-            )
+            return f"no tuned record to compare {self.library} with ({lib.mean_secs * 1e3:.4g} ms)"
         if tuned.mean_secs <= lib.mean_secs:
             return (
                 f"the tuned kernel is faster ({tuned.mean_secs * 1e3:.4g} ms, "
