@@ -6,7 +6,8 @@ and six times slower than the GEMV schedule at ``n = 1`` (the MLP 1000 -> 333 ->
 against 53 us compiled for a batch of 1, AVX-512, one thread). This pass gives the rules the
 concrete extent where one size is common and different: for each unscheduled PrimFunc and
 each free variable ``n`` of its buffer parameters' shapes, and each value ``v`` of
-``values`` (default ``(1,)``: one row, one token), it adds a copy of the function with
+``values`` (default ``(1,)``: one row, one token; or per variable name,
+``{"seq": (1, 64)}``), it adds a copy of the function with
 ``n = v`` substituted and its index expressions folded, named ``<name>_<n><v>`` and marked
 ``tc.specialization_of = <name>``; the general function lists its variants in
 ``tc.specializations``. The rules then schedule every function on its own (the variant at
@@ -19,13 +20,16 @@ A pure ``IRModule => IRModule`` pass: scheduled functions (the ``tc.scheduled`` 
 variant, a function already specialised, a function whose shape variables share a name, and
 one without a reduction (elementwise and layout kernels schedule alike at any extent; their
 variants would double the compile time for nothing) are left alone. ``tc.compile`` runs it
-for CPU targets between the database and the default rules; a module built for another
-target keeps its variants as extra, unused kernels.
+for CPU targets (``specialize=`` names the sizes) before the database and the default
+rules, so a record tuned at a variant's size (``TuneIRMod(specialize=...)``; the database
+keys a variant as the function written at that size) schedules it; a module built for
+another target keeps its variants as extra, unused kernels.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..arith import Analyzer
@@ -83,14 +87,31 @@ class SpecializeShapes(ModulePass):
     Parameters
     ----------
     values
-        The extents to specialise each shape variable for (default ``(1,)``).
+        The extents to specialise each shape variable for (default ``(1,)``), or, per shape
+        variable name, its extents (``{"seq": (1, 64)}``: variants at ``seq = 1`` and
+        ``seq = 64``, other shape variables left symbolic).
+
+    Raises
+    ------
+    IRError
+        When an extent is not an integer ``>= 0``, or no extent is given.
     """
 
-    def __init__(self, values: Sequence[int] = (1,)) -> None:
+    def __init__(self, values: Sequence[int] | Mapping[str, Sequence[int]] = (1,)) -> None:
         super().__init__()
-        if not values or any(not isinstance(v, int) or v < 0 for v in values):
-            raise IRError(f"SpecializeShapes: values must be extents >= 0, got {values!r}")
-        self.values = tuple(dict.fromkeys(values))
+        self.by_name: dict[str, tuple[int, ...]] | None = None
+        if isinstance(values, Mapping):
+            self.by_name = {str(k): _extents(v) for k, v in values.items()}
+            if not self.by_name:
+                raise IRError("SpecializeShapes: no shape variable named")
+            self.values: tuple[int, ...] = ()
+        else:
+            self.values = _extents(values)
+
+    def _values_of(self, var: Var) -> tuple[int, ...]:
+        if self.by_name is None:
+            return self.values
+        return self.by_name.get(var.name, ())
 
     def transform_module(self, mod: IRModule) -> IRModule:
         """``mod`` with the variants added after their general functions."""
@@ -102,16 +123,31 @@ class SpecializeShapes(ModulePass):
                 continue
             listed = []
             for var in shape_vars(func):
-                for value in self.values:
+                for value in self._values_of(var):
                     vname = fresh_name(taken, f"{name}_{var.name}{value}")
                     taken.add(vname)
                     funcs[vname] = specialize(func, var, value, vname)
                     listed.append((var.name, value, vname))
-            funcs[name] = func.with_attr(SPECIALIZATIONS_ATTR, tuple(listed))
+            funcs[name] = func.with_attr(SPECIALIZATIONS_ATTR, tuple(listed)) if listed else func
+        if self.by_name is not None:
+            self._warn_unknown(mod)
         if len(funcs) == len(mod.functions):
             return mod
         order = list(mod.functions) + [n for n in funcs if n not in mod.functions]
         return IRModule({n: funcs[n] for n in order}, mod.attrs)
+
+    def _warn_unknown(self, mod: IRModule) -> None:
+        """Warn about named shape variables no function of ``mod`` has (a typo specialises
+        nothing)."""
+        seen = {v.name for _, f in mod.prim_funcs() for v in shape_vars(f)}
+        unknown = sorted(set(self.by_name or ()) - seen)
+        if unknown:
+            have = ", ".join(sorted(seen)) or "none"
+            warnings.warn(
+                f"SpecializeShapes: no function has the shape variable(s) {', '.join(unknown)} "
+                f"(shape variables in the module: {have})",
+                stacklevel=2,
+            )
 
     def _wanted(self, func: PrimFunc) -> bool:
         """An unscheduled general function with distinctly named shape variables."""
@@ -121,6 +157,17 @@ class SpecializeShapes(ModulePass):
             return False
         names = [v.name for v in shape_vars(func)]
         return bool(names) and len(set(names)) == len(names) and _has_reduction(func)
+
+
+def _extents(values: object) -> tuple[int, ...]:
+    """``values`` as distinct extents, checked."""
+    ok = isinstance(values, Sequence) and not isinstance(values, str) and len(values) > 0
+    if not ok or any(
+        not isinstance(v, int) or isinstance(v, bool) or v < 0
+        for v in values  # type: ignore[attr-defined]
+    ):
+        raise IRError(f"SpecializeShapes: values must be extents >= 0, got {values!r}")
+    return tuple(dict.fromkeys(values))  # type: ignore[call-overload]
 
 
 def _has_reduction(func: PrimFunc) -> bool:

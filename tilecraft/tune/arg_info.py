@@ -104,7 +104,8 @@ def args_info(func: PrimFunc) -> tuple[ArgInfo, ...]:
         if not all(isinstance(e, IntImm) for e in p.shape):
             raise TuneError(
                 f"{func.name}: buffer {p.name!r} has a symbolic shape; tuning measures one "
-                "concrete shape, so specialise the function first"
+                "concrete shape, so tune it at chosen sizes (TuneIRMod(specialize={name: sizes}), "
+                "tc.rules.SpecializeShapes)"
             )
         shape = tuple(e.value for e in p.shape if isinstance(e, IntImm))
         role = ArgRole.OUTPUT if id(p) in written else ArgRole.INPUT

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from ..errors import TuneError
 from ..graph import CallFunc, CallTIR, Function, OpCall, is_graph_module
 from ..ir import IRModule, PrimFunc, is_scheduled
+from ..lower.merge_specializations import SPECIALIZATION_OF_ATTR
 from ..target import Target, as_target
 from .database.workload import ModuleEquality, WorkloadKey, canonical_func
 
@@ -105,6 +106,16 @@ def _check_legalized(mod: IRModule) -> None:
         )
 
 
+def _variant_weights(prims: Mapping[str, PrimFunc], calls: Mapping[str, int]) -> dict[str, int]:
+    """Each size variant's weight: the call count of the function it specialises."""
+    out = {}
+    for name, func in prims.items():
+        general = func.attrs.get(SPECIALIZATION_OF_ATTR)
+        if isinstance(general, str) and calls.get(general):
+            out[name] = calls[general]
+    return out
+
+
 def extract_tasks(
     mod: IRModule | PrimFunc,
     target: Target | str | None = None,
@@ -139,7 +150,10 @@ def extract_tasks(
     _check_legalized(mod)
     prims = dict(mod.prim_funcs())
     if is_graph_module(mod):
-        weights: Mapping[str, int] = {n: c for n, c in _call_counts(mod).items() if n in prims}
+        calls = _call_counts(mod)
+        weights: Mapping[str, int] = {n: c for n, c in calls.items() if n in prims}
+        # a size variant (SpecializeShapes) runs in place of its general function's calls
+        weights = {**weights, **_variant_weights(prims, calls)}
     else:
         weights = dict.fromkeys(prims, 1)
     groups: dict[WorkloadKey, list[str]] = {}

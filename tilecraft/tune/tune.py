@@ -18,11 +18,13 @@ import enum
 import logging
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import TuneError
 from ..ir import IRModule, PrimFunc
+from ..lower.merge_specializations import SPECIALIZATIONS_ATTR
+from ..rules.specialize import SpecializeShapes
 from ..runtime.backend import backend_of
 from ..schedule import Schedule
 from ..target import Target, as_target
@@ -384,6 +386,13 @@ class TuneIRMod(TunePass):
         Tune only tasks whose name contains one of these strings.
     target
         Default: the current target, else the CPU.
+    specialize
+        Sizes to tune functions with a symbolic extent at (tuning measures concrete
+        shapes): extents per shape variable name (``{"seq": (64,)}``) or for every shape
+        variable; each function gets :class:`~tilecraft.rules.SpecializeShapes` variants at
+        those sizes and the variants are tuned (with their general function's weight).
+        ``tc.compile(..., database=db, specialize=...)`` with the same sizes applies the
+        records. Default: none (symbolic functions are not tuned, with a warning).
     **kwargs
         Further arguments of :func:`tune_tasks`.
     """
@@ -395,19 +404,26 @@ class TuneIRMod(TunePass):
         op_names: Sequence[str] | None = None,
         *,
         target: Target | str | None = None,
+        specialize: Sequence[int] | Mapping[str, Sequence[int]] | None = None,
         **kwargs: Any,
     ) -> None:
         self.work_dir = work_dir
         self.max_trials_global = max_trials_global
         self.op_names = None if op_names is None else list(op_names)
         self.target = target
+        self.specialize = specialize
         self.kwargs = kwargs
         self.database: Database | None = None
 
     def transform_module(self, mod: IRModule) -> IRModule:
         """Tune the selected tasks of ``mod``; ``mod`` is returned as is."""
         tgt = as_target(self.target)
-        tasks = extract_tasks(mod, tgt)
+        variants = mod
+        if self.specialize is not None and len(self.specialize) > 0:
+            variants = SpecializeShapes(self.specialize)(mod)
+        tasks = extract_tasks(variants, tgt)
+        if variants is not mod:  # a general function is tuned through its variants
+            tasks = [t for t in tasks if not _has_variants(t)]
         if self.op_names is not None:
             tasks = [t for t in tasks if any(n in t.task_name for n in self.op_names)]
         self.database = tune_tasks(
@@ -418,6 +434,13 @@ class TuneIRMod(TunePass):
             **self.kwargs,
         )
         return mod
+
+
+def _has_variants(task: ExtractedTask) -> bool:
+    """Whether every function of ``task`` has size variants (``SpecializeShapes``)."""
+    return all(
+        SPECIALIZATIONS_ATTR in func.attrs for m in task.dispatched for _, func in m.prim_funcs()
+    )
 
 
 class TuneTIR(TuneIRMod):

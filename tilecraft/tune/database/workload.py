@@ -60,7 +60,17 @@ LIBRARY_EXTRA = "dispatch"
 """The ``extra`` key that makes a record a library record: its value names the library."""
 
 IGNORED_ATTRS = frozenset(
-    {"op_pattern", "tc.scheduled", "tc.tuned", "tc.schedule_rule", "tc.record"}
+    {
+        "op_pattern",
+        "tc.scheduled",
+        "tc.tuned",
+        "tc.schedule_rule",
+        "tc.record",
+        # a size variant (``SpecializeShapes``) is the same workload as the function written
+        # at that size: records tuned on either apply to both
+        "tc.specialization_of",
+        "tc.specializations",
+    }
 )
 """Function attributes that do not change what a function computes or how it compiles."""
 
