@@ -13,5 +13,6 @@ from .iter_map import normalize_to_iter_sum as normalize_to_iter_sum
 from .region import IntSet as IntSet
 from .region import eval_region as eval_region
 from .region import eval_set as eval_set
+from .region import eval_sets as eval_sets
 from .region import relax_region as relax_region
 from .region import union_region as union_region

@@ -194,12 +194,26 @@ def eval_set(
     Variables not in ``dom_map`` stay symbolic. Exact for affine expressions, an
     over-approximation otherwise.
     """
+    return eval_sets((expr,), dom_map, analyzer)[0]
+
+
+def eval_sets(
+    exprs: Sequence[Expr], dom_map: Mapping[Var, Range | IntSet], analyzer: Analyzer | None = None
+) -> list[IntSet]:
+    """:func:`eval_set` of each of ``exprs`` over one ``dom_map`` (the domain is prepared
+    once: cheaper than a call per expression when the domain is large)."""
     ana = analyzer or Analyzer()
     rel = _Relaxer(dom_map, ana)
-    lo, hi = rel.lin(ana.canon.lin(expr))
-    return IntSet(
-        None if lo is None else ana.canon.expr(lo), None if hi is None else ana.canon.expr(hi)
-    )
+    out = []
+    for e in exprs:
+        lo, hi = rel.lin(ana.canon.lin(e))
+        out.append(
+            IntSet(
+                None if lo is None else ana.canon.expr(lo),
+                None if hi is None else ana.canon.expr(hi),
+            )
+        )
+    return out
 
 
 def eval_region(

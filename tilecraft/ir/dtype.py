@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -66,16 +66,19 @@ class DataType:
     code: TypeCode
     bits: int
     lanes: int = 1
+    # the name, made once: printing, hashing and code generation ask for it constantly
+    _name: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.bits not in _ALLOWED_BITS[self.code]:
             raise IRError(f"dtype: {self.code.value} does not come in {self.bits} bits")
         if self.lanes < 1:
             raise IRError(f"dtype: lanes must be >= 1, got {self.lanes}")
+        base = "bool" if self.code is TypeCode.BOOL else f"{self.code.value}{self.bits}"
+        object.__setattr__(self, "_name", base if self.lanes == 1 else f"{base}x{self.lanes}")
 
     def __str__(self) -> str:
-        base = "bool" if self.code is TypeCode.BOOL else f"{self.code.value}{self.bits}"
-        return base if self.lanes == 1 else f"{base}x{self.lanes}"
+        return self._name
 
     def __repr__(self) -> str:
         return f"dtype({str(self)!r})"

@@ -44,7 +44,7 @@ from ...ir import (
 from .. import _tree
 from ..state import BlockRV, LoopRV, ScheduleState
 from ._names import used_buffer_names, used_var_names
-from .index_map import Bounds, bound_index, const_value, same_index, simplify_index
+from .index_map import Bounds, bound_index, bound_indices, const_value, same_index, simplify_index
 
 
 def get_block(func: PrimFunc, name: str, primitive: str) -> tuple[BlockRealize, _tree.Path]:
@@ -160,12 +160,13 @@ def region_bounds(
 ) -> list[Bounds] | None:
     """Inclusive per-dimension bounds of ``region`` after substituting ``vmap`` and relaxing
     the variables of ``dom``; None when some bound cannot be derived."""
-    out: list[Bounds] = []
+    ends: list[Expr] = []
     for r in region:
-        lo_e = substitute(r.min, vmap)
-        hi_e = substitute(Sub(Add(r.min, r.extent), IntImm(r.min.dtype, 1)), vmap)
-        lo = bound_index(lo_e, dom)
-        hi = bound_index(hi_e, dom)
+        ends.append(substitute(r.min, vmap))
+        ends.append(substitute(Sub(Add(r.min, r.extent), IntImm(r.min.dtype, 1)), vmap))
+    bounds = bound_indices(ends, dom)
+    out: list[Bounds] = []
+    for lo, hi in zip(bounds[::2], bounds[1::2], strict=True):
         if lo is None or hi is None:
             return None
         out.append((lo[0], hi[1]))

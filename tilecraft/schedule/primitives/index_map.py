@@ -16,7 +16,7 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ...arith import Analyzer, IterMark, IterSumExpr, detect_iter_map, eval_set
+from ...arith import Analyzer, IterMark, IterSumExpr, detect_iter_map, eval_set, eval_sets
 from ...errors import IRError, ScheduleError
 from ...ir import Expr, IntImm, Range, Var, as_expr, collect_vars, dtype, substitute
 
@@ -76,6 +76,14 @@ def bound_index(e: Expr, dom: Mapping[Var, Range]) -> Bounds | None:
     if s.min_value is None or s.max_value is None:
         return None
     return s.min_value, s.max_value
+
+
+def bound_indices(exprs: Sequence[Expr], dom: Mapping[Var, Range]) -> list[Bounds | None]:
+    """:func:`bound_index` of each of ``exprs`` over one domain (prepared once)."""
+    return [
+        None if s.min_value is None or s.max_value is None else (s.min_value, s.max_value)
+        for s in eval_sets(exprs, dom)
+    ]
 
 
 def c_expr(value: int, like: Expr) -> IntImm:
