@@ -7,8 +7,11 @@ sizes (decode with a KV cache, and prefill; ``--small`` for the test sizes). Eac
 module goes through the default graph pipeline with its weights bound, its tasks are tuned
 with one global trial budget (``--trials``; the task scheduler shares it), and the records
 are applied by ``tc.compile(mod, params=..., database=db)``: the same weights, the same
-pipeline, records first, rules for the rest. ``explain``'s count of functions scheduled by a
-record is printed with each model.
+pipeline, records first, rules for the rest. A symbolic extent (the prefill's ``seq``) is
+tuned at the size the benchmark runs (``TuneIRMod(specialize=...)``), and both the tuned and
+the rules-only compile get that size's variant (``tc.compile(specialize=...)``), so the
+comparison is of schedules, not of static against symbolic kernels. ``explain``'s count of
+functions scheduled by a record is printed with each model.
 
 Every implementation is checked against the float64 numpy reference, then timed in
 interleaved rounds (``_bench_common.per_call``: medians, a settle pause before each block).
@@ -43,16 +46,33 @@ from tilecraft.ir import scheduled_by
 
 
 def tune_model(
-    mod: tc.IRModule, params: dict[str, np.ndarray], trials: int, work_dir: str
+    mod: tc.IRModule,
+    params: dict[str, np.ndarray],
+    trials: int,
+    work_dir: str,
+    sizes: dict[str, tuple[int, ...]],
 ) -> tuple[ms.Database, int, float]:
-    """Tune the kernels of ``mod`` (weights bound); (database, tasks, seconds)."""
+    """Tune the kernels of ``mod`` (weights bound), symbolic extents at ``sizes``;
+    (database, tasks, seconds)."""
     target = tc.Target("cpu")
     with target:
         lowered = get_pipeline("default", params=params)(mod)
-    tasks = ms.extract_tasks(lowered, target)
+    tune = ms.TuneIRMod(work_dir, trials, target=target, specialize=sizes or None)
     start = time.perf_counter()
-    db = ms.tune_tasks(tasks, target, work_dir=work_dir, max_trials_global=trials)
-    return db, len(tasks), time.perf_counter() - start
+    tune(lowered)
+    assert tune.database is not None
+    ntasks = len({r.workload.key for r in tune.database.get_all_tuning_records()})
+    return tune.database, ntasks, time.perf_counter() - start
+
+
+def symbolic_sizes(case: models.ModelCase) -> dict[str, tuple[int, ...]]:
+    """Each symbolic extent of the entry's inputs -> the size the benchmark runs it at."""
+    out: dict[str, tuple[int, ...]] = {}
+    for param, x in zip(case.mod[case.entry].params, case.inputs, strict=False):
+        for dim, size in zip(param.type.shape or (), np.shape(x), strict=False):
+            if isinstance(dim, tc.ir.Var):
+                out[dim.name] = (int(size),)
+    return out
 
 
 def tuned_count(exe: Any) -> tuple[int, int]:
@@ -90,10 +110,14 @@ def run_case(
     case: models.ModelCase, torch: Any, trials: int, rounds: int
 ) -> tuple[dict[str, float], str]:
     """Tune, compile, check and time one model; (median seconds per side, summary line)."""
-    rules = bench.compile_model(case.mod, case.params)
+    # a symbolic extent is tuned at the size it runs at; both sides get that size's variant
+    sizes = symbolic_sizes(case)
+    rules = tc.compile(case.mod, "cpu", params=case.params, specialize=sizes or None)
     with tempfile.TemporaryDirectory(prefix="tc-tune-models-") as work_dir:
-        db, ntasks, tune_s = tune_model(case.mod, case.params, trials, work_dir)
-        tuned = tc.compile(case.mod, "cpu", params=case.params, database=db)
+        db, ntasks, tune_s = tune_model(case.mod, case.params, trials, work_dir, sizes)
+        tuned = tc.compile(
+            case.mod, "cpu", params=case.params, database=db, specialize=sizes or None
+        )
     fns: dict[str, Callable[[], Any]] = {
         "tuned": lambda: tuned[case.entry](*case.inputs),
         "rules": lambda: rules[case.entry](*case.inputs),

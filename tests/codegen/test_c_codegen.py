@@ -33,7 +33,8 @@ def loop_func(kind, dtype="float32", n=64, value=None, name="main"):
      (ForKind.UNROLLED, "#pragma GCC unroll 64")],
 )  # fmt: skip
 def test_loop_kind_pragmas(kind, pragma):
-    src = c_source(loop_func(kind))
+    # a parallel loop goes to threads with work to share (lower.ParallelGrain)
+    src = c_source(loop_func(kind, n=1 << 16 if kind is ForKind.PARALLEL else 64))
     assert pragma in src
     assert "const float* restrict A" in src
     assert "float* restrict B" in src

@@ -264,7 +264,7 @@ def test_simplify_uses_loop_ranges():
 
 
 def test_lower_pipeline_hooks_and_module():
-    func, _, _ = matmul_func(4, ForKind.PARALLEL)
+    func, _, _ = matmul_func(32, ForKind.PARALLEL)  # 32**3 statements: enough for threads
     text_before = func.script()
     seen = []
     low = lower(func, hooks=[lambda name, before, after: seen.append(name)])

@@ -30,6 +30,7 @@ from tilecraft.lower import (
     LowerThreadBindings,
     LowerVirtualThreads,
     LowerWarpFragments,
+    ParallelGrain,
     PlanAllocations,
     ShareOutputStorage,
     Simplify,
@@ -107,7 +108,7 @@ def test_cpu_pipeline_is_the_literal_list() -> None:
     plain = [
         ExpandWarpTiles, CollectStorageAlign, LowerInitBlock, PlanAllocations,
         ConvertBlocksToLoops, LowerThreadBindings, CompactBufferAllocation, ShareOutputStorage,
-        UnrollLoops, ExposeShapeVars, FlattenBuffer, Simplify,
+        UnrollLoops, ExposeShapeVars, FlattenBuffer, Simplify, ParallelGrain,
     ]  # fmt: skip
     assert [type(p) for p in be.CPUBackend().pipeline(CPU)] == plain
     checked = [type(p) for p in be.CPUBackend(bounds_check=True).pipeline(CPU)]

@@ -39,7 +39,7 @@ from ..ir import (
     PrimFunc,
     Var,
 )
-from ..lower import LOWERED_ATTR
+from ..lower import LOWERED_ATTR, PARALLEL_MIN_WORK_ATTR, parallel_work
 from ..lower.bounds_check import OutOfBounds
 from ..target import Target, as_target
 from . import _c_helpers
@@ -204,6 +204,10 @@ class _FunctionEmitter(SourceEmitter):
                 "the CPU with tc.build(..., emulate=True)"
             )
         pragma = _PRAGMAS.get(s.kind)
+        if s.kind is ForKind.PARALLEL and PARALLEL_MIN_WORK_ATTR in s.annotations:
+            # work that depends on a symbolic extent: threads only when it is large enough
+            need = s.annotations[PARALLEL_MIN_WORK_ATTR]
+            pragma = f"{pragma} if({self.expr(parallel_work(s))} >= {need}LL)"
         if s.kind is ForKind.UNROLLED:
             n = s.extent.value if isinstance(s.extent, IntImm) else 8
             pragma = f"#pragma GCC unroll {max(1, min(n, 1024))}"

@@ -31,6 +31,10 @@ from .lower_init_block import LowerInitBlock as LowerInitBlock
 from .lower_thread_bindings import LowerThreadBindings as LowerThreadBindings
 from .lower_warp_fragments import CompactTensorCoreBuffers as CompactTensorCoreBuffers
 from .lower_warp_fragments import LowerWarpFragments as LowerWarpFragments
+from .parallel_grain import MIN_PARALLEL_WORK as MIN_PARALLEL_WORK
+from .parallel_grain import PARALLEL_MIN_WORK_ATTR as PARALLEL_MIN_WORK_ATTR
+from .parallel_grain import ParallelGrain as ParallelGrain
+from .parallel_grain import parallel_work as parallel_work
 from .pipeline import LOWERED_ATTR as LOWERED_ATTR
 from .pipeline import cpu_pipeline as cpu_pipeline
 from .pipeline import get_pipeline as get_pipeline

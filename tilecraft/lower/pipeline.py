@@ -26,6 +26,7 @@ from .expose_shape_vars import ExposeShapeVars
 from .flatten_buffer import FlattenBuffer
 from .lower_init_block import LowerInitBlock
 from .lower_thread_bindings import LowerThreadBindings
+from .parallel_grain import ParallelGrain
 from .plan_allocations import PlanAllocations
 from .share_output_storage import ShareOutputStorage
 from .simplify import Simplify
@@ -64,6 +65,8 @@ def cpu_pipeline(*, emulate_gpu: bool = False, bounds_check: bool = False) -> li
         *([InsertBoundsChecks()] if bounds_check else []),
         FlattenBuffer(),
         Simplify(),
+        # last: it weighs the loops as the emitter will see them
+        ParallelGrain(),
     ]
 
 
