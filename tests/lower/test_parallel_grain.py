@@ -14,6 +14,7 @@ from tilecraft.lower import (
     PARALLEL_MIN_WORK_ATTR,
     ParallelGrain,
     lower,
+    parallel_condition,
     parallel_work,
 )
 
@@ -25,6 +26,18 @@ def _scale(rows: int | Var, cols: int) -> PrimFunc:
     i, j = Var("i"), Var("j")
     body = For(j, 0, cols, ForKind.SERIAL, BufferStore(b, a[i, j] * 2.0, (i, j)))
     return PrimFunc((a, b), For(i, 0, rows, ForKind.PARALLEL, body), name="scale")
+
+
+def _holds_at(cond: tc.ir.Expr, n: Var) -> dict[int, bool]:
+    """The condition's value at a few extents of ``n``."""
+    out = {}
+    for value in (1, 2, 511, 512, 600):
+        folded = tc.arith.Analyzer().simplify(
+            tc.ir.substitute(cond, {n: tc.ir.IntImm(n.dtype, value)})
+        )
+        assert isinstance(folded, tc.ir.IntImm), folded
+        out[value] = bool(folded.value)
+    return out
 
 
 def _loops(func: PrimFunc) -> list[For]:
@@ -49,8 +62,11 @@ def test_symbolic_work_decides_at_run_time() -> None:
     assert outer.annotations[PARALLEL_MIN_WORK_ATTR] == MIN_PARALLEL_WORK
     work = parallel_work(outer)
     assert str(work.dtype) == "int64"
+    # n * 64 statements >= 32768 and n >= 2 iterations: n >= 512
+    assert _holds_at(parallel_condition(outer, MIN_PARALLEL_WORK), n) == {
+        1: False, 2: False, 511: False, 512: True, 600: True,
+    }  # fmt: skip
     src = c_source(func)
-    assert f">= {MIN_PARALLEL_WORK}LL)" in src
     assert "#pragma omp parallel for if(" in src
     lib = tc.build(func, "cpu")
     for rows in (1, 3, 700):  # serial below the grain, threads above it: same values
@@ -58,6 +74,14 @@ def test_symbolic_work_decides_at_run_time() -> None:
         out = np.zeros_like(x)
         lib["scale"](x, out)
         np.testing.assert_array_equal(out, x * 2)
+
+
+def test_a_single_iteration_has_nothing_to_share() -> None:
+    func = _scale(1, 1 << 16)  # work enough, one iteration: the other threads would only wait
+    assert _loops(lower(func))[0].kind is ForKind.SERIAL
+    n = Var("n")
+    cond = parallel_condition(_loops(lower(_scale(n, 1 << 16)))[0], MIN_PARALLEL_WORK)
+    assert _holds_at(cond, n) == {1: False, 2: True, 511: True, 512: True, 600: True}
 
 
 def test_work_counts_loops_branches_and_statements() -> None:

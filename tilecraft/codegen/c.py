@@ -39,7 +39,7 @@ from ..ir import (
     PrimFunc,
     Var,
 )
-from ..lower import LOWERED_ATTR, PARALLEL_MIN_WORK_ATTR, parallel_work
+from ..lower import LOWERED_ATTR, PARALLEL_MIN_WORK_ATTR, parallel_condition
 from ..lower.bounds_check import OutOfBounds
 from ..target import Target, as_target
 from . import _c_helpers
@@ -206,8 +206,8 @@ class _FunctionEmitter(SourceEmitter):
         pragma = _PRAGMAS.get(s.kind)
         if s.kind is ForKind.PARALLEL and PARALLEL_MIN_WORK_ATTR in s.annotations:
             # work that depends on a symbolic extent: threads only when it is large enough
-            need = s.annotations[PARALLEL_MIN_WORK_ATTR]
-            pragma = f"{pragma} if({self.expr(parallel_work(s))} >= {need}LL)"
+            need = int(s.annotations[PARALLEL_MIN_WORK_ATTR])  # type: ignore[arg-type]
+            pragma = f"{pragma} if({self.expr(parallel_condition(s, need))})"
         if s.kind is ForKind.UNROLLED:
             n = s.extent.value if isinstance(s.extent, IntImm) else 8
             pragma = f"#pragma GCC unroll {max(1, min(n, 1024))}"

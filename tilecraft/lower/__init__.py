@@ -34,6 +34,7 @@ from .lower_warp_fragments import LowerWarpFragments as LowerWarpFragments
 from .parallel_grain import MIN_PARALLEL_WORK as MIN_PARALLEL_WORK
 from .parallel_grain import PARALLEL_MIN_WORK_ATTR as PARALLEL_MIN_WORK_ATTR
 from .parallel_grain import ParallelGrain as ParallelGrain
+from .parallel_grain import parallel_condition as parallel_condition
 from .parallel_grain import parallel_work as parallel_work
 from .pipeline import LOWERED_ATTR as LOWERED_ATTR
 from .pipeline import cpu_pipeline as cpu_pipeline

@@ -1,12 +1,13 @@
 """Run a parallel loop on threads only when it has the work to pay for them.
 
 Before: a flat CPU function (after :class:`~tilecraft.lower.FlattenBuffer`) whose schedule
-marked loops ``parallel``. After: a parallel loop whose work is a constant below
-``min_work`` is serial; one whose work depends on a symbolic extent carries
-:data:`PARALLEL_MIN_WORK_ATTR` ``= min_work``, and the C emitter opens its parallel region
-only when :func:`parallel_work` reaches it at run time (``#pragma omp parallel for
-if(...)``). Meaning is unchanged: the iterations of a parallel loop are independent, so
-running them on one thread computes the same values.
+marked loops ``parallel``. After: a parallel loop with fewer than two iterations, or whose
+work is a constant below ``min_work``, is serial; one whose work depends on a symbolic
+extent carries :data:`PARALLEL_MIN_WORK_ATTR` ``= min_work``, and the C emitter opens its
+parallel region only when :func:`parallel_condition` holds at run time (``#pragma omp
+parallel for if(...)``: two iterations or more, and the work). Meaning is unchanged: the
+iterations of a parallel loop are independent, so running them on one thread computes the
+same values.
 
 The work of a loop is the number of statements one thread would execute in it: each store,
 call or statement counts 1, a loop multiplies by its extent, a branch counts both sides. A
@@ -26,6 +27,7 @@ from ..arith import Analyzer
 from ..errors import LowerError
 from ..ir import (
     Allocate,
+    And,
     Expr,
     For,
     ForKind,
@@ -91,6 +93,14 @@ def parallel_work(loop: For) -> Expr:
     return IntImm(dtype("int64"), work) if isinstance(work, int) else Analyzer().simplify(work)
 
 
+def parallel_condition(loop: For, min_work: int) -> Expr:
+    """When the parallel ``loop`` should run on threads: at least two iterations to share
+    and ``min_work`` statements (:func:`parallel_work`)."""
+    ana = Analyzer()
+    enough = parallel_work(loop) >= IntImm(dtype("int64"), min_work)
+    return ana.simplify(And(_int64(loop.extent) >= IntImm(dtype("int64"), 2), enough))
+
+
 class _Grain(Mutator):
     def __init__(self, min_work: int) -> None:
         super().__init__()
@@ -101,8 +111,11 @@ class _Grain(Mutator):
             out: Stmt = self.generic_visit(loop)
             return out
         work = _work(loop)  # the loop's body is left alone: an inner parallel loop is its own
+        one = isinstance(loop.extent, IntImm) and loop.extent.value < 2
+        if one or (isinstance(work, int) and work < self.min_work):
+            return loop.update(kind=ForKind.SERIAL)  # no work to share, or too little
         if isinstance(work, int):
-            return loop if work >= self.min_work else loop.update(kind=ForKind.SERIAL)
+            return loop
         return loop.update(
             annotations=loop.annotations.with_item(PARALLEL_MIN_WORK_ATTR, self.min_work)
         )
