@@ -57,3 +57,96 @@ def test_runner_measures_on_the_process_threads(monkeypatch: pytest.MonkeyPatch)
         assert runner.num_threads == 1
     with ms.LocalRunner(timeout_s=5.0, num_threads=2) as runner:
         assert runner.num_threads == 2
+
+
+class _Scripted(threads.CoreShare):
+    """A CoreShare fed (wall, busy CPU seconds of our CPUs, our CPU seconds) samples."""
+
+    def __init__(self, cores: int, samples: list[tuple[float, float, float] | None]) -> None:
+        self.samples = list(samples)
+        super().__init__(cores, window=0.5)
+
+    def _sample(self) -> tuple[float, float, float] | None:
+        return self.samples.pop(0)
+
+
+def _at(wall: float, busy: float, own: float) -> tuple[float, float, float]:
+    """A sample taken ``1 - wall`` seconds ago (the last of a script, at 1, is now)."""
+    import time
+
+    return time.monotonic() - 1.0 + wall, busy, own
+
+
+@pytest.mark.parametrize(
+    ("busy", "own", "expected"),
+    [
+        (2.0, 2.0, 2),  # only this process: every core
+        (2.0, 1.0, 1),  # another process kept one core busy: the one left
+        (1.2, 1.0, 2),  # others used a fifth of a core: rounds to none
+        (4.0, 0.0, 1),  # others use more than every core: still one thread
+        (0.0, 0.5, 2),  # counters that went the wrong way read as no other load
+    ],
+)
+def test_core_share_leaves_the_cores_others_use(busy: float, own: float, expected: int) -> None:
+    share = _Scripted(2, [_at(0.0, 0.0, 0.0), _at(1.0, busy, own)])
+    assert share.threads == 2
+    assert share.update() == expected
+
+
+def test_core_share_waits_a_window_and_survives_an_unreadable_proc_stat() -> None:
+    import time
+
+    now = time.monotonic()
+    share = _Scripted(4, [(now, 0.0, 0.0)])
+    assert share.update() == 4  # within the window: no new sample taken
+    assert share.samples == []
+    blind = _Scripted(4, [None])
+    assert blind.update() == 4
+
+
+def test_the_real_proc_stat_gives_a_count_within_the_cores() -> None:
+    share = threads.CoreShare(window=0.0)
+    assert 1 <= share.update() <= share.cores
+
+
+def test_kernels_follow_the_free_cores_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv(threads.ADAPTIVE_ENV, raising=False)
+    assert threads.adaptive()
+    monkeypatch.setattr(threads, "_SHARE", _Scripted(2, [_at(0.0, 0.0, 0.0), _at(1.0, 2.0, 1.0)]))
+    assert threads.current_threads() == 1
+    assert threads.library_threads(0) == 1
+    monkeypatch.setenv(threads.ADAPTIVE_ENV, "0")
+    assert not threads.adaptive()
+    assert threads.current_threads() == threads.kernel_threads()
+    monkeypatch.setenv(threads.ADAPTIVE_ENV, "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert not threads.adaptive()
+    assert threads.current_threads() == 3
+
+
+def test_before_call_sets_the_openmp_threads_of_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctypes
+    import os
+    import threading
+
+    # what a parallel kernel's library brings into the process
+    gomp = ctypes.CDLL("libgomp.so.1")
+    assert ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOLOAD)._handle == gomp._handle
+    gomp.omp_get_max_threads.restype = ctypes.c_int
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv(threads.ADAPTIVE_ENV, raising=False)
+    monkeypatch.setattr(threads, "_SHARE", _Scripted(2, [_at(0.0, 0.0, 0.0), _at(1.0, 2.0, 1.0)]))
+    seen: list[int] = []
+
+    def caller() -> None:  # a fresh Python thread: its own OpenMP settings
+        threads.before_call()
+        seen.append(gomp.omp_get_max_threads())
+        monkeypatch.setenv(threads.ADAPTIVE_ENV, "0")
+        threads.before_call()  # adaptation off: back to the fixed count
+        seen.append(gomp.omp_get_max_threads())
+
+    worker = threading.Thread(target=caller)
+    worker.start()
+    worker.join()
+    assert seen == [1, threads.kernel_threads()]

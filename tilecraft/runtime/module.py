@@ -22,6 +22,7 @@ from .arguments import (
 )
 from .bounds import find_record, raise_if_violated
 from .openmp_fork import guard_forks
+from .threads import before_call
 
 if TYPE_CHECKING:
     from .backend.base import Artifact
@@ -103,6 +104,7 @@ class Function:
         """
         reject_keywords(self.name, self._checker.names, kwargs)
         prepared = self._checker.prepare(args)
+        before_call()
         self._cfunc(*prepared.cargs)
         if self._after_call is not None:
             self._after_call()

@@ -36,6 +36,7 @@ from ..arguments import (
     result_like,
     to_array,
 )
+from ..threads import before_call
 from .dynamic import run_binding
 from .extern import extern_kernel
 from .memory_plan import MemoryPlan, plan_memory
@@ -254,6 +255,7 @@ class GraphFunction:
 
     def _call(self, args: tuple[Any, ...]) -> np.ndarray | tuple[np.ndarray, ...]:
         """The result as a numpy array: natively when the entry takes the arguments."""
+        before_call()
         native = self.native
         if native is not None:
             out = native.call(*args)
