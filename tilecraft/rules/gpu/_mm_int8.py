@@ -29,7 +29,8 @@ def why_not_int8_einsum(einsum: EinsumInfo) -> str | None:
     dts = (str(einsum.lhs.buffer.dtype), str(einsum.rhs.buffer.dtype))
     out = str(einsum.output.buffer.dtype)
     if dts != ("int8", "int8") or out != "int32":
-        return f"integer einsum of {list(dts)} into {out}: int8 operands into int32 only"
+        return (f"an einsum of {list(dts)} into {out} in a function with int8 buffers: of "
+                "integer einsums, int8 operands into int32 only")  # fmt: skip
     return None
 
 
