@@ -56,6 +56,7 @@ from .base import (
 from .cuda_tensor_core import (
     TENSOR_CORE_PRELUDE,
     TENSOR_CORE_PRELUDE_BF16,
+    TENSOR_CORE_PRELUDE_S8,
     emit_async_copy,
     emit_device_call,
     wmma_fragment_decl,
@@ -162,7 +163,7 @@ class CUDACodegen:
         self.bodies: list[str] = []
         self.uses_f16 = False
         self.uses_bf16 = False
-        self.features: set[str] = set()  # tensor-core code: "f16", "bf16", "wmma"
+        self.features: set[str] = set()  # tensor-core code: "f16", "bf16", "s8", "wmma"
 
     def add_program(self, prog: GPUProgram) -> None:
         """Emit every kernel of ``prog``."""
@@ -183,6 +184,8 @@ class CUDACodegen:
             preludes.append(TENSOR_CORE_PRELUDE)
         if "bf16" in self.features:
             preludes.append(TENSOR_CORE_PRELUDE_BF16)
+        if "s8" in self.features:
+            preludes.append(TENSOR_CORE_PRELUDE_S8)
         return join_unit(["\n".join(head) + "\n", *preludes, *self.bodies])
 
 

@@ -10,9 +10,10 @@ The CUDA kernel emitter (:mod:`tilecraft.codegen.cuda`) hands over three things:
   ordinary loads and stores, which the pipeline's waits and barriers order just as well);
 - an allocation in a ``wmma.*`` scope -> :func:`wmma_fragment_decl`.
 
-Fragment registers of ``mma`` are ``local`` arrays of ``__half``/``__nv_bfloat16``/``float``;
-two 16-bit elements travel in one 32-bit register through :data:`TENSOR_CORE_PRELUDE`'s pack
-and unpack helpers (no type punning of arrays, so no alignment requirement).
+Fragment registers of ``mma`` are ``local`` arrays of ``__half``/``__nv_bfloat16``/``float``
+(``signed char``/``int`` for int8 ``m16n8k32``); two 16-bit elements (four int8) travel in
+one 32-bit register through :data:`TENSOR_CORE_PRELUDE`'s (:data:`TENSOR_CORE_PRELUDE_S8`'s)
+pack and unpack helpers (no type punning of arrays, so no alignment requirement).
 """
 
 from __future__ import annotations
@@ -59,6 +60,16 @@ __device__ __forceinline__ __nv_bfloat16 tc_lo_bf16(unsigned r) {
 }
 __device__ __forceinline__ __nv_bfloat16 tc_hi_bf16(unsigned r) {
   return __ushort_as_bfloat16((unsigned short)(r >> 16));
+}
+"""
+TENSOR_CORE_PRELUDE_S8 = """\
+__device__ __forceinline__ unsigned tc_pack_s8(signed char a, signed char b, signed char c,
+                                               signed char d) {
+  return (unsigned)(unsigned char)a | ((unsigned)(unsigned char)b << 8) |
+         ((unsigned)(unsigned char)c << 16) | ((unsigned)(unsigned char)d << 24);
+}
+__device__ __forceinline__ signed char tc_byte_s8(unsigned r, int i) {
+  return (signed char)((r >> (8 * i)) & 0xffu);
 }
 """
 _WMMA_USE = {
@@ -153,6 +164,49 @@ def _ldmatrix(em: Emitter, call: Call) -> None:
     em.line("}")
 
 
+def _int8(em: Emitter, a: Expr, what: str) -> None:
+    if str(a.dtype) != "int8":
+        raise em.fail(f"{what} of dtype {a.dtype}; expected int8")
+    em.features.add("s8")
+
+
+def _ldmatrix_b8(em: Emitter, call: Call) -> None:
+    """``ldmatrix`` of int8 rows (16 per row): four int8 per destination register."""
+    num = int(call.op[-1])
+    dst = call.args[2:]
+    _int8(em, dst[0], "ldmatrix destination")
+    _check_aligned(em, call.args[0], 16, "ldmatrix row")
+    regs = ", ".join(f"%{i}" for i in range(num))
+    outs = ", ".join(f'"=r"(tc_r[{i}])' for i in range(num))
+    em.line("{")
+    em.line(f"  unsigned tc_r[{num}];")
+    em.line(
+        f'  asm volatile("ldmatrix.sync.aligned.m8n8.x{num}.shared.b16 {{{regs}}}, '
+        f'[%{num}];\\n" : {outs} : "r"({_shared_address(em, call.args[0])}) : "memory");'
+    )
+    for i in range(num):
+        for h in range(4):
+            em.line(f"  {_element(em, dst[4 * i + h])} = tc_byte_s8(tc_r[{i}], {h});")
+    em.line("}")
+
+
+def _mma_s8(em: Emitter, call: Call) -> None:
+    """``mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32`` on the lane's 4 + 16 + 8 elements."""
+    c, a, b = call.args[0:4], call.args[4:20], call.args[20:28]
+    _int8(em, a[0], "mma.sync A")
+    _int8(em, b[0], "mma.sync B")
+    if str(c[0].dtype) != "int32":
+        raise em.fail(f"int8 mma.sync accumulator of dtype {c[0].dtype}; expected int32")
+    quads = [a[i : i + 4] for i in range(0, 16, 4)] + [b[i : i + 4] for i in range(0, 8, 4)]
+    ins = ", ".join(f'"r"(tc_pack_s8({", ".join(_element(em, x) for x in q)}))' for q in quads)
+    outs = ", ".join(f'"+r"({_element(em, x)})' for x in c)
+    ptx = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
+    em.line(
+        f'asm volatile("{ptx} {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, '
+        f'{{%0, %1, %2, %3}};\\n" : {outs} : {ins});'
+    )
+
+
 def _mma(em: Emitter, call: Call) -> None:
     c, a, b = call.args[0:4], call.args[4:12], call.args[12:16]
     short = _short(em, a[0])
@@ -222,10 +276,14 @@ def _wmma(em: Emitter, call: Call) -> None:
 def emit_device_call(em: Emitter, call: Call) -> None:
     """Emit one hardware device intrinsic as a statement."""
     op = call.op
-    if op.startswith("ptx_ldmatrix_"):
+    if op.startswith("ptx_ldmatrix_b8_"):
+        _ldmatrix_b8(em, call)
+    elif op.startswith("ptx_ldmatrix_"):
         _ldmatrix(em, call)
     elif op == "ptx_mma_m16n8k16":
         _mma(em, call)
+    elif op == "ptx_mma_m16n8k32":
+        _mma_s8(em, call)
     elif op == "ptx_cp_async_commit":
         em.line('asm volatile("cp.async.commit_group;\\n" ::: "memory");')
     elif op == "ptx_cp_async_wait":

@@ -12,6 +12,7 @@ from .node import Node
 
 WARP_FRAGMENT_SCOPES = (
     "m16n8k16.matrixA", "m16n8k16.matrixB", "m16n8k16.accumulator",
+    "m16n8k32.matrixA", "m16n8k32.matrixB", "m16n8k32.accumulator",
     "wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator",
 )  # fmt: skip
 """Warp fragment scopes: tensor-core operand tiles held in the registers of a warp's lanes,

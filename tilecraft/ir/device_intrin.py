@@ -30,6 +30,11 @@ _TILE_OPS = {
         "C[16x8] += A[16x16] @ B[16x8] on m16n8k16 fragment tiles (accumulator, matrixA, "
         "matrixB), products and sums in the accumulator's dtype",
     ),
+    "mma_sync_m16n8k32": (
+        "aaa",
+        "C[16x8] += A[16x32] @ B[32x8] on m16n8k32 fragment tiles (int32 accumulator, int8 "
+        "matrixA, int8 matrixB), products and sums in int32",
+    ),
     "mma_load_matrix": (
         "aa",
         "dst = src: a m16n8k16 matrixA (16x16) or matrixB (16x8) tile loaded from a "
@@ -64,6 +69,18 @@ _HW_OPS = {
         "a" * 16,
         "mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}: this lane's c0..c3 (read and "
         "written), a0..a7, b0..b3",
+    ),
+    "ptx_ldmatrix_b8_x2": (
+        "aa" + "a" * 8,
+        "ldmatrix.sync.aligned.m8n8.x2.shared.b16 on int8 rows (8 rows of 16 int8 per "
+        "matrix): (first, last element of the 16 this lane's address names, the lane's 8 "
+        "destination elements, 4 per register)",
+    ),
+    "ptx_ldmatrix_b8_x4": ("aa" + "a" * 16, "as ptx_ldmatrix_b8_x2 with 16 destination elements"),
+    "ptx_mma_m16n8k32": (
+        "a" * 28,
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32: this lane's c0..c3 (int32, read and "
+        "written), a0..a15, b0..b7 (int8)",
     ),
     "ptx_cp_async_commit": ("", "cp.async.commit_group"),
     "ptx_cp_async_wait": ("i", "cp.async.wait_group n: all but the n newest groups complete"),

@@ -3,8 +3,8 @@
 Before: any IR; a tensorized block's body may call warp tile operations
 (:data:`tilecraft.ir.device_intrin.TILE_OPS`) on logical tiles of warp fragment buffers.
 After:  each such call is the loop nest its tensor intrinsic's description states (a 16x16 or
-16x8 copy, fill, store, or multiply-accumulate over ``k = 16`` with products in the
-accumulator's dtype), on the same buffers and tiles, and fragment buffers are ``local``.
+16x8 copy, fill, store, or multiply-accumulate over ``k = 16``, or 32 for int8, with products
+in the accumulator's dtype), on the same buffers and tiles, and fragment buffers are ``local``.
 
 The serial emulation pipeline (``lower(..., emulate_gpu=True)``) runs this first: it gives a
 tensorized schedule its serial meaning, so ``check_numeric(..., emulate_gpu=True)`` checks
@@ -83,7 +83,7 @@ class _Expand(Mutator):
 def _expand(call: Call, new: dict[int, Buffer]) -> Stmt:
     op = call.op
     args = [a for a in call.args if isinstance(a, BufferLoad)]
-    if op in ("mma_sync_m16n8k16", "wmma_sync"):
+    if op in ("mma_sync_m16n8k16", "mma_sync_m16n8k32", "wmma_sync"):
         c, a, b = args
         m, n = TILE_SHAPE[c.buffer.scope]
         kdim = TILE_SHAPE[a.buffer.scope][1]

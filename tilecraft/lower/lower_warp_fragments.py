@@ -18,6 +18,10 @@ sits in a new loop ``for lane in T.thread_binding(32, "threadIdx.x")`` and becom
 - ``mma_load_matrix_b`` -> ``ptx_ldmatrix_x2`` (one matrixB tile) / ``ptx_ldmatrix_x4`` (two),
   with ``.trans`` for a k x n shared tile, without for an n x k one;
 - ``mma_sync_m16n8k16`` -> ``ptx_mma_m16n8k16`` on the lane's 4 + 8 + 4 elements;
+- int8 (``m16n8k32.*`` scopes): ``mma_load_matrix`` of a matrixA tile ->
+  ``ptx_ldmatrix_b8_x4``, ``mma_load_matrix_b`` (n x k only) -> ``ptx_ldmatrix_b8_x2`` /
+  ``_x4`` (each lane's row 16 int8 wide), ``mma_sync_m16n8k32`` -> ``ptx_mma_m16n8k32`` on
+  the lane's 4 + 16 + 8 elements;
 - ``mma_fill`` / ``mma_store`` -> plain stores of the lane's elements
   (:mod:`tilecraft.lower.warp_layouts`);
 - ``wmma_*`` -> ``wmma_load_sync`` / ``wmma_mma_sync`` / ``wmma_fill_fragment`` /
@@ -197,9 +201,9 @@ class _Canon:
 
 
 _WRITTEN = {"mma_load_matrix", "mma_load_matrix_b", "mma_fill", "mma_sync_m16n8k16",
-            "wmma_load_matrix", "wmma_fill", "wmma_sync"}  # fmt: skip
+            "mma_sync_m16n8k32", "wmma_load_matrix", "wmma_fill", "wmma_sync"}  # fmt: skip
 """Operations whose first argument (a fragment tile) they write."""
-_ACCUMULATE = {"mma_sync_m16n8k16", "wmma_sync"}
+_ACCUMULATE = {"mma_sync_m16n8k16", "mma_sync_m16n8k32", "wmma_sync"}
 """Operations that also read the tile they write (their first argument)."""
 
 
@@ -421,6 +425,11 @@ class _Rewriter(Mutator):
                 target = self.at(dst, row, col)
                 stores.append(BufferStore(dst.buffer, el, target.indices))
             return seq(*stores)
+        if op == "mma_load_matrix" and args[0].buffer.scope == "m16n8k32.matrixA":
+            dst, src = args
+            row, col = ldmatrix_row(lane, 4)
+            first, last = self.at(src, row, col * 2), self.at(src, row, col * 2 + 15)
+            return Evaluate(call_device("ptx_ldmatrix_b8_x4", first, last, *self.elements(dst)))
         if op == "mma_load_matrix":
             dst, src = args
             num, trans = (4, 0) if dst.buffer.scope == "m16n8k16.matrixA" else (2, 1)
@@ -430,10 +439,10 @@ class _Rewriter(Mutator):
             return Evaluate(call2)
         if op == "mma_load_matrix_b":
             return self.lower_load_b(call, args, lane)
-        if op == "mma_sync_m16n8k16":
+        if op in ("mma_sync_m16n8k16", "mma_sync_m16n8k32"):
             c, a, b = args
             els = [*self.elements(c), *self.elements(a), *self.elements(b)]
-            return Evaluate(call_device("ptx_mma_m16n8k16", *els))
+            return Evaluate(call_device(f"ptx_mma_{op[9:]}", *els))
         return self.lower_wmma(call, args)
 
     def lower_load_b(self, call: Call, args: list[BufferLoad], lane: Var) -> Stmt:
@@ -446,8 +455,13 @@ class _Rewriter(Mutator):
             raise _fail(self.fname, f"mma_load_matrix_b: tiles must be 1 or 2, got {tiles!r}")
         num = 2 * tiles.value
         row, col = ldmatrix_row(lane, num, nk=bool(nk.value))
-        first, last = self.at(src, row, col), self.at(src, row, col + 7)
         elements = [e for t in range(tiles.value) for e in self.elements(self.at(dst, 0, 8 * t))]
+        if dst.buffer.scope == "m16n8k32.matrixB":  # rows of 16 int8; no .trans for 8 bits
+            if not nk.value:
+                raise _fail(self.fname, "mma_load_matrix_b: an int8 matrixB loads n x k only")
+            first, last = self.at(src, row, col * 2), self.at(src, row, col * 2 + 15)
+            return Evaluate(call_device(f"ptx_ldmatrix_b8_x{num}", first, last, *elements))
+        first, last = self.at(src, row, col), self.at(src, row, col + 7)
         call2 = call_device(f"ptx_ldmatrix_x{num}", 1 - nk.value, first, last, *elements)
         return Evaluate(call2)
 

@@ -19,6 +19,20 @@ exactly the matrixA layout above; a 16x8 matrixB tile stored k-major (rows of ``
 transposed 8x8 matrices (top, bottom) gives the matrixB layout, and so does one stored n-major
 (rows of ``k``: an ``(out, in)`` weight) as two 8x8 matrices (left, right) without
 ``.trans``; ``.x4`` loads two matrixB tiles side by side, matrices 2 and 3 the second.
+
+``mma.sync`` m16n8k32 with int8 inputs ("Matrix Fragments for mma.m16n8k32", ``.s8``): each
+32-bit register holds four consecutive ``k`` of one row (A) or column (B),
+
+- matrixA (16x32, m x k), 16 elements: ``row = g + 8 * ((e // 4) % 2)``,
+  ``col = 4 * t + e % 4 + 16 * (e // 8)``;
+- matrixB (32x8, k x n), 8 elements: ``row = 4 * t + e % 4 + 16 * (e // 4)``, ``col = g``;
+- accumulator (16x8, int32): as m16n8k16's.
+
+An 8x8 ``b16`` matrix of ``ldmatrix`` is 8 rows of 16 int8: register ``j`` of lane ``l``
+receives row ``l // 4``, bytes ``4 (l % 4) .. + 3``. The four 8x16 quarters of a 16x32
+matrixA tile (same order as above) give the matrixA layout; a 32x8 matrixB tile stored n x k
+(rows of 32 ``k``) as two 8x16 matrices (left, right) gives the matrixB layout, without
+``.trans`` (which transposes 16-bit elements: a k x n int8 tile cannot be loaded so).
 """
 
 from __future__ import annotations
@@ -34,12 +48,18 @@ TILE_SHAPE = {
     "m16n8k16.matrixA": (16, 16),
     "m16n8k16.matrixB": (16, 8),
     "m16n8k16.accumulator": (16, 8),
+    "m16n8k32.matrixA": (16, 32),
+    "m16n8k32.matrixB": (32, 8),
+    "m16n8k32.accumulator": (16, 8),
     "wmma.matrix_a": (16, 16),
     "wmma.matrix_b": (16, 16),
     "wmma.accumulator": (16, 16),
 }
 """Tile shape (rows, cols) of each warp fragment scope."""
-LANE_ELEMENTS = {"m16n8k16.matrixA": 8, "m16n8k16.matrixB": 4, "m16n8k16.accumulator": 4}
+LANE_ELEMENTS = {
+    "m16n8k16.matrixA": 8, "m16n8k16.matrixB": 4, "m16n8k16.accumulator": 4,
+    "m16n8k32.matrixA": 16, "m16n8k32.matrixB": 8, "m16n8k32.accumulator": 4,
+}  # fmt: skip
 """Elements each lane holds of one tile of an ``mma`` fragment scope."""
 WARP = 32
 
@@ -59,10 +79,23 @@ def accumulator(lane: L, e: int) -> tuple[L, L]:
     return lane // 4 + 8 * (e // 2), lane % 4 * 2 + e % 2
 
 
+def matrix_a_s8(lane: L, e: int) -> tuple[L, L]:
+    """``(row, col)`` of element ``e`` of ``lane``'s m16n8k32 (int8) matrixA fragment."""
+    return lane // 4 + 8 * ((e // 4) % 2), lane % 4 * 4 + (e % 4 + 16 * (e // 8))
+
+
+def matrix_b_s8(lane: L, e: int) -> tuple[L, L]:
+    """``(row, col)`` (k, n) of element ``e`` of ``lane``'s m16n8k32 (int8) matrixB fragment."""
+    return lane % 4 * 4 + (e % 4 + 16 * (e // 4)), lane // 4
+
+
 LAYOUT = {
     "m16n8k16.matrixA": matrix_a,
     "m16n8k16.matrixB": matrix_b,
     "m16n8k16.accumulator": accumulator,
+    "m16n8k32.matrixA": matrix_a_s8,
+    "m16n8k32.matrixB": matrix_b_s8,
+    "m16n8k32.accumulator": accumulator,
 }
 """The per-lane layout of each ``mma`` fragment scope."""
 
@@ -82,14 +115,16 @@ def ldmatrix_row(lane: L, num: int, nk: bool = False) -> tuple[L, L]:
 
 
 _MEMORY = ("global", "shared", "shared.dyn", "local")
-_MMA_OPERAND = ("m16n8k16.matrixA", "m16n8k16.matrixB")
+_MMA_OPERAND = ("m16n8k16.matrixA", "m16n8k16.matrixB", "m16n8k32.matrixA")
+_MMA_ACCUMULATOR = ("m16n8k16.accumulator", "m16n8k32.accumulator")
 _WMMA_OPERAND = ("wmma.matrix_a", "wmma.matrix_b")
 TILE_OP_SCOPES: dict[str, tuple[tuple[str, ...], ...]] = {
     "mma_sync_m16n8k16": (("m16n8k16.accumulator",), ("m16n8k16.matrixA",), ("m16n8k16.matrixB",)),
     "mma_load_matrix": (_MMA_OPERAND, ("shared", "shared.dyn")),
-    "mma_load_matrix_b": (("m16n8k16.matrixB",), ("shared", "shared.dyn")),
-    "mma_fill": (("m16n8k16.accumulator",),),
-    "mma_store": (_MEMORY, ("m16n8k16.accumulator",)),
+    "mma_sync_m16n8k32": (("m16n8k32.accumulator",), ("m16n8k32.matrixA",), ("m16n8k32.matrixB",)),
+    "mma_load_matrix_b": (("m16n8k16.matrixB", "m16n8k32.matrixB"), ("shared", "shared.dyn")),
+    "mma_fill": (_MMA_ACCUMULATOR,),
+    "mma_store": (_MEMORY, _MMA_ACCUMULATOR),
     "wmma_sync": (("wmma.accumulator",), ("wmma.matrix_a",), ("wmma.matrix_b",)),
     "wmma_load_matrix": (_WMMA_OPERAND, _MEMORY),
     "wmma_fill": (("wmma.accumulator",),),

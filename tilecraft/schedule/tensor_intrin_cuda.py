@@ -1,5 +1,5 @@
-"""Built-in CUDA tensor intrinsics: ``mma.sync`` m16n8k16 with ``ldmatrix`` (sm_80+) and WMMA
-16x16x16 (sm_70+).
+"""Built-in CUDA tensor intrinsics: ``mma.sync`` m16n8k16 (and m16n8k32 for int8) with
+``ldmatrix`` (sm_80+) and WMMA 16x16x16 (sm_70+).
 
 Every intrinsic works on one warp's tiles. ``mma.sync`` m16n8k16 (fp16 or bf16 in, fp32
 accumulate; or fp16 in and accumulate): operand A is a 16x16 ``m16n8k16.matrixA`` tile
@@ -24,6 +24,12 @@ Names (the ``{dt}`` part is ``f16`` or ``bf16``):
 ``mma_m16n8k16_f16f16f16``      C[16x8] += A[16x16] @ B[16x8], an fp16 accumulator
 ``mma_fill_16x8_f16``           fp16 accumulator tile <- 0
 ``mma_store_16x8_f16_{scope}``  global / shared tile <- fp16 accumulator tile
+``mma_m16n8k32_s8s8s32``        C[16x8] += A[16x32] @ B[32x8], int8 in, int32 accumulate
+``mma_load_a_16x32_s8``         int8 matrixA tile <- shared tile (``ldmatrix.x4``)
+``mma_load_b_nk_32x8_s8``       int8 matrixB tile <- shared n x k tile (``ldmatrix.x2``)
+``mma_load_b_nk_32x16_s8``      two int8 matrixB tiles <- shared n x k tile (``ldmatrix.x4``)
+``mma_fill_16x8_s32``           int32 accumulator tile <- 0
+``mma_store_16x8_s32_{scope}``  global / shared tile <- int32 accumulator tile
 ``wmma_load_a_16x16_f16``       matrix_a tile <- shared tile
 ``wmma_load_b_16x16_f16``       matrix_b tile <- shared tile
 ``wmma_16x16x16_f16f16f32``     C[16x16] += A[16x16] @ B[16x16]
@@ -76,6 +82,7 @@ def _matmul(
     )  # fmt: skip
     scopes = {
         "mma": ("m16n8k16.matrixA", "m16n8k16.matrixB", "m16n8k16.accumulator"),
+        "mma_s8": ("m16n8k32.matrixA", "m16n8k32.matrixB", "m16n8k32.accumulator"),
         "wmma": ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator"),
     }[prefix]
     params = ", ".join(
@@ -102,12 +109,13 @@ for i, j, k in T.grid({m}, {n}, {k}):
     impl = _func(
         params, reads, _whole("C", (m, n)), f"T.evaluate(T.{intrin_op}(C[0, 0], A[0, 0], B[0, 0]))"
     )
-    short = "f16" if dt == "float16" else "bf16"
-    out = "f32" if acc == "float32" else "f16"
-    name = (
-        f"mma_m16n8k16_{short}{short}{out}" if prefix == "mma"
-        else f"wmma_16x16x16_{short}{short}{out}"
-    )  # fmt: skip
+    short = {"float16": "f16", "bfloat16": "bf16", "int8": "s8"}[dt]
+    out = {"float32": "f32", "float16": "f16", "int32": "s32"}[acc]
+    name = {
+        "mma": f"mma_m16n8k16_{short}{short}{out}",
+        "mma_s8": f"mma_m16n8k32_{short}{short}{out}",
+        "wmma": f"wmma_16x16x16_{short}{short}{out}",
+    }[prefix]
     register_tensor_intrin(name, desc, impl)
 
 
@@ -133,13 +141,15 @@ for i, j in T.grid({shape[0]}, {shape[1]}):
     register_tensor_intrin(name, desc, impl)
 
 
-def _load_b(name: str, tiles: int, dt: str, nk: bool) -> None:
-    """Register ``tiles`` matrixB tiles ``D[16 x 8 tiles] (k x n)`` loaded from a shared tile
+def _load_b(
+    name: str, tiles: int, dt: str, nk: bool, k: int = 16, scope: str = "m16n8k16.matrixB"
+) -> None:
+    """Register ``tiles`` matrixB tiles ``D[k x 8 tiles] (k x n)`` loaded from a shared tile
     stored k x n, or n x k (``nk``: ``D[k, n] = S[n, k]``, iterated over the source's
     ``(n, k)``, as a cache of an ``(n, k)`` operand iterates)."""
-    shape = (16, 8 * tiles)
+    shape = (k, 8 * tiles)
     src = (shape[1], shape[0]) if nk else shape
-    params = f"{_buf('S', src, dt, 'shared')}, {_buf('D', shape, dt, 'm16n8k16.matrixB')}"
+    params = f"{_buf('S', src, dt, 'shared')}, {_buf('D', shape, dt, scope)}"
     dst = "D[vj, vi]" if nk else "D[vi, vj]"
     desc = _func(
         params,
@@ -161,6 +171,7 @@ for i, j in T.grid({src[0]}, {src[1]}):
 
 def _fill(name: str, shape: tuple[int, int], scope: str, op: str, dt: str = "float32") -> None:
     """Register ``C[tile] = 0`` (of ``dt``) implemented by ``op(C, 0)``."""
+    zero = "0" if dt.startswith("int") else "0.0"
     params = _buf("C", shape, dt, scope)
     desc = _func(
         params,
@@ -172,11 +183,24 @@ for i, j in T.grid({shape[0]}, {shape[1]}):
         vi, vj = T.axis.remap("SS", [i, j])
         T.reads()
         T.writes(C[vi, vj])
-        C[vi, vj] = T.{dt}(0.0)
+        C[vi, vj] = T.{dt}({zero})
 """,
     )
     impl = _func(params, "", _whole("C", shape), f"T.evaluate(T.{op}(C[0, 0], T.float32(0.0)))")
     register_tensor_intrin(name, desc, impl)
+
+
+def _register_int8() -> None:
+    """The int8 ``mma.sync`` m16n8k32 intrinsics (int32 accumulator)."""
+    acc = "m16n8k32.accumulator"
+    _matmul("mma_s8", (16, 32), (32, 8), "int8", "mma_sync_m16n8k32", acc="int32")
+    _copy("mma_load_a_16x32_s8", (16, 32), "int8", "shared", "m16n8k32.matrixA",
+          "mma_load_matrix")  # fmt: skip
+    for tiles in (1, 2):
+        _load_b(f"mma_load_b_nk_32x{8 * tiles}_s8", tiles, "int8", True, 32, "m16n8k32.matrixB")
+    _fill("mma_fill_16x8_s32", (16, 8), acc, "mma_fill", "int32")
+    for scope in ("global", "shared"):
+        _copy(f"mma_store_16x8_s32_{scope}", (16, 8), "int32", acc, scope, "mma_store")
 
 
 def register_cuda_intrinsics() -> None:
@@ -200,6 +224,7 @@ def register_cuda_intrinsics() -> None:
     _fill("mma_fill_16x8_f32", (16, 8), "m16n8k16.accumulator", "mma_fill")
     _matmul("mma", (16, 16), (16, 8), "float16", "mma_sync_m16n8k16", acc="float16")
     _fill("mma_fill_16x8_f16", (16, 8), "m16n8k16.accumulator", "mma_fill", "float16")
+    _register_int8()
     _matmul("wmma", (16, 16), (16, 16), "float16", "wmma_sync")
     _copy(
         "wmma_load_a_16x16_f16", (16, 16), "float16", "shared", "wmma.matrix_a", "wmma_load_matrix"

@@ -11,6 +11,8 @@ extension point (:mod:`.intrinsics`); the arithmetic is the C reference of
 * ``ptx_mma_m16n8k16`` — each lane's 16 register operands are regions of its fragments
   (``c`` read and written, ``a`` and ``b`` read: a register nothing wrote is an uninitialized
   read).
+* ``ptx_ldmatrix_b8_x{2,4}`` / ``ptx_mma_m16n8k32`` — the int8 forms (rows of 16 int8, four
+  per register; an int32 accumulator), as above.
 * WMMA — CUDA leaves the distribution of a fragment over the lanes unspecified; the emulator
   chooses one: lane ``l`` holds row ``l // 2``, columns ``8 (l % 2) .. 8 (l % 2) + 7`` of each
   16x16 fragment in its own storage (:func:`~.intrinsics.register_fragment_scope`: 8
@@ -107,6 +109,41 @@ static void tc_emu_tc_mma(tc_emu_warp_call* c) {
     }
 }
 
+/* ptx_ldmatrix_b8_x{num}: op 0 the lane's row of 16 int8 (lanes < 8 num), ops 1.. its 4 num
+   destinations. */
+static void tc_emu_tc_ldmatrix_b8(tc_emu_warp_call* c) {
+  int num = (int)c->imm[0];
+  const int8_t* rows[32] = {0};
+  int8_t dst[32][16];
+  for (int l = 0; l < 8 * num; ++l) {
+    if (!((c->arrived >> l) & 1u)) {
+      tc_emu_warp_fail(c, __builtin_ctz(c->arrived), l,
+                       "ldmatrix needs the row address of a lane that did not execute it");
+      return;
+    }
+    rows[l] = (const int8_t*)TC_EMU_OP(l, 0);
+  }
+  tc_emu_ldmatrix_b8(num, rows, dst);
+  for (int l = 0; l < 32; ++l)
+    if ((c->arrived >> l) & 1u)
+      for (int e = 0; e < 4 * num; ++e) *(int8_t*)TC_EMU_OP(l, 1 + e) = dst[l][e];
+}
+
+/* ptx_mma_m16n8k32: ops 0..3 c (int32, read and written), 4..19 a, 20..27 b (int8). */
+static void tc_emu_tc_mma_s8(tc_emu_warp_call* c) {
+  if (!tc_emu_tc_whole_warp(c, "mma.sync needs all 32 lanes of the warp")) return;
+  int8_t a[32][16], b[32][8];
+  int32_t acc[32][4];
+  for (int l = 0; l < 32; ++l) {
+    for (int e = 0; e < 4; ++e) acc[l][e] = *(const int32_t*)TC_EMU_OP(l, e);
+    for (int e = 0; e < 16; ++e) a[l][e] = *(const int8_t*)TC_EMU_OP(l, 4 + e);
+    for (int e = 0; e < 8; ++e) b[l][e] = *(const int8_t*)TC_EMU_OP(l, 20 + e);
+  }
+  tc_emu_mma_m16n8k32_s8((const int8_t(*)[16])a, (const int8_t(*)[8])b, acc);
+  for (int l = 0; l < 32; ++l)
+    for (int e = 0; e < 4; ++e) *(int32_t*)TC_EMU_OP(l, e) = acc[l][e];
+}
+
 /* WMMA: lane l holds row l / 2, columns 8 (l % 2) .. + 7 of a 16x16 fragment. */
 static void tc_emu_tc_wmma_copy(tc_emu_warp_call* c) {  /* op 0 <- op 1, this lane's part */
   if (!tc_emu_tc_whole_warp(c, "a WMMA load or store needs all 32 lanes of the warp")) return;
@@ -139,6 +176,7 @@ _REQUIRES = (
     ("tc_emu_tensor_core_adapters", _ADAPTERS_C),
 )
 _LDMATRIX_OPS = {"ptx_ldmatrix_x1": 1, "ptx_ldmatrix_x2": 2, "ptx_ldmatrix_x4": 4}
+_LDMATRIX_B8_OPS = {"ptx_ldmatrix_b8_x2": 2, "ptx_ldmatrix_b8_x4": 4}
 _SHORT = {"float16": 0, "bfloat16": 1}
 
 
@@ -194,6 +232,28 @@ def _describe_mma(s: Stmt) -> CollectiveCall:
     acc = tuple(_element(x, Access.READ_WRITE, "mma.sync C") for x in call.args[0:4])
     ab = tuple(_element(x, Access.READ, "mma.sync A/B") for x in call.args[4:16])
     return CollectiveCall((*acc, *ab), immediates=(_SHORT[kind], int(acc_dt == "float16")))
+
+
+def _describe_ldmatrix_b8(s: Stmt) -> CollectiveCall:
+    call = _call(s, *_LDMATRIX_B8_OPS)
+    assert call is not None
+    num = _LDMATRIX_B8_OPS[call.op]
+    first = _address(call.args[0], f"{call.op} row")
+    _dtype(first, ("int8",), f"{call.op} shared row")
+    rows = LaneRegion(first.buffer, first.indices[0], 16, Access.READ, lanes=(1 << 8 * num) - 1)
+    dst = tuple(_element(d, Access.WRITE, f"{call.op} destination") for d in call.args[2:])
+    return CollectiveCall((rows, *dst), immediates=(num,))
+
+
+def _describe_mma_s8(s: Stmt) -> CollectiveCall:
+    call = _call(s, "ptx_mma_m16n8k32")
+    assert call is not None
+    _dtype(call.args[4], ("int8",), "int8 mma.sync A")
+    _dtype(call.args[20], ("int8",), "int8 mma.sync B")
+    _dtype(call.args[0], ("int32",), "int8 mma.sync accumulator")
+    acc = tuple(_element(x, Access.READ_WRITE, "mma.sync C") for x in call.args[0:4])
+    ab = tuple(_element(x, Access.READ, "mma.sync A/B") for x in call.args[4:28])
+    return CollectiveCall((*acc, *ab))
 
 
 def _fragment(e: Expr, access: Access, what: str) -> LaneRegion:
@@ -292,6 +352,22 @@ INTRINSICS: tuple[WarpCollective | AsyncIntrinsic, ...] = (
         lambda s: _call(s, "ptx_mma_m16n8k16") is not None,
         _describe_mma,
         "tc_emu_tc_mma",
+        "",
+        _REQUIRES,
+    ),
+    WarpCollective(
+        "tc_ldmatrix_b8",
+        lambda s: _call(s, *_LDMATRIX_B8_OPS) is not None,
+        _describe_ldmatrix_b8,
+        "tc_emu_tc_ldmatrix_b8",
+        "",
+        _REQUIRES,
+    ),
+    WarpCollective(
+        "tc_mma_m16n8k32",
+        lambda s: _call(s, "ptx_mma_m16n8k32") is not None,
+        _describe_mma_s8,
+        "tc_emu_tc_mma_s8",
         "",
         _REQUIRES,
     ),

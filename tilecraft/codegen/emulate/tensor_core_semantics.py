@@ -15,6 +15,9 @@ are 32 wide; the 16-bit floats travel as their ``uint16_t`` bit patterns):
   names); lane ``l`` receives ``2 * num`` elements in ``dst[l]``, written back to its ``d``
   operands in order. Only lanes ``0 .. 8 num - 1`` address rows (lane ``8 j + r`` gives row
   ``r`` of matrix ``j``).
+- ``ptx_ldmatrix_b8_x{2,4}(first, last, d0, ...)``: ``ldmatrix`` on int8 rows (16 per row);
+  lane ``l`` receives ``4 * num`` int8.
+- ``ptx_mma_m16n8k32(c0..c3, a0..a15, b0..b7)``: int8 products summed exactly in int32.
 - ``ptx_mma_m16n8k16(c0..c3, a0..a7, b0..b3)``: lane ``l``'s operands in ``c[l]``
   (read and written), ``a[l]``, ``b[l]``; fragment layouts in
   :mod:`tilecraft.lower.warp_layouts`. Products of the 16-bit inputs are exact in ``float``;
@@ -142,6 +145,35 @@ void tc_emu_mma_m16n8k16_f16(const uint16_t a[32][8], const uint16_t b[32][4],
     for (int e = 0; e < 4; ++e) c[l][e] = tc_emu_f32_to_f16(acc[l][e]);
 }
 
+/* ldmatrix.sync.aligned.m8n8.x{num}.shared.b16 on int8 data: lane 8j+r gives (rows[8j+r])
+   row r of matrix j, 16 int8; register j of lane l gets row l/4, bytes 4(l%4) .. +3. */
+void tc_emu_ldmatrix_b8(int num, const int8_t *const rows[32], int8_t dst[32][16]) {
+  for (int l = 0; l < 32; ++l)
+    for (int j = 0; j < num; ++j)
+      for (int h = 0; h < 4; ++h) dst[l][4 * j + h] = rows[8 * j + l / 4][4 * (l % 4) + h];
+}
+
+/* mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32: D = A B + C with the m16n8k32 fragment
+   layouts, exact in int32 (wrapping as the hardware's .s32 does not saturate). */
+void tc_emu_mma_m16n8k32_s8(const int8_t a[32][16], const int8_t b[32][8], int32_t c[32][4]) {
+  int32_t A[16][32], B[32][8], C[16][8];
+  for (int l = 0; l < 32; ++l) {
+    int g = l / 4, t = l % 4;
+    for (int e = 0; e < 16; ++e) A[g + 8 * ((e / 4) % 2)][4 * t + e % 4 + 16 * (e / 8)] = a[l][e];
+    for (int e = 0; e < 8; ++e) B[4 * t + e % 4 + 16 * (e / 4)][g] = b[l][e];
+    for (int e = 0; e < 4; ++e) C[g + 8 * (e / 2)][2 * t + e % 2] = c[l][e];
+  }
+  for (int l = 0; l < 32; ++l) {
+    int g = l / 4, t = l % 4;
+    for (int e = 0; e < 4; ++e) {
+      int i = g + 8 * (e / 2), j = 2 * t + e % 2;
+      uint32_t acc = (uint32_t)C[i][j];
+      for (int k = 0; k < 32; ++k) acc += (uint32_t)(A[i][k] * B[k][j]);
+      c[l][e] = (int32_t)acc;
+    }
+  }
+}
+
 /* WMMA 16x16x16, one tile per fragment per warp. Operands are row major. */
 void tc_emu_wmma_load_f16(float tile[16][16], const uint16_t *ptr, int64_t ldm) {
   for (int i = 0; i < 16; ++i)
@@ -259,6 +291,23 @@ WARP_INTRINSICS: dict[str, WarpIntrinsic] = {
             "kind=0 for float16, 1 for bfloat16 (dtype of arg4); c[lane] = args 0..3 "
             "(read and written back), a[lane] = args 4..11, b[lane] = args 12..15; fp16 "
             "accumulators (args 0..3 float16): tc_emu_mma_m16n8k16_f16",
+        ),
+        *(
+            WarpIntrinsic(
+                f"ptx_ldmatrix_b8_x{n}",
+                "tc_emu_ldmatrix_b8",
+                True,
+                f"num={n}; rows[lane] = address of arg0 (16 int8); dst[lane][0:{4 * n}] "
+                "written back to args 2..",
+            )
+            for n in (2, 4)
+        ),
+        WarpIntrinsic(
+            "ptx_mma_m16n8k32",
+            "tc_emu_mma_m16n8k32_s8",
+            True,
+            "c[lane] = args 0..3 (int32, read and written back), a[lane] = args 4..19, "
+            "b[lane] = args 20..27 (int8)",
         ),
         WarpIntrinsic(
             "wmma_load_sync",

@@ -1,5 +1,6 @@
 """The tensor-core schedule of the GPU ``Matmul`` rule: fp16/bf16 operands, fp32 accumulation
-(or fp16, where the function accumulates fp16 operands in fp16: ``mma`` only).
+(or fp16, where the function accumulates fp16 operands in fp16: ``mma`` only); int8 operands,
+int32 accumulation (``mma`` m16n8k32, below).
 
 ``mma.sync`` m16n8k16 + ``ldmatrix`` + a ``cp.async`` pipeline of ``TensorCoreTile.stages``
 shared-memory versions (2 by default; 3-4 for 128 x 128 tiles, cut to what the target's
@@ -25,6 +26,14 @@ shared-memory fetch (16-byte loads predicated as a whole, ``cp.async`` in its ze
 where the guard holds for all 8 lanes; one guarded load per lane where not) and the copy-back
 to the unpadded output (with the epilogue) fused into the write-back as above, guarded. A
 symbolic reduction is not taken: the caller uses the SIMT schedule.
+
+int8 operands accumulated in int32 (kind ``"mma_s8"``, tile from :func:`._mm_int8.int8_tile`):
+``mma.sync`` m16n8k32 ``.s32.s8.s8.s32``, 64 int8 per ``k`` step (the fp16 tile's bytes),
+8 warps of 32 x 64. ``ldmatrix`` loads 16 int8 per row and cannot transpose 8-bit elements,
+so B is always ``(n, k)`` in shared memory: an ``(n, k)`` weight (a quantized linear layer's)
+is fetched as it is (16-byte ``cp.async``), a ``(k, n)`` one is transposed on its way in
+(``transform_layout``; scalar fetch). The epilogue (the dequantizing scale, bias, cast)
+is fused into the write-back through an int32 staging tile, as for fp16.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from ._mm_common import inline_producers
 
 _SCOPES = {
     "mma": ("m16n8k16.matrixA", "m16n8k16.matrixB", "m16n8k16.accumulator"),
+    "mma_s8": ("m16n8k32.matrixA", "m16n8k32.matrixB", "m16n8k32.accumulator"),
     "wmma": ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator"),
 }
 
@@ -51,7 +61,8 @@ STATIC_SHARED = 48 * 1024
 class TensorCoreTile:
     """Block tile, warps per block, the shared-memory row padding (elements), the fetch
     vector (elements), and the ``cp.async`` pipeline (``stages`` shared-memory versions of
-    the operand tiles when ``pipeline``; fewer when ``k`` has fewer block steps)."""
+    the operand tiles when ``pipeline``; fewer when ``k`` has fewer block steps); ``elem_bytes``:
+    the operands' element size (1: int8, whose tiles :func:`._mm_int8.int8_tile` makes)."""
 
     block_m: int = 128
     block_n: int = 128
@@ -62,6 +73,7 @@ class TensorCoreTile:
     vector: int = 8
     pipeline: bool = True
     stages: int = 2
+    elem_bytes: int = 2
 
     @property
     def sizes(self) -> tuple[int, int, int]:
@@ -69,12 +81,12 @@ class TensorCoreTile:
         return self.block_m, self.block_n, self.block_k
 
     def operand_bytes(self, b_nk: bool) -> int:
-        """Shared memory of the (16-bit) operand tiles, every pipeline stage, padded rows;
+        """Shared memory of the operand tiles, every pipeline stage, padded rows;
         ``b_nk``: B is kept ``(n, k)`` (rows of ``block_k``)."""
         a = self.block_m * (self.block_k + self.pad)
         b = self.block_n * (self.block_k + self.pad) if b_nk else (
             self.block_k * (self.block_n + self.pad))  # fmt: skip
-        return 2 * (a + b) * (self.stages if self.pipeline else 1)
+        return self.elem_bytes * (a + b) * (self.stages if self.pipeline else 1)
 
 
 def fit_stages(tile: TensorCoreTile, b_nk: bool, limit: int) -> TensorCoreTile:
@@ -95,6 +107,9 @@ def why_not_tensor_core(func: PrimFunc, main: BlockRV, sch: Schedule, kind: str)
     if einsum is None:
         return "not an einsum"
     dts = {str(einsum.lhs.buffer.dtype), str(einsum.rhs.buffer.dtype)}
+    if kind == "mma_s8":  # int8 operands accumulated in int32 (the caller checked the dtypes)
+        return None if _last_role(einsum.lhs.roles) is IndexRole.REDUCE else (
+            "the left operand is not contiguous along the reduction")  # fmt: skip
     allowed = {"float16", "bfloat16"} if kind == "mma" else {"float16"}
     if len(dts) != 1 or not dts <= allowed:
         return f"operands {sorted(dts)}: tensor cores take {sorted(allowed)}"
@@ -144,7 +159,7 @@ def fit_tile(
         return None
     for bm in _halvings(largest.block_m, 32):
         for bn in _halvings(largest.block_n, 32):
-            for bk in _halvings(largest.block_k, 16):
+            for bk in _halvings(largest.block_k, 32 if kind == "mma_s8" else 16):
                 warps_m = min(largest.warps_m, bm // 32)
                 warps_n = min(largest.warps_n, bn // 32)
                 if m % bm or n % bn or k % bk:
@@ -154,7 +169,7 @@ def fit_tile(
                 stages = min(largest.stages, k // bk)  # S stages need S steps
                 pipeline = largest.pipeline and stages >= 2
                 return TensorCoreTile(bm, bn, bk, warps_m, warps_n, largest.pad, largest.vector,
-                                      pipeline, max(stages, 2))  # fmt: skip
+                                      pipeline, max(stages, 2), largest.elem_bytes)  # fmt: skip
     return None
 
 
@@ -192,7 +207,8 @@ def schedule_tensor_core(
     ``operands``: the read indices of A and B, and whether B is stored ``(n, k)``. A refusing
     primitive raises ScheduleError: the caller runs this under ``Schedule.try_``."""
     outer, i, j, k = loops
-    tn = 8 if kind == "mma" else 16
+    tn = 16 if kind == "wmma" else 8
+    tk = 32 if kind == "mma_s8" else 16  # the k of one mma: 32 int8, 16 fp16
     wm, wn = tile.block_m // tile.warps_m, tile.block_n // tile.warps_n
     node = block_node(sch, main)
     short = "f16" if str(node.reads[0].buffer.dtype) == "float16" else "bf16"
@@ -200,7 +216,7 @@ def schedule_tensor_core(
     # Step 1. Block, warp and tensor-core tiles; warps on threadIdx.y.
     by, wy, mi, i16 = sch.split(i, [None, tile.warps_m, wm // 16, 16])
     bx, wx, ni, jt = sch.split(j, [None, tile.warps_n, wn // tn, tn])
-    ko, kk, k16 = sch.split(k, [None, tile.block_k // 16, 16])
+    ko, kk, k16 = sch.split(k, [None, tile.block_k // tk, tk])
     head: list[LoopRV] = []
     if outer:
         head = [sch.fuse(*outer) if len(outer) > 1 else outer[0]]
@@ -220,14 +236,15 @@ def schedule_tensor_core(
     staged = fuse_epilogue_at(sch, acc, sni, 16 * staged_n)
     # Step 3. Operands: global -> shared (per ko) -> warp fragments (per 16-wide k).
     b_transposed = operands[2]
-    b_nk = operands[2] and kind == "mma"  # B kept (n, k) in shared memory
+    b_nk = (operands[2] and kind == "mma") or kind == "mma_s8"  # B kept (n, k) in shared
     scope = "shared.dyn" if tile.operand_bytes(b_nk) > STATIC_SHARED else "shared"
     frag_loads, frag_tiles, shared, b_width = _stage(sch, main, kk, (*scopes, scope), tn,
                                                      operands)  # fmt: skip
     # an (n, k) B is transposed on its way into shared memory for WMMA only (mma loads it
-    # with ldmatrix without .trans)
-    through = b_transposed and kind != "mma"
-    b_cols = tile.block_k if b_transposed and not through else tile.block_n
+    # with ldmatrix without .trans); a (k, n) int8 B for mma_s8 (ldmatrix cannot transpose
+    # 8-bit elements)
+    through = b_transposed != (kind == "mma_s8") and kind != "mma"
+    b_cols = tile.block_k if b_nk else tile.block_n
     for sh, cols, transposed in zip(shared, (tile.block_k, b_cols),
                                     (False, through), strict=True):  # fmt: skip
         sch.compute_at(sh, ko)
@@ -335,6 +352,10 @@ def _intrinsics(
     """(load A, load B, multiply-accumulate, fill, store to ``store`` scope) intrinsics;
     ``b_load``: whether B is stored ``(n, k)`` and the width of its fragment loads; ``acc``:
     the accumulator (``f32``, or ``f16`` on mma)."""
+    if kind == "mma_s8":
+        store_s32 = f"mma_store_16x8_s32_{store}"
+        return ("mma_load_a_16x32_s8", f"mma_load_b_nk_32x{b_load[1]}_s8",
+                "mma_m16n8k32_s8s8s32", "mma_fill_16x8_s32", store_s32)  # fmt: skip
     if kind == "mma":
         nk, width = b_load
         load_b = f"mma_load_b_{'nk_' if nk else ''}16x{width}_{short}"
@@ -358,6 +379,12 @@ def _stage(
         sh = sch.cache_read(main, idx, scopes[3])
         inline_producers(sch, sh)
         frag = sch.cache_read(main, idx, scopes[which])
+        if which == 1 and not b_transposed and _is_mma_s8(scopes):
+            # an int8 (k, n) B: transposed on its way into shared memory, (n, k) there
+            ndim = len(block_node(sch, sh).writes[0].buffer.shape)
+            swap = IndexMap.from_func(lambda *i: (*i[:-2], i[-1], i[-2]), ndim=ndim)
+            sch.transform_layout(sh, ("write", 0), swap)
+            sch.transform_block_layout(frag, swap)  # iterate (n, k) as the nk intrinsics do
         if which == 1 and b_transposed:
             ndim = len(block_node(sch, sh).writes[0].buffer.shape)
             swap = IndexMap.from_func(lambda *i: (*i[:-2], i[-1], i[-2]), ndim=ndim)
@@ -371,7 +398,7 @@ def _stage(
         if which == 0:
             t, r = sch.split(f0, [None, 16])
             loads.append(r)
-        elif b_transposed and _is_mma(scopes):  # iterating (n, k) as the nk intrinsics do
+        elif (b_transposed or _is_mma_s8(scopes)) and _is_mma(scopes):  # iterating (n, k)
             width = _b_width(sch, f0, tn, scopes)
             t, r = sch.split(f0, [None, width])
             loads.append(r)
@@ -385,7 +412,11 @@ def _stage(
 
 
 def _is_mma(scopes: tuple[str, ...]) -> bool:
-    return scopes[0] == _SCOPES["mma"][0]
+    return scopes[0] in (_SCOPES["mma"][0], _SCOPES["mma_s8"][0])
+
+
+def _is_mma_s8(scopes: tuple[str, ...]) -> bool:
+    return scopes[0] == _SCOPES["mma_s8"][0]
 
 
 def _b_width(sch: Schedule, n_loop: LoopRV, tn: int, scopes: tuple[str, ...]) -> int:

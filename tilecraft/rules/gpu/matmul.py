@@ -36,7 +36,10 @@ On a target with tensor cores (``MatmulConfig.tensor_cores``), an einsum of fp16
 ``mma.sync``, bf16) operands accumulated in fp32 with a constant reduction extent gets the
 tensor-core schedule instead (:mod:`._mm_tensor_core`: ``mma.sync``
 + ``ldmatrix`` + ``cp.async`` on sm_80+, WMMA on sm_70/75; extents padded to whole tiles);
-a symbolic reduction gets the SIMT schedule, padded.
+a symbolic reduction gets the SIMT schedule, padded. int8 operands accumulated in int32 (a
+quantized linear layer, dequantized in the epilogue; :mod:`._mm_int8`) get ``mma.sync``
+m16n8k32 on sm_80+ and the SIMT schedule elsewhere (sm_70 has no int8 tensor cores; sm_75's
+int8 WMMA is not used).
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ from ._mm_common import (
     match_single_reduction,
     stage_implicit_gemm,
 )
+from ._mm_int8 import int8_dtypes, tensor_core_kind, why_not_int8_einsum
 
 
 @dataclass(frozen=True)
@@ -205,8 +209,8 @@ class Matmul(GPURule):
 def _match(sch: Schedule) -> tuple[BlockRV, EinsumInfo, _Roles, dict[int, int | Expr]] | Decline:
     """The einsum block, its classification, roles and extents; or why the rule declines."""
     why = float_dtypes(sch.func)
-    if why is not None:
-        return Decline(why)
+    if why is not None and int8_dtypes(sch.func) is not None:
+        return Decline(f"{why} (or int8 operands accumulated in int32)")
     found = match_single_reduction(sch)
     if isinstance(found, Decline):
         return found
@@ -218,6 +222,8 @@ def _match(sch: Schedule) -> tuple[BlockRV, EinsumInfo, _Roles, dict[int, int | 
     einsum = classify_einsum(block)
     if einsum is None:
         return Decline(f"not an einsum: {why_not_einsum(block)}")
+    if why is not None and (why_int8 := why_not_int8_einsum(einsum)) is not None:
+        return Decline(why_int8)
     if detect_gemv(block) is not None:
         return Decline("a GEMV (one operand is a vector): left to the GEMV rules")
     if "neither operand" in (why_not_gemv(block) or ""):
@@ -461,16 +467,17 @@ def _tensor_core(
         return None
     sch = Schedule(func)
     main = sch.get_block(name)
-    if tcs.why_not_tensor_core(func, main, sch, cfg.tensor_cores) is not None:
+    kind, largest = tensor_core_kind(block_node(sch, main), cfg.tensor_cores, cfg.tensor_core_tile)
+    if not kind or tcs.why_not_tensor_core(func, main, sch, kind) is not None:
         return None
     if len(roles.k) != 1 or not tcs.tile_matrices_innermost(
         block_node(sch, main), roles.i, roles.j, roles.k[0]
     ):
         return None
     extents = (const_int(doms[roles.i]), const_int(doms[roles.j]), _k_extent(roles, doms))
-    tile = tcs.fit_tile(extents, cfg.tensor_cores, cfg.tensor_core_tile)
+    tile = tcs.fit_tile(extents, kind, largest)
     if tile is None:  # pad to whole tiles (zero-filled loads, a guarded copy-back kernel)
-        tile = tcs.padded_tile(extents, cfg.tensor_cores, cfg.tensor_core_tile)
+        tile = tcs.padded_tile(extents, kind, largest)
         if tile is None or isinstance(_pad(sch, main, roles, doms, tile.sizes, True), Decline):
             return None
         main = sch.get_block(name)
@@ -481,7 +488,8 @@ def _tensor_core(
     index = {r.buffer.name: n for n, r in enumerate(reads)}
     b_transposed = [r for r in einsum.rhs.roles if r is not IndexRole.CONST][-1] is IndexRole.REDUCE
     operands = (index[einsum.lhs.buffer.name], index[einsum.rhs.buffer.name], b_transposed)
-    tile = tcs.fit_stages(tile, b_transposed and cfg.tensor_cores == "mma", cfg.shared_optin_bytes)
+    b_nk = (b_transposed and kind == "mma") or kind == "mma_s8"
+    tile = tcs.fit_stages(tile, b_nk, cfg.shared_optin_bytes)
 
     def build() -> None:
         by_iter = _loops_by_iter(sch, main)
@@ -490,7 +498,7 @@ def _tensor_core(
         sch.reorder(*outer, by_iter[roles.i], by_iter[roles.j], *k_loops)
         k = sch.fuse(*k_loops) if len(k_loops) > 1 else k_loops[0]
         loops = (outer, by_iter[roles.i], by_iter[roles.j], k)
-        tcs.schedule_tensor_core(sch, main, loops, tile, cfg.tensor_cores, operands)
+        tcs.schedule_tensor_core(sch, main, loops, tile, kind, operands)
 
     if not sch.try_(build) or not bind_unbound_roots(sch):
         return None
