@@ -26,15 +26,20 @@ The schedule, per (batch..., head) and block of ``bq`` query rows (numbers from
 * weighted sum: an ``mr x nr`` tile over (rows, head dimension) accumulated over the keys,
   written back per tile; the normalization (and the layout transpose after it) runs per
   query block;
+* causal: every stage over the keys runs only the key chunks (a scores tile's ``nr``
+  keys) starting at or before the query block's last visible key (``Schedule.guard``, the
+  test hoisted above the chunk's loops), as torch skips the blocks above the diagonal. The
+  legalization weighs a hidden key exactly 0 in a stage of its own, so the skipped work
+  changes no bit (:mod:`._causal_skip`); where the row reductions' chunks do not divide
+  ``nr`` (a ragged key count) nothing is skipped;
 * the (batch..., head) loops are fused and run in parallel on the target's cores.
 
-Measured on an AVX-512 Xeon (2.5 GHz, one thread each side, a shared machine with load 3-4,
+Measured on an AVX-512 Xeon (2.5 GHz, one thread each side, a shared machine with load 3-5,
 against ``torch.nn.functional.scaled_dot_product_attention`` in the same process,
-``benchmarks/attention_bench.py``; 12 heads of 64), medians of time over torch's in two runs:
-s = 128 0.86-0.88 (causal 0.88-0.90), s = 1024 0.83-0.92 (causal 1.24-1.27). A causal
-mask is applied, not skipped: every score tile is computed and the hidden keys get weight 0,
-where torch skips the blocks above the diagonal (half the work at s = 1024); skipping needs
-loops whose extent follows the query block, which no schedule primitive makes.
+``benchmarks/attention_bench.py``; 12 heads of 64), medians of time over torch's in three
+runs: s = 128 0.82-0.89 (causal 0.60-0.68), s = 1024 0.89-0.95 (causal 0.70-0.80). The
+schedule before skipping, alternated with these runs: causal 0.88 at s = 128, 1.12-1.44 at
+s = 1024.
 """
 
 from __future__ import annotations
