@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -156,6 +158,80 @@ def test_causal_exponentials_have_no_condition_and_no_infinity() -> None:
     for line in lines:
         assert "?" not in line
         assert "INFINITY" not in line
+
+
+PRESETS = [tc.Target("avx512 -num-cores=2"), tc.Target("avx2 -num-cores=2")]
+KEY_STAGES = (
+    "attention_scores",
+    "attention_scores_init",
+    "attention_masked",
+    "attention_softmax_maxelem_rf",  # the row reductions' partial vectors
+    "attention_softmax_arg",
+    "attention_softmax_exp",
+    "attention_softmax_weight",
+    "attention_softmax_expsum_rf",
+    "attention_weighted",
+)
+
+
+def _guarded(sch: tc.Schedule) -> list[str]:
+    """The blocks ``Schedule.guard`` restricted, in trace order."""
+    return [sch.get(inst.inputs[0]).name for inst in sch.trace if inst.kind == "guard"]
+
+
+@pytest.mark.parametrize("target", PRESETS, ids=["avx512", "avx2"])
+@pytest.mark.parametrize(
+    ("qshape", "kvshape"),
+    [
+        ((3, 64, 16), (3, 64, 16)),  # S == T, whole query blocks
+        ((2, 77, 16), (2, 77, 16)),  # ragged: partial query block and key tile
+        ((2, 2, 19, 32), (2, 2, 83, 32)),  # T > S (a KV cache), ragged, 2 x 2 heads
+    ],
+    ids=["square", "ragged", "kv-cache"],
+)
+def test_causal_skipping_is_exact(target: tc.Target, qshape: tuple, kvshape: tuple) -> None:
+    """Skipping the key chunks hidden from a whole query block changes no bit: the skipped
+    weights are exactly 0 and the skipped scores -inf (``_causal_skip``)."""
+    func = topi_attention(qshape, kvshape, causal=True)
+    skipping = scheduled(func, target)
+    assert len(_guarded(skipping)) == len(KEY_STAGES)
+    check_numeric(skipping.func, func, seed=5)
+    cfg = replace(AttentionConfig.for_target(target), skip_hidden=False)
+    plain = Attention(cfg).apply(func, target, False)
+    assert isinstance(plain, tc.Schedule)
+    assert not _guarded(plain)
+    check_numeric(skipping.func, plain.func, rtol=0.0, atol=0.0, seed=6)
+
+
+@pytest.mark.parametrize("target", PRESETS, ids=["avx512", "avx2"])
+def test_causal_schedule_skips_hidden_key_chunks(target: tc.Target) -> None:
+    """Every stage over the keys is guarded by its chunk's first key against the query
+    block's last visible key, and the lowered code tests it above the chunk's loops; the
+    full mask is left unguarded."""
+    sch = scheduled(graph_attention(64, 2, 16, True), target)
+    assert sorted(_guarded(sch)) == sorted(KEY_STAGES)
+    assert all(_has_predicate(sch, name) for name in KEY_STAGES)
+    source = tc.build(sch.mod, target="cpu").source
+    guards = [ln.strip() for ln in source.splitlines() if ln.strip().startswith("if ((")]
+    assert len(guards) >= len(KEY_STAGES), guards
+    full = scheduled(graph_attention(64, 2, 16, False), target)
+    assert not _guarded(full)
+    assert "T.where" not in full.func.script()
+
+
+def _has_predicate(sch: tc.Schedule, name: str) -> bool:
+    pred = sch.get_realize(sch.get_block(name)).predicate
+    return not (isinstance(pred, tc.ir.IntImm) and pred.value == 1)
+
+
+def test_causal_chunks_not_dividing_the_tile_are_not_skipped() -> None:
+    """30 queries, 100 keys on AVX2: the row reductions run in chunks of 20 keys, which do
+    not divide the 16 of a scores tile, so no stage is guarded (skipping some stages but not
+    their readers would read unwritten scores); the result is still exact."""
+    func = topi_attention((2, 30, 16), (2, 100, 16), causal=True)
+    sch = scheduled(func, PRESETS[1])
+    assert not _guarded(sch)
+    check_numeric(sch.func, func, seed=7)
 
 
 def _shape(sch: tc.Schedule, block: str) -> list[int]:

@@ -423,9 +423,10 @@ EXPECTED: dict[str, tuple[str, list[str]]] = {
             "attention_softmax_maxelem SSR COMM_REDUCE max/inner reads attention_masked",
             "attention_softmax_arg SSS BROADCAST reads attention_masked",
             "attention_softmax_exp SSS ELEMWISE reads attention_softmax_arg",
-            "attention_weighted SSSR OUT_EWISE_FUSABLE einsum SIJ=attention_softmax_exp:SIK*v:SKJ"
-            " sum/inner reads attention_softmax_exp",
-            "attention_softmax_expsum SSR COMM_REDUCE sum/inner reads attention_softmax_exp",
+            "attention_softmax_weight SSS ELEMWISE reads attention_softmax_exp",
+            "attention_weighted SSSR OUT_EWISE_FUSABLE einsum"
+            " SIJ=attention_softmax_weight:SIK*v:SKJ sum/inner reads attention_softmax_weight",
+            "attention_softmax_expsum SSR COMM_REDUCE sum/inner reads attention_softmax_weight",
             "attention SSS BROADCAST reads attention_weighted out",
         ],
     ),

@@ -156,6 +156,9 @@ TABLE: list[Row] = [
     ("tensorize", "block_or_loop", lambda h: _a("C", "mma_m16n8k16_f16f16f32")),
     ("tensorize", "intrin", lambda h: _a(h.c, "no_such_intrinsic")),
     ("tensorize", "intrin", lambda h: _a(h.i, 5)),
+    ("guard", "block", lambda h: _a(h.i, [h.i], lambda i: (i, 0))),
+    ("guard", "loops", lambda h: _a(h.d, h.i, lambda i: (i, 0))),
+    ("guard", "bound", lambda h: _a(h.d, [h.i], 5)),
 ]
 
 

@@ -27,6 +27,7 @@ from .gpu_pipeline import lower_gpu as lower_gpu
 from .gpu_pipeline import lower_gpu_function as lower_gpu_function
 from .gpu_thread_loops import HoistSharedAllocations as HoistSharedAllocations
 from .gpu_thread_loops import LowerVirtualThreads as LowerVirtualThreads
+from .hoist_invariant_guards import HoistInvariantGuards as HoistInvariantGuards
 from .lower_init_block import LowerInitBlock as LowerInitBlock
 from .lower_thread_bindings import LowerThreadBindings as LowerThreadBindings
 from .lower_warp_fragments import CompactTensorCoreBuffers as CompactTensorCoreBuffers

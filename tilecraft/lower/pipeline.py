@@ -24,6 +24,7 @@ from .convert_blocks_to_loops import ConvertBlocksToLoops
 from .expand_warp_tiles import ExpandWarpTiles
 from .expose_shape_vars import ExposeShapeVars
 from .flatten_buffer import FlattenBuffer
+from .hoist_invariant_guards import HoistInvariantGuards
 from .lower_init_block import LowerInitBlock
 from .lower_thread_bindings import LowerThreadBindings
 from .parallel_grain import ParallelGrain
@@ -57,6 +58,8 @@ def cpu_pipeline(*, emulate_gpu: bool = False, bounds_check: bool = False) -> li
         PlanAllocations(shared_at_threads=True),
         ConvertBlocksToLoops(),
         LowerThreadBindings(emulate_gpu),
+        # a guard reading outer loops only tests once per tile, not in the vector loop
+        *([] if emulate_gpu else [HoistInvariantGuards()]),
         CompactBufferAllocation(),
         # a serial GPU emulation keeps every buffer the schedule declares
         *([] if emulate_gpu else [ShareOutputStorage()]),

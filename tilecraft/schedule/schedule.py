@@ -29,9 +29,11 @@ from ._tensor_methods import TensorPrimitives
 from .arguments import show
 from .primitives import annotate as _annotate
 from .primitives import compute_location as _location
+from .primitives import guard as _guard
 from .primitives import loop as _loop
 from .primitives import query as _query
 from .primitives import sampling as _sampling
+from .primitives.index_map import IndexMap
 from .result import TryResult
 from .state import BlockRV, ExprRV, LoopRV, ScheduleState
 from .trace import Trace
@@ -290,6 +292,23 @@ class Schedule(BufferPrimitives, TensorPrimitives):
         Rewrite: ``for i in range(n)`` -> ``for i in T.vectorized(n)``.
         """
         _annotate.vectorize(self.state, loop)
+
+    def guard(
+        self,
+        block: BlockRV,
+        loops: Sequence[LoopRV],
+        bound: IndexMap | Callable[..., Any],
+    ) -> None:
+        """Run ``block`` only where ``lo <= hi``, ``(lo, hi) = bound(*loops)``.
+
+        Requires: (1) the block is not the root and has no init (decompose the reduction
+        first); (2) every loop encloses the block; (3) ``bound`` takes one index per loop and
+        gives two. The caller asserts that the skipped instances are not needed: no consumer
+        reads what they would write, a skipped reduction update would combine its identity
+        (:mod:`tilecraft.schedule.primitives.guard`).
+        Rewrite: the block's predicate ``p`` becomes ``p and lo <= hi``.
+        """
+        _guard.guard(self.state, block, loops, bound)
 
     def unroll(self, loop: LoopRV) -> None:
         """Unroll a serial loop.

@@ -99,11 +99,13 @@ def attention(
     ``S x Dv`` divisions instead of ``S x T``, and the matmul reads the exponentials as they
     are. Stages: ``name_scores`` (matmul), ``name_masked`` (scale, and the causal Select),
     ``name_softmax_maxelem``, with a causal mask ``name_softmax_arg`` (the exponentials'
-    arguments, :data:`EXP_FLOOR` where masked), ``name_softmax_exp``,
-    ``name_softmax_expsum`` (in the accumulation dtype), ``name_weighted`` (the matmul,
-    accumulated in that dtype) and ``name`` (the normalization, in ``q``'s dtype). ``q`` is
-    ``(..., S, D)``, ``k`` and ``v`` ``(..., T, D)`` and ``(..., T, Dv)``; ``scale`` defaults
-    to ``1 / sqrt(D)``.
+    arguments, :data:`EXP_FLOOR` where masked), ``name_softmax_exp``, with a causal mask
+    ``name_softmax_weight`` (``exp * select(j <= i + T - S, 1, 0)``: a hidden key weighs
+    exactly 0, so a schedule may skip the keys hidden from a whole block of queries and get
+    the same bits), ``name_softmax_expsum`` (in the accumulation dtype), ``name_weighted``
+    (the matmul, accumulated in that dtype) and ``name`` (the normalization, in ``q``'s
+    dtype). ``q`` is ``(..., S, D)``, ``k`` and ``v`` ``(..., T, D)`` and ``(..., T, Dv)``;
+    ``scale`` defaults to ``1 / sqrt(D)``.
     """
     if q.dtype != k.dtype or q.dtype != v.dtype:
         raise TilecraftError("attention: q, k, v must share a dtype")
@@ -147,7 +149,18 @@ def attention(
         value = arg[idx] if arg is not None else shifted(*idx)
         return irop.cast(irop.exp(value), q.dtype)
 
-    ex = compute(scores.shape, exp, name=f"{name}_softmax_exp")
+    ex = exps = compute(scores.shape, exp, name=f"{name}_softmax_exp")
+    if causal:
+        # a hidden key weighs exactly 0 (exp(-80) * 0), so the sums need not visit it: the
+        # CPU rule skips the keys hidden from a whole query block. A stage of its own: the
+        # factor in the exp loop would keep it scalar, in the weighted sum it costs a
+        # compare per product
+        one, zero = as_expr(1.0, q.dtype), as_expr(0.0, q.dtype)
+        ex = compute(
+            scores.shape,
+            lambda *idx: exps[idx] * irop.select(keep(idx), one, zero),
+            name=f"{name}_softmax_weight",
+        )
     j2 = reduce_axis(scores.shape[-1], name="j")
 
     def row_sum(*i: Expr) -> Expr:

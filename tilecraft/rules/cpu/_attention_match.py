@@ -5,12 +5,14 @@ The shape matched is :func:`tilecraft.topi.attention`'s, by dataflow (names are 
     scores[S, i, j]   += Q[S, i, d] * K[S, j, d]          einsum, K read with d innermost
     masked[S, i, j]    = f(scores[S, i, j])               spatial (scale, causal Select)
     mx[S, i]           = max_j masked[S, i, j]            max reduction
-    p[S, i, j]         = exp(masked - mx)                 spatial (maybe two: arguments, exp)
+    p[S, i, j]         = exp(masked - mx)                 spatial, one to three stages
     weighted[S, i, e] += p[S, i, j] * V[S, j, e]          einsum
     total[S, i]        = sum_j p[S, i, j]                 sum reduction
     out[S, i, e]       = g(weighted, total)               spatial, then any spatial blocks
 
-Q, K and V may be parameters or spatial copies of them (the graph's layout transposes).
+Q, K and V may be parameters or spatial copies of them (the graph's layout transposes). With
+a causal mask ``p`` takes three stages: the exponentials' arguments, the exponentials and the
+weights (exactly 0 where the mask hides the key).
 """
 
 from __future__ import annotations
@@ -39,7 +41,10 @@ class AttentionMatch:
     Attributes
     ----------
     scores, masked, row_max, exp, weighted, row_sum, norm
-        The stages of the module docstring.
+        The stages of the module docstring (``exp``: the last stage of ``p``, which the sums
+        read).
+    between
+        The stages of ``p`` before ``exp``, in order (causal: arguments, exponentials).
     key
         The buffer ``scores`` reads ``K`` from (a parameter or a copy's output).
     key_index
@@ -55,7 +60,7 @@ class AttentionMatch:
     weighted: str
     row_sum: str
     norm: str
-    shifted: str | None
+    between: tuple[str, ...]
     key: Buffer
     key_index: int
     rank: int
@@ -107,11 +112,13 @@ def _chain(
     exp = _single(after, lambda b: not _reduces(b))
     if row_max is None or exp is None or len(after) != 2:
         return f'block "{masked.name}" is not read by one row max and one exponential'
-    shifted = None
-    if wb not in consumers(infos, exp):
-        shifted, exp = exp, _single(consumers(infos, exp), lambda b: not _reduces(b))
-        if exp is None:
-            return f'block "{shifted.name}" is not read by one exponential alone'
+    between: list[BlockInfo] = []  # the exponentials' arguments, the causal weights
+    while wb not in consumers(infos, exp):
+        nxt = _single(consumers(infos, exp), lambda b: not _reduces(b))
+        if nxt is None or len(between) == 2:
+            return f'block "{exp.name}" is not read by the weighted sum or one elementwise stage'
+        between.append(exp)
+        exp = nxt
     users = consumers(infos, exp)
     row_sum = _single(users, lambda b: b is not wb and _reduction_kind(b) is ReduceKind.SUM)
     if row_sum is None or len(users) != 2 or wb not in users:
@@ -132,7 +139,7 @@ def _chain(
         weighted=wb.name,
         row_sum=row_sum.name,
         norm=norm.name,
-        shifted=None if shifted is None else shifted.name,
+        between=tuple(b.name for b in between),
         key=se.rhs.buffer,
         key_index=key_index,
         rank=len(se.output.indices),

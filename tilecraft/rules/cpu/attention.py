@@ -26,15 +26,20 @@ The schedule, per (batch..., head) and block of ``bq`` query rows (numbers from
 * weighted sum: an ``mr x nr`` tile over (rows, head dimension) accumulated over the keys,
   written back per tile; the normalization (and the layout transpose after it) runs per
   query block;
+* causal: every stage over the keys runs only the key chunks (a scores tile's ``nr``
+  keys) starting at or before the query block's last visible key (``Schedule.guard``, the
+  test hoisted above the chunk's loops), as torch skips the blocks above the diagonal. The
+  legalization weighs a hidden key exactly 0 in a stage of its own, so the skipped work
+  changes no bit (:mod:`._causal_skip`); where the row reductions' chunks do not divide
+  ``nr`` (a ragged key count) nothing is skipped;
 * the (batch..., head) loops are fused and run in parallel on the target's cores.
 
-Measured on an AVX-512 Xeon (2.5 GHz, one thread each side, a shared machine with load 3-4,
+Measured on an AVX-512 Xeon (2.5 GHz, one thread each side, a shared machine with load 3-5,
 against ``torch.nn.functional.scaled_dot_product_attention`` in the same process,
-``benchmarks/attention_bench.py``; 12 heads of 64), medians of time over torch's in two runs:
-s = 128 0.86-0.88 (causal 0.88-0.90), s = 1024 0.83-0.92 (causal 1.24-1.27). A causal
-mask is applied, not skipped: every score tile is computed and the hidden keys get weight 0,
-where torch skips the blocks above the diagonal (half the work at s = 1024); skipping needs
-loops whose extent follows the query block, which no schedule primitive makes.
+``benchmarks/attention_bench.py``; 12 heads of 64), medians of time over torch's in three
+runs: s = 128 0.82-0.89 (causal 0.60-0.68), s = 1024 0.89-0.95 (causal 0.70-0.80). The
+schedule before skipping, alternated with these runs: causal 0.88 at s = 128, 1.12-1.44 at
+s = 1024.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from ...target import Target
 from ..base import CPURule, Decline
 from ..common import attempt, block_node, const_int, loop_extent
 from ._attention_match import AttentionMatch, match_attention
+from ._causal_skip import causal_shift, skip_hidden_keys
 from ._matmul_parts import register_tile, vector_registers
 from ._vector_config import VectorConfig
 from ._vector_nest import schedule_reduction
@@ -74,6 +80,10 @@ class AttentionConfig:
         Most register tiles of rows in one query block (short sequences).
     num_cores
         Cores the (batch, head) loop is spread over.
+    skip_hidden
+        With a causal mask, skip the key chunks hidden from a whole query block. The
+        result is the same bits either way: False gives the same schedule without the
+        guards, to check that and to measure what skipping saves.
     """
 
     vector_bits: int = 256
@@ -83,6 +93,7 @@ class AttentionConfig:
     l2_bytes: int = 1024 * 1024
     max_row_tiles: int = 4
     num_cores: int = 1
+    skip_hidden: bool = True
 
     @staticmethod
     def for_target(target: Target) -> AttentionConfig:
@@ -165,6 +176,7 @@ class Attention(CPURule):
 
 def _schedule(sch: Schedule, m: AttentionMatch, cfg: AttentionConfig) -> None:
     """Every step of the schedule (module docstring), in order."""
+    shift = causal_shift(sch, m)
     # Step 2a. Inline Q's copy and the normalization into the layout copy after it.
     _inline_operand_copy(sch, m, 0)
     anchor = sch.get_block(m.norm)
@@ -188,22 +200,28 @@ def _schedule(sch: Schedule, m: AttentionMatch, cfg: AttentionConfig) -> None:
     write_back = sch.cache_write(wb, 0, "local")
     sch.compute_at(sch.get_block(m.row_sum), q_block)
     sch.compute_at(write_back, q_block)
-    stages = (m.weighted, m.exp, m.shifted, m.row_max, m.masked, m.scores)
-    for name in filter(None, stages):
+    stages = (m.weighted, m.exp, *m.between[::-1], m.row_max, m.masked, m.scores)
+    for name in stages:
         sch.compute_at(sch.get_block(name), q_block)
     _pack_key(sch, m, head, nr_keys)
     _stage_value(sch, m, head)
     _spread_rows(sch, m, elem_bits)
     # Step 3. Register tiles of the two matmuls; vectorized softmax stages.
     _register_tile(sch, sch.get_block(m.scores), sch.get_block(m.masked), mr, nr_keys)
-    _weighted_tile(sch, wb, write_back, mr, nr_dim)
+    _weighted_tile(sch, wb, write_back, mr, nr_dim, nr_keys if shift is not None else None)
     vcfg = VectorConfig(vector_bits=cfg.vector_bits, num_cores=1)
     for name in (m.row_max, m.row_sum):
         block = sch.get_block(name)
         schedule_reduction(sch, vcfg, block, sch.get_loops(block)[-2:], standalone=False)
-    for name in filter(None, (m.shifted, m.exp)):
-        attempt(sch, sch.vectorize, sch.get_loops(sch.get_block(name))[-1])
+    for name in (*m.between, m.exp):
+        keys = sch.get_loops(sch.get_block(name))[-1]
+        if shift is not None:  # in chunks of a scores tile, each skipped as a whole
+            keys = sch.split(keys, [None, nr_keys])[1]
+        attempt(sch, sch.vectorize, keys)
     attempt(sch, sch.vectorize, sch.get_loops(anchor)[-1])
+    # Step 3b. Causal: skip the key chunks the mask hides from the whole query block.
+    if shift is not None and cfg.skip_hidden:
+        attempt(sch, skip_hidden_keys, sch, m, q_block, bq, shift, nr_keys)
     # Step 4. The (batch, head) loop in parallel.
     if cfg.num_cores > 1:
         attempt(sch, sch.parallel, head)
@@ -217,7 +235,7 @@ def _spread_rows(sch: Schedule, m: AttentionMatch, elem_bits: int) -> None:
     line = 64 * 8 // max(elem_bits, 8)
     if keys is None or (keys * elem_bits // 8) % 1024:
         return
-    for name in filter(None, (m.masked, m.shifted, m.exp)):
+    for name in (m.masked, *m.between, m.exp):
         block = sch.get_block(name)
         rank = len(block_node(sch, block).writes[0].buffer.shape)
         attempt(sch, sch.storage_align, block, 0, rank - 2, keys, line)
@@ -319,14 +337,19 @@ def _register_tile(sch: Schedule, block: BlockRV, epilogue: BlockRV, mr: int, nr
     attempt(sch, sch.vectorize, sch.get_loops(epilogue)[-1])
 
 
-def _weighted_tile(sch: Schedule, block: BlockRV, write_back: BlockRV, mr: int, nr: int) -> None:
+def _weighted_tile(
+    sch: Schedule, block: BlockRV, write_back: BlockRV, mr: int, nr: int, keys: int | None
+) -> None:
     """Weighted sum: ``[rows_o, dim_o] [keys] rows_i dim_i (vectorized)`` in a local tile,
-    ``write_back`` (its ``cache_write`` copy) moved under each tile."""
+    ``write_back`` (its ``cache_write`` copy) moved under each tile; the keys in chunks of
+    ``keys`` when given (a causal mask skips them whole, one test per chunk)."""
     rows, cols, red = sch.get_loops(block)[-3:]
     r_o, r_i = sch.split(rows, [None, mr])
     c_o, c_i = sch.split(cols, [None, nr])
     sch.reorder(r_o, c_o, red, r_i, c_i)
     sch.reverse_compute_at(write_back, c_o)
+    if keys is not None:
+        red = sch.split(red, [None, keys])[0]
     sch.decompose_reduction(block, red)
     sch.vectorize(c_i)
     attempt(sch, sch.vectorize, sch.get_loops(write_back)[-1])
