@@ -24,6 +24,7 @@ from tilecraft.lower import (
     ExpandWarpTiles,
     ExposeShapeVars,
     FlattenBuffer,
+    HoistInvariantGuards,
     HoistSharedAllocations,
     InjectSoftwarePipeline,
     LowerInitBlock,
@@ -107,12 +108,12 @@ def test_cuda_pipeline_is_the_literal_list_with_one_storage_align() -> None:
 def test_cpu_pipeline_is_the_literal_list() -> None:
     plain = [
         ExpandWarpTiles, CollectStorageAlign, LowerInitBlock, PlanAllocations,
-        ConvertBlocksToLoops, LowerThreadBindings, CompactBufferAllocation, ShareOutputStorage,
-        UnrollLoops, ExposeShapeVars, FlattenBuffer, Simplify, ParallelGrain,
+        ConvertBlocksToLoops, LowerThreadBindings, HoistInvariantGuards, CompactBufferAllocation,
+        ShareOutputStorage, UnrollLoops, ExposeShapeVars, FlattenBuffer, Simplify, ParallelGrain,
     ]  # fmt: skip
     assert [type(p) for p in be.CPUBackend().pipeline(CPU)] == plain
     checked = [type(p) for p in be.CPUBackend(bounds_check=True).pipeline(CPU)]
-    assert checked == [*plain[:10], InsertBoundsChecks, *plain[10:]]
+    assert checked == [*plain[:11], InsertBoundsChecks, *plain[11:]]
     assert [type(p) for p in tc.lower.get_pipeline(CPU)] == plain
 
 
