@@ -159,6 +159,18 @@ def test_the_global_budget_is_shared_and_the_per_task_cap_holds(scheduler: str) 
     assert max(counts.values()) <= 3
 
 
+@pytest.mark.parametrize("scheduler", ["round-robin", "gradient"])
+def test_a_small_budget_reaches_every_task_before_one_takes_a_long_turn(scheduler: str) -> None:
+    # 64 trials a turn, 7 in all: the first turn used to take all 7
+    db = ms.tune_tir(_three(), CPU, max_trials_global=7, num_trials_per_iter=64,
+                     space=tile_1d_2d, builder=HashBuilder(), runner=TableRunner(),
+                     task_scheduler=scheduler, progress=False)  # fmt: skip
+    counts = _counts(db)
+    assert sum(counts.values()) == 7
+    assert len(counts) == 3
+    assert min(counts.values()) >= 2
+
+
 def tile_1d_2d(sch: Schedule) -> None:
     """Split the two loops of block "C"."""
     i, j = sch.get_loops(sch.get_block("C"))

@@ -328,6 +328,12 @@ class _Loop:
         while spent < self.budget and not all(s.done for s in states):
             state = states[self.scheduler.next_task(states)]
             count = min(self.per_iter, state.remaining, self.budget - spent)
+            fresh = sum(1 for s in states if not s.done and s.trials == 0)
+            if state.trials == 0 and fresh > 0:
+                # a first turn leaves every other untried task its share of the budget (and
+                # so its first candidate, the rules' schedule): 24 trials over 8 tasks went
+                # 18 to the first task and none to six others
+                count = min(count, max(1, (self.budget - spent) // fresh))
             if count <= 0:
                 state.done = True
                 continue
