@@ -2,7 +2,8 @@
 ``TuneTIR``.
 
 A task scheduler (:mod:`.scheduler`: gradient-based by default, or round robin) gives turns
-to the tasks, each turn measuring up to ``num_trials_per_iter`` new candidates of one task,
+to the tasks, each turn measuring up to ``num_trials_per_iter`` new candidates of one task
+(a task's first turn at most its share of what is left among the tasks not yet tried),
 until the global budget (shared by all tasks) is spent or every task is done. A task's first
 candidate is the default rules' schedule, so tuning never ends slower than the rules.
 Budgets count the trials already in the database: rerunning with the same ``work_dir``
