@@ -36,6 +36,7 @@ from ...schedule import BlockRV, IndexMap, LoopRV, Schedule
 from ...schedule.analysis import IndexRole, classify_einsum
 from ..common import attempt, block_node, fold_epilogue, loop_extent, loops_below, writes_param
 from ._mm_common import inline_producers
+from ._mm_swizzle import swizzle_shared
 
 _SCOPES = {
     "mma": ("m16n8k16.matrixA", "m16n8k16.matrixB", "m16n8k16.accumulator"),
@@ -50,8 +51,11 @@ STATIC_SHARED = 48 * 1024
 @dataclass(frozen=True)
 class TensorCoreTile:
     """Block tile, warps per block, the shared-memory row padding (elements), the fetch
-    vector (elements), and the ``cp.async`` pipeline (``stages`` shared-memory versions of
-    the operand tiles when ``pipeline``; fewer when ``k`` has fewer block steps)."""
+    vector (elements), the ``cp.async`` pipeline (``stages`` shared-memory versions of
+    the operand tiles when ``pipeline``; fewer when ``k`` has fewer block steps), and the
+    shared layout: rows padded by ``pad``, or, with ``swizzle`` (``mma`` only: WMMA loads
+    take a pointer and a leading dimension), XOR-swizzled in 16-byte chunks without padding
+    (:mod:`._mm_swizzle`)."""
 
     block_m: int = 128
     block_n: int = 128
@@ -62,6 +66,12 @@ class TensorCoreTile:
     vector: int = 8
     pipeline: bool = True
     stages: int = 2
+    swizzle: bool = False
+
+    @property
+    def row_pad(self) -> int:
+        """Elements after each shared row: ``pad``, none when swizzled."""
+        return 0 if self.swizzle else self.pad
 
     @property
     def sizes(self) -> tuple[int, int, int]:
@@ -71,9 +81,9 @@ class TensorCoreTile:
     def operand_bytes(self, b_nk: bool) -> int:
         """Shared memory of the (16-bit) operand tiles, every pipeline stage, padded rows;
         ``b_nk``: B is kept ``(n, k)`` (rows of ``block_k``)."""
-        a = self.block_m * (self.block_k + self.pad)
-        b = self.block_n * (self.block_k + self.pad) if b_nk else (
-            self.block_k * (self.block_n + self.pad))  # fmt: skip
+        a = self.block_m * (self.block_k + self.row_pad)
+        b = self.block_n * (self.block_k + self.row_pad) if b_nk else (
+            self.block_k * (self.block_n + self.row_pad))  # fmt: skip
         return 2 * (a + b) * (self.stages if self.pipeline else 1)
 
 
@@ -153,8 +163,9 @@ def fit_tile(
                     continue
                 stages = min(largest.stages, k // bk)  # S stages need S steps
                 pipeline = largest.pipeline and stages >= 2
-                return TensorCoreTile(bm, bn, bk, warps_m, warps_n, largest.pad, largest.vector,
-                                      pipeline, max(stages, 2))  # fmt: skip
+                return replace(largest, block_m=bm, block_n=bn, block_k=bk, warps_m=warps_m,
+                               warps_n=warps_n, pipeline=pipeline, stages=max(stages, 2),
+                               swizzle=largest.swizzle and kind == "mma")  # fmt: skip
     return None
 
 
@@ -221,7 +232,10 @@ def schedule_tensor_core(
     # Step 3. Operands: global -> shared (per ko) -> warp fragments (per 16-wide k).
     b_transposed = operands[2]
     b_nk = operands[2] and kind == "mma"  # B kept (n, k) in shared memory
-    scope = "shared.dyn" if tile.operand_bytes(b_nk) > STATIC_SHARED else "shared"
+    # static shared memory holds the tiles only if the epilogue's staging fits beside them
+    # (three swizzled 128 x 128 x 32 stages are exactly 48 KiB)
+    staging = tile.warps_m * tile.warps_n * 16 * staged_n * 4 if staged else 0
+    scope = "shared.dyn" if tile.operand_bytes(b_nk) + staging > STATIC_SHARED else "shared"
     frag_loads, frag_tiles, shared, b_width = _stage(sch, main, kk, (*scopes, scope), tn,
                                                      operands)  # fmt: skip
     # an (n, k) B is transposed on its way into shared memory for WMMA only (mma loads it
@@ -407,7 +421,7 @@ def _fetch(
     sch: Schedule, block: BlockRV, threads: int, tile: TensorCoreTile, cols: int, vector: int
 ) -> None:
     """Cooperative fetch of a shared tile by all threads, ``vector`` elements per step, rows
-    padded by ``tile.pad`` elements."""
+    padded by ``tile.pad`` elements or swizzled (:func:`._mm_swizzle.swizzle_shared`)."""
     fused = sch.fuse(*sch.get_loops(block)[-2:])
     if vector > 1:
         _, ty, tx, vec = sch.split(fused, [None, threads // 32, 32, vector])
@@ -416,6 +430,8 @@ def _fetch(
         _, ty, tx = sch.split(fused, [None, threads // 32, 32])
     sch.bind(ty, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")
-    if tile.pad:
+    if tile.swizzle:
+        swizzle_shared(sch, block)
+    elif tile.pad:
         ndim = len(block_node(sch, block).writes[0].buffer.shape)
         sch.storage_align(block, 0, ndim - 2, cols, tile.pad)

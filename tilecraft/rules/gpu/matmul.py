@@ -35,7 +35,9 @@ the other ``I``/``J`` iterators), fused onto ``blockIdx.z``. The SIMT schedule (
 On a target with tensor cores (``MatmulConfig.tensor_cores``), an einsum of fp16 (or, with
 ``mma.sync``, bf16) operands accumulated in fp32 with a constant reduction extent gets the
 tensor-core schedule instead (:mod:`._mm_tensor_core`: ``mma.sync``
-+ ``ldmatrix`` + ``cp.async`` on sm_80+, WMMA on sm_70/75; extents padded to whole tiles);
++ ``ldmatrix`` + ``cp.async`` on sm_80+, the operand tiles XOR-swizzled in shared memory
+(:mod:`._mm_swizzle`; rows padded instead with ``TensorCoreTile(swizzle=False)``), WMMA on
+sm_70/75, rows padded; extents padded to whole tiles);
 a symbolic reduction gets the SIMT schedule, padded.
 """
 
@@ -115,11 +117,14 @@ class MatmulConfig:
 
     @staticmethod
     def for_target(target: Target) -> MatmulConfig:
-        """The configuration for a CUDA target (sm_70 ... sm_90; ``sm_90a`` is sm_90)."""
+        """The configuration for a CUDA target (sm_70 ... sm_90; ``sm_90a`` is sm_90): with
+        ``mma`` (sm_80+) the operand tiles are swizzled, not padded (:mod:`._mm_swizzle`)."""
         facts = gpu_facts(target)
+        tile = tcs.TensorCoreTile(swizzle=facts.tensor_cores == "mma")
         return MatmulConfig(shared_bytes=facts.shared_bytes,
                             shared_optin_bytes=facts.shared_optin_bytes,
-                            tensor_cores=facts.tensor_cores)  # fmt: skip
+                            tensor_cores=facts.tensor_cores,
+                            tensor_core_tile=tile)  # fmt: skip
 
 
 @dataclass
