@@ -7,7 +7,9 @@ opt-in shared memory holds; operand tiles above 48 KiB in dynamic shared memory)
 WMMA 16x16x16 on sm_70/75, with the intrinsics of :mod:`tilecraft.schedule.tensor_intrin_cuda`.
 A block of ``warps_m x warps_n`` warps computes a ``block_m x block_n`` tile of ``C`` in warp
 fragments; per ``block_k`` step the A and B tiles are fetched by all threads cooperatively
-(16-byte loads) into padded shared memory and loaded into fragments per 16-wide ``k``; the
+(16-byte loads) into shared memory, rows padded (``TensorCoreTile.pad``) or, on ``mma``,
+XOR-swizzled without padding (``TensorCoreTile.swizzle``, :mod:`._mm_swizzle`: the default of
+the sm_80+ presets), and loaded into fragments per 16-wide ``k``; the
 accumulators are stored to the output, or, when an epilogue follows (the cast of an fp16
 output, bias, activation), fused into the write-back: each warp stores a 16 x 16 tile at a
 time (two ``mma`` fragment tiles, one WMMA tile) to shared memory (one tile per warp:
@@ -15,9 +17,8 @@ time (two ``mma`` fragment tiles, one WMMA tile) to shared memory (one tile per 
 and write the output in 16-byte vectors (8 fp16 or 4 fp32 outputs per store), one kernel in
 all. B's fragments load two ``n8`` tiles per ``ldmatrix.x4``; a weight stored ``(n, k)``
 (``(out, in)``, K in QK^T) stays ``(n, k)`` in shared memory (16-byte fetch) and loads with
-``ldmatrix`` without ``.trans`` (a ``(k, n)`` one with ``.trans``). WMMA takes row-major
-``k x n`` tiles only: there an ``(n, k)`` weight is transposed on its way into shared memory
-(``transform_layout``; scalar fetch).
+``ldmatrix`` without ``.trans`` (a ``(k, n)`` one with ``.trans``); with WMMA it loads into a
+``col_major`` ``matrix_b`` fragment (scope ``wmma.matrix_b_col``), no transpose either.
 
 Extents the tiles do not divide, symbolic ``i`` and ``j`` (a prefill's sequence length)
 included, are padded (``pad_einsum``): the zero-filling copies are inlined into the
@@ -223,6 +224,8 @@ def schedule_tensor_core(
     threads = 32 * tile.warps_m * tile.warps_n
     # Step 2. Accumulators in warp fragments, stored back per warp tile.
     scopes = _SCOPES[kind]
+    if kind == "wmma" and operands[2]:  # an (n, k) B loads into a col_major fragment
+        scopes = (scopes[0], "wmma.matrix_b_col", scopes[2])
     acc, (smi, sni, pair, s16) = _accumulators(sch, main, bx, tile, (tn, scopes[2]))
     staged_n = tn * _pair(wn, tn)  # the columns a warp stages at a time
     # Step 2b. The epilogue (cast, bias, activation) fused into the write-back: each warp
@@ -230,24 +233,21 @@ def schedule_tensor_core(
     # applies the epilogue to it, in 16-byte vectors.
     staged = fuse_epilogue_at(sch, acc, sni, 16 * staged_n)
     # Step 3. Operands: global -> shared (per ko) -> warp fragments (per 16-wide k).
-    b_transposed = operands[2]
-    b_nk = operands[2] and kind == "mma"  # B kept (n, k) in shared memory
+    b_transposed = b_nk = operands[2]  # B kept (n, k) in shared memory
     # static shared memory holds the tiles only if the epilogue's staging fits beside them
     # (three swizzled 128 x 128 x 32 stages are exactly 48 KiB)
     staging = tile.warps_m * tile.warps_n * 16 * staged_n * 4 if staged else 0
     scope = "shared.dyn" if tile.operand_bytes(b_nk) + staging > STATIC_SHARED else "shared"
     frag_loads, frag_tiles, shared, b_width = _stage(sch, main, kk, (*scopes, scope), tn,
                                                      operands)  # fmt: skip
-    # an (n, k) B is transposed on its way into shared memory for WMMA only (mma loads it
-    # with ldmatrix without .trans)
-    through = b_transposed and kind != "mma"
-    b_cols = tile.block_k if b_transposed and not through else tile.block_n
-    for sh, cols, transposed in zip(shared, (tile.block_k, b_cols),
-                                    (False, through), strict=True):  # fmt: skip
+    # an (n, k) B stays (n, k) in shared memory: mma loads it with ldmatrix without .trans,
+    # WMMA into a col_major fragment
+    b_cols = tile.block_k if b_transposed else tile.block_n
+    for sh, cols in zip(shared, (tile.block_k, b_cols), strict=True):
         sch.compute_at(sh, ko)
         # a guarded (padded) copy too: 16-byte loads, predicated as a whole (cp.async in its
         # zero-fill form) where the guard holds for all 8 lanes, else split per lane
-        _fetch(sch, sh, threads, tile, cols, 1 if transposed else tile.vector)
+        _fetch(sch, sh, threads, tile, cols, tile.vector)
     init = sch.decompose_reduction(main, ko)
     init_loops = sch.get_loops(init)[-4:]
     # Step 4. Tensorize: fill, store, fragment loads, multiply-accumulate.
@@ -355,8 +355,10 @@ def _intrinsics(
         return (f"mma_load_a_16x16_{short}", load_b,
                 f"mma_m16n8k16_{short}{short}{acc}", f"mma_fill_16x8_{acc}",
                 f"mma_store_16x8_{acc}_{store}")  # fmt: skip
-    return ("wmma_load_a_16x16_f16", "wmma_load_b_16x16_f16", "wmma_16x16x16_f16f16f32",
-            "wmma_fill_16x16_f32", f"wmma_store_16x16_f32_{store}")  # fmt: skip
+    col = b_load[0]  # an (n, k) B: a col_major fragment
+    return ("wmma_load_a_16x16_f16", f"wmma_load_b_{'nk_' if col else ''}16x16_f16",
+            f"wmma_16x16x16_f16f16f32{'_bcol' if col else ''}", "wmma_fill_16x16_f32",
+            f"wmma_store_16x16_f32_{store}")  # fmt: skip
 
 
 def _stage(
@@ -376,16 +378,13 @@ def _stage(
             ndim = len(block_node(sch, sh).writes[0].buffer.shape)
             swap = IndexMap.from_func(lambda *i: (*i[:-2], i[-1], i[-2]), ndim=ndim)
             sch.transform_layout(frag, ("write", 0), swap)
-            if not _is_mma(scopes):  # WMMA loads k x n tiles: transposed into shared memory
-                sch.transform_layout(sh, ("write", 0), swap)
-                sch.transform_block_layout(frag, swap)  # iterate (k, n) as the intrinsic does
         shared.append(sh)
         sch.compute_at(frag, kk)
         f0, f1 = sch.get_loops(frag)[-2:]
         if which == 0:
             t, r = sch.split(f0, [None, 16])
             loads.append(r)
-        elif b_transposed and _is_mma(scopes):  # iterating (n, k) as the nk intrinsics do
+        elif b_transposed:  # iterating (n, k) as the nk intrinsics do
             width = _b_width(sch, f0, tn, scopes)
             t, r = sch.split(f0, [None, width])
             loads.append(r)

@@ -486,7 +486,7 @@ def _tensor_core(
     index = {r.buffer.name: n for n, r in enumerate(reads)}
     b_transposed = [r for r in einsum.rhs.roles if r is not IndexRole.CONST][-1] is IndexRole.REDUCE
     operands = (index[einsum.lhs.buffer.name], index[einsum.rhs.buffer.name], b_transposed)
-    tile = tcs.fit_stages(tile, b_transposed and cfg.tensor_cores == "mma", cfg.shared_optin_bytes)
+    tile = tcs.fit_stages(tile, b_transposed, cfg.shared_optin_bytes)
 
     def build() -> None:
         by_iter = _loops_by_iter(sch, main)
