@@ -22,9 +22,12 @@ parser, JSON, hashing, C/CUDA/emulator codegen, simplifier and bound rules) for 
 layout would spread through every layer. The swizzle is instead written with floor
 division and modulo, bit by bit: ``a ^ b`` over ``log2(m)`` bits is
 ``sum_k 2^k * ((a // 2^k + b // 2^k) % 2)`` (plus the bits of ``a`` above them), which the
-analyzer bounds exactly (each term is 0 or ``2^k``) and the CUDA compiler folds to shifts,
-masks and ``xor`` (an add whose low bit alone is used is an xor). It appears only after
-flattening, in lowered code.
+analyzer bounds exactly (each term is 0 or ``2^k``) and simplifies (a 16-byte copy's lanes
+stay contiguous, its base 16-byte aligned). It appears only after flattening, in lowered
+code. The price is a few integer operations per address: nvcc emits shifts, adds and masks,
+not ``xor`` (a 128 x 128 x 32 sm_80 kernel, 3 stages: 678 PTX instructions against 600
+padded, with the same registers within a few); an ``Xor`` expression node would save those
+and can replace this function alone if a second use appears.
 """
 
 from __future__ import annotations
