@@ -120,6 +120,8 @@ TABLE: list[Row] = [
     ("storage_align", "factor", lambda h: _a(h.c, 0, 0, 0, 0)),
     ("storage_align", "offset", lambda h: _a(h.c, 0, 0, 8, -1)),
     ("storage_align", "axis", lambda h: _a(h.c, 0, "x", 8, 1)),
+    ("storage_swizzle", "buffer_index", lambda h: _a(h.c, "0")),
+    ("storage_swizzle", "block", lambda h: _a(h.i, 0)),
     ("transform_layout", "buffer", lambda h: _a(h.c, "write", _transpose)),
     ("transform_layout", "buffer", lambda h: _a(h.c, ("both", 0), _transpose)),
     ("transform_layout", "index_map", lambda h: _a(h.c, ("write", 0), 5)),

@@ -75,6 +75,7 @@ __device__ __forceinline__ signed char tc_byte_s8(unsigned r, int i) {
 _WMMA_USE = {
     "wmma.matrix_a": "nvcuda::wmma::matrix_a",
     "wmma.matrix_b": "nvcuda::wmma::matrix_b",
+    "wmma.matrix_b_col": "nvcuda::wmma::matrix_b",
     "wmma.accumulator": "nvcuda::wmma::accumulator",
 }
 _SHORT = {"float16": "f16", "bfloat16": "bf16"}
@@ -369,7 +370,9 @@ def wmma_fragment_decl(em: Emitter, buf: Buffer, count: int) -> str:
     em.features.add("wmma")
     use = _WMMA_USE[buf.scope]
     elem = em.storage_type(buf.dtype)
-    layout = "" if buf.scope == "wmma.accumulator" else ", nvcuda::wmma::row_major"
+    layout = {"wmma.accumulator": "", "wmma.matrix_b_col": ", nvcuda::wmma::col_major"}.get(
+        buf.scope, ", nvcuda::wmma::row_major"
+    )
     return f"nvcuda::wmma::fragment<{use}, 16, 16, 16, {elem}{layout}> {em.buf(buf)}[{count}];"
 
 

@@ -13,10 +13,12 @@ from .node import Node
 WARP_FRAGMENT_SCOPES = (
     "m16n8k16.matrixA", "m16n8k16.matrixB", "m16n8k16.accumulator",
     "m16n8k32.matrixA", "m16n8k32.matrixB", "m16n8k32.accumulator",
-    "wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator",
+    "wmma.matrix_a", "wmma.matrix_b", "wmma.matrix_b_col", "wmma.accumulator",
 )  # fmt: skip
 """Warp fragment scopes: tensor-core operand tiles held in the registers of a warp's lanes,
-accessed only by warp tile operations (:mod:`tilecraft.ir.device_intrin`)."""
+accessed only by warp tile operations (:mod:`tilecraft.ir.device_intrin`). A
+``wmma.matrix_b_col`` tile is a ``k x n`` matrix_b tile loaded from memory stored ``n x k``
+(column-major: an ``(out, in)`` weight), CUDA's ``col_major`` fragment."""
 SCOPES = ("global", "shared", "shared.dyn", "local", *WARP_FRAGMENT_SCOPES)
 """Storage scopes: device/host memory, GPU shared memory (static or dynamic), registers,
 warp fragments."""

@@ -51,7 +51,8 @@ _TILE_OPS = {
     "mma_store": ("aa", "dst[16x8] = C[16x8]: an accumulator tile stored to memory"),
     "wmma_load_matrix": (
         "aa",
-        "dst = src: a wmma matrix_a / matrix_b 16x16 tile loaded from a row-major tile",
+        "dst = src: a wmma matrix_a / matrix_b 16x16 tile loaded from a row-major tile; "
+        "dst[k, n] = src[n, k] for a wmma.matrix_b_col dst (loaded column-major)",
     ),
     "wmma_sync": ("aaa", "C[16x16] += A[16x16] @ B[16x16] on wmma fragment tiles"),
     "wmma_fill": ("af", "C[16x16] = value on a wmma accumulator tile"),

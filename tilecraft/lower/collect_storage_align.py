@@ -12,6 +12,13 @@ table names it alone. The buffer passes that run before flattening keep the tabl
 removes) and :class:`~tilecraft.lower.FlattenBuffer` consumes it: it lays aligned buffers out
 with padded strides and removes the attribute.
 
+Swizzle requests (block annotation ``buffer_swizzle``, written by
+:meth:`tilecraft.Schedule.storage_swizzle`: a tuple of write indices) are gathered the same
+way into the function attribute ``tc.storage_swizzle``, the sorted names of the swizzled
+buffers; :class:`~tilecraft.lower.FlattenBuffer` lays their last two axes out XOR-swizzled
+(:mod:`tilecraft.lower.swizzle_layout`). The request names the last two axes, so passes that
+add or remove leading dimensions (a pipeline's stage axis) leave it as it is.
+
 Blocks disappear in :class:`~tilecraft.lower.ConvertBlocksToLoops`, so this pass runs first.
 Only buffers allocated inside the function can be aligned (a parameter's layout belongs to the
 caller); meaning is unchanged, only the layout of the allocation.
@@ -30,6 +37,12 @@ BLOCK_ALIGN_ATTR = "buffer_dim_align"
 
 STORAGE_ALIGN_ATTR = "tc.storage_align"
 """Function attribute: buffer name -> sorted ``(axis, factor, offset)`` entries."""
+
+BLOCK_SWIZZLE_ATTR = "buffer_swizzle"
+"""Block annotation written by the ``storage_swizzle`` schedule primitive."""
+
+STORAGE_SWIZZLE_ATTR = "tc.storage_swizzle"
+"""Function attribute: the sorted names of the buffers laid out XOR-swizzled."""
 
 AlignEntry = tuple[int, int, int]
 """``(axis, factor, offset)``: pad so that ``stride(axis) % factor == offset``."""
@@ -63,6 +76,17 @@ def storage_align_table(func: PrimFunc) -> dict[str, tuple[AlignEntry, ...]]:
             )
         out[name] = tuple((a, f, o) for a, f, o in parsed)
     return out
+
+
+def storage_swizzle_names(func: PrimFunc) -> frozenset[str]:
+    """The names of ``func``'s swizzled buffers (after :class:`CollectStorageAlign`)."""
+    raw = func.attrs.get(STORAGE_SWIZZLE_ATTR)
+    if raw is None:
+        return frozenset()
+    names = [n for n in raw if isinstance(n, str)] if isinstance(raw, tuple) else []
+    if not isinstance(raw, tuple) or len(names) != len(raw):
+        raise LowerError(f"{STORAGE_SWIZZLE_ATTR}: expected a tuple of names, got {raw!r}")
+    return frozenset(names)
 
 
 def with_storage_align_table(func: PrimFunc, table: Mapping[str, Iterable[AlignEntry]]) -> PrimFunc:
@@ -112,12 +136,16 @@ class _Requests:
         self.aligns: dict[int, dict[int, tuple[int, int]]] = {}
         self.buffers: dict[int, Buffer] = {}
         self.blocks: list[Block] = []
+        self.swizzled: dict[int, Buffer] = {}
+        self.swizzle_blocks: list[Block] = []
         self.params = {id(p) for p in func.buffer_params}
         for p in func.buffer_params:
             self.by_name.setdefault(p.name, set()).add(id(p))
         post_order_visit(func.body, self._visit)
         for blk in self.blocks:
             self._block(blk)
+        for blk in self.swizzle_blocks:
+            self._swizzle(blk)
 
     def _visit(self, n: Node) -> None:
         if isinstance(n, Buffer):
@@ -126,6 +154,25 @@ class _Requests:
             self.allocated.update(id(b) for b in n.alloc_buffers)
             if BLOCK_ALIGN_ATTR in n.annotations:
                 self.blocks.append(n)
+            if BLOCK_SWIZZLE_ATTR in n.annotations:
+                self.swizzle_blocks.append(n)
+
+    def _swizzle(self, blk: Block) -> None:
+        raw = blk.annotations[BLOCK_SWIZZLE_ATTR]
+        where = f"CollectStorageAlign: block {blk.name!r}, annotation {BLOCK_SWIZZLE_ATTR!r}"
+        indices = [i for i in raw if type(i) is int] if isinstance(raw, tuple) else []
+        if not isinstance(raw, tuple) or len(indices) != len(raw):
+            raise LowerError(f"{where}: expected a tuple of write indices, got {raw!r}")
+        for index in indices:
+            if not 0 <= index < len(blk.writes):
+                raise LowerError(f"{where}: write index {index} is out of range")
+            buf = blk.writes[index].buffer
+            if id(buf) not in self.allocated or buf.ndim < 2:
+                raise LowerError(
+                    f"{where}: buffer {buf.name!r} must be allocated in the function and have "
+                    "two dimensions or more"
+                )
+            self.swizzled[id(buf)] = buf
 
     def _block(self, blk: Block) -> None:
         raw = blk.annotations[BLOCK_ALIGN_ATTR]
@@ -168,8 +215,9 @@ class _Stripper(Mutator):
 
     def visit_Block(self, block: Block) -> Block:  # noqa: N802
         new: Block = self.generic_visit(block)
-        if BLOCK_ALIGN_ATTR in new.annotations:
-            new = new.update(annotations=new.annotations.without(BLOCK_ALIGN_ATTR))
+        for key in (BLOCK_ALIGN_ATTR, BLOCK_SWIZZLE_ATTR):
+            if key in new.annotations:
+                new = new.update(annotations=new.annotations.without(key))
         return new
 
 
@@ -193,10 +241,11 @@ class CollectStorageAlign(FunctionPass):
             different factors or offsets.
         """
         req = _Requests(func)
-        if not req.blocks:
+        if not req.blocks and not req.swizzle_blocks:
             return func
         table = {k: list(v) for k, v in storage_align_table(func).items()}
         mutator = _Stripper()
+        names = set(storage_swizzle_names(func))
         for key, axes in req.aligns.items():
             buf = req.buffers[key]
             name = buf.name
@@ -213,5 +262,15 @@ class CollectStorageAlign(FunctionPass):
                     )
                 merged[axis] = fo
             table[name] = [(axis, f, o) for axis, (f, o) in merged.items()]
+        for key, buf in req.swizzled.items():
+            renamed = mutator.buffer_map.get(key)
+            name = renamed.name if renamed is not None else buf.name
+            if renamed is None and len(req.by_name[name]) > 1:
+                name = _fresh(name, {**req.by_name, **table})
+                req.by_name[name] = {key}
+                mutator.buffer_map[key] = buf.update(name=name)
+            names.add(name)
         func = func.update(body=mutator.visit(func.body))
+        if names:
+            func = func.with_attr(STORAGE_SWIZZLE_ATTR, tuple(sorted(names)))
         return with_storage_align_table(func, table)

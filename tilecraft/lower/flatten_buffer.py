@@ -13,6 +13,11 @@ from the last dimension to the first, ``stride(d) = stride(d + 1) * n(d + 1)`` (
 raised to the next value with ``stride(d) % factor == offset`` when ``d`` is aligned; the access
 becomes ``B[i * s0 + j * s1 + k * s2]`` and the allocation has ``s0 * n0`` elements. The table
 is removed from the function's attributes.
+
+An allocated buffer named in ``tc.storage_swizzle`` keeps its size; the column of each access
+is swizzled first (:func:`~tilecraft.lower.swizzle_layout.swizzled_column` of the last two
+indices: 16-byte chunks of a row permuted by XOR with the row), then flattened as above. The
+attribute is removed too.
 """
 
 from __future__ import annotations
@@ -39,9 +44,12 @@ from ..ir import (
 from ..ir.transform import FunctionPass
 from .collect_storage_align import (
     STORAGE_ALIGN_ATTR,
+    STORAGE_SWIZZLE_ATTR,
     AlignEntry,
     storage_align_table,
+    storage_swizzle_names,
 )
+from .swizzle_layout import swizzle_supported, swizzled_column
 
 _INT32_MAX = 2**31 - 1
 int64 = dtype("int64")
@@ -152,9 +160,10 @@ def strided_index(strides: tuple[Expr, ...], indices: tuple[Expr, ...]) -> Expr:
 
 
 class _Flattener(Mutator):
-    def __init__(self, aligns: dict[int, tuple[AlignEntry, ...]]) -> None:
+    def __init__(self, aligns: dict[int, tuple[AlignEntry, ...]], swizzled: set[int]) -> None:
         super().__init__()
         self.aligns = aligns
+        self.swizzled = swizzled
         self.strides: dict[int, tuple[Expr, ...]] = {}
 
     def visit_Buffer(self, buf: Buffer) -> Buffer:  # noqa: N802
@@ -177,6 +186,11 @@ class _Flattener(Mutator):
     def _index(self, buf: Buffer, indices: tuple[Expr, ...]) -> tuple[Expr, ...]:
         self.visit(buf)
         visited = tuple(self.visit(i) for i in indices)
+        if id(buf) in self.swizzled:
+            cols = buf.shape[-1]
+            assert isinstance(cols, IntImm)  # checked by _swizzled_allocations
+            col = swizzled_column(visited[-2], visited[-1], cols.value, buf.dtype.bits)
+            visited = (*visited[:-1], col)
         strides = self.strides.get(id(buf))
         if strides is not None:
             return (strided_index(strides, visited),)
@@ -205,12 +219,35 @@ class FlattenBuffer(FunctionPass):
 
     def transform_function(self, func: PrimFunc) -> PrimFunc:
         """Flatten the buffers of ``func`` (parameters included)."""
-        m = _Flattener(_aligned_allocations(func))
+        m = _Flattener(_aligned_allocations(func), _swizzled_allocations(func))
         params = tuple(m.visit(p) for p in func.params)
         func = func.update(params=params, body=m.visit(func.body))
-        if STORAGE_ALIGN_ATTR in func.attrs:
-            func = func.update(attrs=func.attrs.without(STORAGE_ALIGN_ATTR))
+        for key in (STORAGE_ALIGN_ATTR, STORAGE_SWIZZLE_ATTR):
+            if key in func.attrs:
+                func = func.update(attrs=func.attrs.without(key))
         return func
+
+
+def _swizzled_allocations(func: PrimFunc) -> set[int]:
+    """Allocated buffers named in ``tc.storage_swizzle``, by identity."""
+    names = storage_swizzle_names(func)
+    out: set[int] = set()
+    if not names:
+        return out
+
+    def fn(n: Node) -> None:
+        if isinstance(n, Allocate) and n.buffer.name in names:
+            buf = n.buffer
+            cols = buf.shape[-1] if buf.ndim >= 2 else None
+            if not (isinstance(cols, IntImm) and swizzle_supported(cols.value, buf.dtype.bits)):
+                raise LowerError(
+                    f"FlattenBuffer: buffer {buf.name!r} {buf.shape} cannot be swizzled: its "
+                    "rows must be a power-of-two number of 16-byte chunks"
+                )
+            out.add(id(buf))
+
+    post_order_visit(func.body, fn)
+    return out
 
 
 def _aligned_allocations(func: PrimFunc) -> dict[int, tuple[AlignEntry, ...]]:

@@ -53,6 +53,7 @@ TILE_SHAPE = {
     "m16n8k32.accumulator": (16, 8),
     "wmma.matrix_a": (16, 16),
     "wmma.matrix_b": (16, 16),
+    "wmma.matrix_b_col": (16, 16),
     "wmma.accumulator": (16, 16),
 }
 """Tile shape (rows, cols) of each warp fragment scope."""
@@ -117,7 +118,7 @@ def ldmatrix_row(lane: L, num: int, nk: bool = False) -> tuple[L, L]:
 _MEMORY = ("global", "shared", "shared.dyn", "local")
 _MMA_OPERAND = ("m16n8k16.matrixA", "m16n8k16.matrixB", "m16n8k32.matrixA")
 _MMA_ACCUMULATOR = ("m16n8k16.accumulator", "m16n8k32.accumulator")
-_WMMA_OPERAND = ("wmma.matrix_a", "wmma.matrix_b")
+_WMMA_OPERAND = ("wmma.matrix_a", "wmma.matrix_b", "wmma.matrix_b_col")
 TILE_OP_SCOPES: dict[str, tuple[tuple[str, ...], ...]] = {
     "mma_sync_m16n8k16": (("m16n8k16.accumulator",), ("m16n8k16.matrixA",), ("m16n8k16.matrixB",)),
     "mma_load_matrix": (_MMA_OPERAND, ("shared", "shared.dyn")),
@@ -125,7 +126,11 @@ TILE_OP_SCOPES: dict[str, tuple[tuple[str, ...], ...]] = {
     "mma_load_matrix_b": (("m16n8k16.matrixB", "m16n8k32.matrixB"), ("shared", "shared.dyn")),
     "mma_fill": (_MMA_ACCUMULATOR,),
     "mma_store": (_MEMORY, _MMA_ACCUMULATOR),
-    "wmma_sync": (("wmma.accumulator",), ("wmma.matrix_a",), ("wmma.matrix_b",)),
+    "wmma_sync": (
+        ("wmma.accumulator",),
+        ("wmma.matrix_a",),
+        ("wmma.matrix_b", "wmma.matrix_b_col"),
+    ),
     "wmma_load_matrix": (_WMMA_OPERAND, _MEMORY),
     "wmma_fill": (("wmma.accumulator",),),
     "wmma_store": (_MEMORY, ("wmma.accumulator",)),

@@ -6,8 +6,8 @@ this process may use, less the cores other processes keep busy, re-measured betw
 (:class:`CoreShare`: on a shared machine a parallel region waits for its slowest, preempted
 thread), before each unbound call from Python (:func:`before_call`). Bound calls and
 ``time_evaluator`` run on the count last set in their thread; the tuner's runners fix theirs
-with ``OMP_NUM_THREADS``. A BLAS step runs on the target's ``-num-cores`` threads, but never on more than the
-kernels around it: with ``OMP_NUM_THREADS=1`` a two-thread BLAS call beside
+with ``OMP_NUM_THREADS``. A BLAS step runs on the target's ``-num-cores`` threads, but never
+on more than the kernels around it: with ``OMP_NUM_THREADS=1`` a two-thread BLAS call beside
 single-thread kernels is not what the user asked for, and on a machine whose other core is
 busy such a call waits on a preempted thread (a 64 x 768 x 256 GEMM measured 0.3 ms in a
 tuning worker and 10-46 ms in the single-thread model process beside it).

@@ -23,8 +23,8 @@ from .state import BlockRV, LoopRV, ScheduleState
 
 
 class BufferPrimitives:
-    """Buffers (cache_read/write, set_scope, storage_align, transform_layout, reindex),
-    reductions (rfactor, decompose_reduction) and block shape (get_output_blocks,
+    """Buffers (cache_read/write, set_scope, storage_align, storage_swizzle, transform_layout,
+    reindex), reductions (rfactor, decompose_reduction) and block shape (get_output_blocks,
     transform_block_layout, pad_einsum, decompose_padding)."""
 
     state: ScheduleState
@@ -86,6 +86,17 @@ class BufferPrimitives:
         (transform_layout, reindex, reverse_compute_inline) drops the stale request.
         """
         _layout.storage_align(self.state, block, buffer_index, axis, factor, offset)
+
+    def storage_swizzle(self, block: BlockRV, buffer_index: int) -> None:
+        """Store the rows of a buffer ``block`` writes XOR-swizzled in 16-byte chunks.
+
+        Requires: the index selects a write of an intermediate buffer of two or more
+        dimensions (lowering: rows of a power-of-two number of 16-byte chunks).
+        Rewrite: the block gains the ``buffer_swizzle`` annotation; lowering stores chunk
+        ``c`` of row ``r`` at ``c ^ f(r)`` (:mod:`tilecraft.lower.swizzle_layout`), so
+        ``ldmatrix`` rows and 16-byte stores hit distinct banks with no padding.
+        """
+        _layout.storage_swizzle(self.state, block, buffer_index)
 
     def transform_layout(
         self,

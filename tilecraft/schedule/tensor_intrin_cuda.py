@@ -8,7 +8,8 @@ accumulate; or fp16 in and accumulate): operand A is a 16x16 ``m16n8k16.matrixA`
 B are loaded from row-major shared-memory tiles (``ldmatrix`` x4; B with ``.trans`` from a
 k x n tile, without from an n x k one (an ``(out, in)`` weight), one or two n8 tiles at
 once); the accumulator is filled with a constant and stored to global or shared memory. WMMA
-works on 16x16 tiles of the ``wmma.*`` scopes, fp16 in and fp32 accumulate, row-major operands.
+works on 16x16 tiles of the ``wmma.*`` scopes, fp16 in and fp32 accumulate, row-major operands,
+or B column-major (``wmma.matrix_b_col``: loaded from an n x k tile, an ``(out, in)`` weight).
 
 Names (the ``{dt}`` part is ``f16`` or ``bf16``):
 
@@ -33,6 +34,8 @@ Names (the ``{dt}`` part is ``f16`` or ``bf16``):
 ``wmma_load_a_16x16_f16``       matrix_a tile <- shared tile
 ``wmma_load_b_16x16_f16``       matrix_b tile <- shared tile
 ``wmma_16x16x16_f16f16f32``     C[16x16] += A[16x16] @ B[16x16]
+``wmma_load_b_nk_16x16_f16``    matrix_b_col tile <- shared n x k tile (``col_major``)
+``wmma_16x16x16_f16f16f32_bcol``  as above, B a ``wmma.matrix_b_col`` tile
 ``wmma_fill_16x16_f32``         accumulator tile <- 0
 ``wmma_store_16x16_f32_{scope}``  global / shared tile <- accumulator tile
 ==============================  ==========================================================
@@ -70,10 +73,11 @@ def _whole(name: str, shape: tuple[int, int]) -> str:
 
 def _matmul(
     prefix: str, a: tuple[int, int], b: tuple[int, int], dt: str, intrin_op: str,
-    acc: str = "float32",
+    acc: str = "float32", b_col: bool = False,
 ) -> None:  # fmt: skip
     """Register ``C[m x n] += A[m x k] @ B[k x n]`` (``prefix`` scopes, ``acc`` accumulate:
-    fp32 with casts of the operands, or the operands' own dtype without)."""
+    fp32 with casts of the operands, or the operands' own dtype without; ``b_col``: B a
+    ``wmma.matrix_b_col`` fragment)."""
     m, k = a
     n = b[1]
     product = (
@@ -85,6 +89,8 @@ def _matmul(
         "mma_s8": ("m16n8k32.matrixA", "m16n8k32.matrixB", "m16n8k32.accumulator"),
         "wmma": ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator"),
     }[prefix]
+    if b_col:
+        scopes = (scopes[0], "wmma.matrix_b_col", scopes[2])
     params = ", ".join(
         (
             _buf("A", a, dt, scopes[0]),
@@ -114,7 +120,7 @@ for i, j, k in T.grid({m}, {n}, {k}):
     name = {
         "mma": f"mma_m16n8k16_{short}{short}{out}",
         "mma_s8": f"mma_m16n8k32_{short}{short}{out}",
-        "wmma": f"wmma_16x16x16_{short}{short}{out}",
+        "wmma": f"wmma_16x16x16_{short}{short}{out}{'_bcol' if b_col else ''}",
     }[prefix]
     register_tensor_intrin(name, desc, impl)
 
@@ -166,6 +172,30 @@ for i, j in T.grid({src[0]}, {src[1]}):
     )
     call = f"T.mma_load_matrix_b(D[0, 0], S[0, 0], {int(nk)}, {tiles})"
     impl = _func(params, _whole("S", src), _whole("D", shape), f"T.evaluate({call})")
+    register_tensor_intrin(name, desc, impl)
+
+
+def _load_b_col(name: str) -> None:
+    """Register a ``wmma.matrix_b_col`` tile ``D[k, n] = S[n, k]`` (iterated over the
+    source's ``(n, k)``, as a cache of an ``(n, k)`` operand iterates) from a shared tile
+    stored ``n x k``: ``load_matrix_sync`` into a ``col_major`` fragment, no transpose."""
+    params = f"{_buf('S', (16, 16), 'float16', 'shared')}, "
+    params += _buf("D", (16, 16), "float16", "wmma.matrix_b_col")
+    desc = _func(
+        params,
+        _whole("S", (16, 16)),
+        _whole("D", (16, 16)),
+        """
+for i, j in T.grid(16, 16):
+    with T.block("copy"):
+        vi, vj = T.axis.remap("SS", [i, j])
+        T.reads(S[vi, vj])
+        T.writes(D[vj, vi])
+        D[vj, vi] = S[vi, vj]
+""",
+    )
+    impl = _func(params, _whole("S", (16, 16)), _whole("D", (16, 16)),
+                 "T.evaluate(T.wmma_load_matrix(D[0, 0], S[0, 0]))")  # fmt: skip
     register_tensor_intrin(name, desc, impl)
 
 
@@ -232,6 +262,8 @@ def register_cuda_intrinsics() -> None:
     _copy(
         "wmma_load_b_16x16_f16", (16, 16), "float16", "shared", "wmma.matrix_b", "wmma_load_matrix"
     )
+    _matmul("wmma", (16, 16), (16, 16), "float16", "wmma_sync", b_col=True)
+    _load_b_col("wmma_load_b_nk_16x16_f16")
     _fill("wmma_fill_16x16_f32", (16, 16), "wmma.accumulator", "wmma_fill")
     for scope in ("global", "shared"):
         _copy(

@@ -244,12 +244,15 @@ def test_4096_cubed_compiles_without_spills(weight_nk: bool, arch: str) -> None:
         assert not stats.spills, stats
         assert stats.stack_bytes == 0, stats
         assert stats.registers * 128 <= limits.registers_per_block
-    # one kernel (the fp16 cast fused into the write-back): two stages of a padded 128 x 32 A
-    # tile and a padded 32 x 128 B tile (an (n, k) B: 128 x 32, untransposed, for mma), and
+    # one kernel (the fp16 cast fused into the write-back): two stages of a 128 x 32 A
+    # tile and a 32 x 128 B tile (an (n, k) B: 128 x 32, untransposed), and
     # one fp32 16 x 16 tile per warp (4 warps; two mma fragment tiles, one WMMA) staging the
     # epilogue
     assert len(info) == 1
     frag = 16 * 16 * 4
-    b_tile = 128 * 40 if weight_nk and arch != "sm_75" else 32 * 136
-    assert max(s.shared_bytes for s in info.values()) == 2 * (128 * 40 + b_tile) * 2 + 4 * frag
+    # (sm_80/90: swizzled, unpadded tiles; sm_75: rows padded by 8 elements)
+    pad = 8 if arch == "sm_75" else 0
+    b_tile = 128 * (32 + pad) if weight_nk else 32 * (128 + pad)
+    a_tile = 128 * (32 + pad)
+    assert max(s.shared_bytes for s in info.values()) == 2 * (a_tile + b_tile) * 2 + 4 * frag
     assert ("mma.sync" in text) == (arch != "sm_75")

@@ -48,7 +48,7 @@ from .intrinsics import (
 )
 from .tensor_core_semantics import TENSOR_CORE_EMULATION_C
 
-WMMA_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
+WMMA_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.matrix_b_col", "wmma.accumulator")
 WMMA_LANE_ELEMENTS = 8
 """Values of one 16x16 WMMA fragment each lane holds (256 / 32)."""
 
@@ -163,7 +163,9 @@ static void tc_emu_tc_wmma_mma(tc_emu_warp_call* c) {  /* ops: d, a, b (fp16), c
     for (int e = 0; e < 8; ++e) {
       int i = l / 2, j = 8 * (l % 2) + e;
       a[i][j] = tc_emu_f16_to_f32(((const uint16_t*)TC_EMU_OP(l, 1))[e]);
-      b[i][j] = tc_emu_f16_to_f32(((const uint16_t*)TC_EMU_OP(l, 2))[e]);
+      /* a col_major B fragment holds the n x k memory tile as loaded: transposed here */
+      float bv = tc_emu_f16_to_f32(((const uint16_t*)TC_EMU_OP(l, 2))[e]);
+      if (c->imm[0]) b[j][i] = bv; else b[i][j] = bv;
       acc[i][j] = ((const float*)TC_EMU_OP(l, 3))[e];
     }
   tc_emu_wmma_mma(d, (const float(*)[16])a, (const float(*)[16])b, (const float(*)[16])acc);
@@ -300,8 +302,10 @@ def _describe_wmma(s: Stmt) -> CollectiveCall:
     _dtype(args[3], ("float32",), "wmma::mma_sync C")
     _dtype(args[0], ("float32",), "wmma::mma_sync D")
     ops = (Access.WRITE, Access.READ, Access.READ, Access.READ)
+    b_col = _address(args[2], "wmma::mma_sync B").buffer.scope == "wmma.matrix_b_col"
     return CollectiveCall(
-        tuple(_fragment(x, a, "wmma::mma_sync operand") for x, a in zip(args, ops, strict=True))
+        tuple(_fragment(x, a, "wmma::mma_sync operand") for x, a in zip(args, ops, strict=True)),
+        immediates=(int(b_col),),
     )
 
 

@@ -36,13 +36,14 @@ def why_not_int8_einsum(einsum: EinsumInfo) -> str | None:
 
 def int8_tile(tile: TensorCoreTile) -> TensorCoreTile:
     """The int8 form of a 16-bit tensor-core tile: the same bytes per shared row (twice the
-    ``k`` elements: 64 int8 per k step for 32 fp16), rows padded by 16 bytes (ldmatrix rows
-    stay 16-byte aligned and a warp's 8 rows hit distinct banks), 16 int8 per 16-byte fetch,
-    twice the warps along ``m``: a fragment element is one register (four int8 per register
-    only as the ``mma`` operand), so a 64 x 64 warp tile needs more than 255 registers; with
-    32 x 64 ptxas reports 140 (sm_80) and 136 (sm_90), no spills, at 4096^3."""
+    ``k`` elements: 64 int8 per k step for 32 fp16), rows padded by 16 bytes (not swizzled:
+    the swizzle is checked for 16-bit tiles only; ldmatrix rows stay 16-byte aligned and a
+    warp's 8 rows hit distinct banks), 16 int8 per 16-byte fetch, twice the warps along
+    ``m``: a fragment element is one register (four int8 per register only as the ``mma``
+    operand), so a 64 x 64 warp tile needs more than 255 registers; with 32 x 64 ptxas
+    reports 140 (sm_80) and 136 (sm_90), no spills, at 4096^3."""
     return replace(tile, block_k=2 * tile.block_k, pad=2 * tile.pad, vector=2 * tile.vector,
-                   warps_m=2 * tile.warps_m, elem_bytes=1)  # fmt: skip
+                   warps_m=2 * tile.warps_m, elem_bytes=1, swizzle=False)  # fmt: skip
 
 
 def tensor_core_kind(

@@ -8,7 +8,9 @@ opt-in shared memory holds; operand tiles above 48 KiB in dynamic shared memory)
 WMMA 16x16x16 on sm_70/75, with the intrinsics of :mod:`tilecraft.schedule.tensor_intrin_cuda`.
 A block of ``warps_m x warps_n`` warps computes a ``block_m x block_n`` tile of ``C`` in warp
 fragments; per ``block_k`` step the A and B tiles are fetched by all threads cooperatively
-(16-byte loads) into padded shared memory and loaded into fragments per 16-wide ``k``; the
+(16-byte loads) into shared memory, rows padded (``TensorCoreTile.pad``) or, on ``mma``,
+XOR-swizzled without padding (``TensorCoreTile.swizzle``, :mod:`._mm_swizzle`: the default of
+the sm_80+ presets), and loaded into fragments per 16-wide ``k``; the
 accumulators are stored to the output, or, when an epilogue follows (the cast of an fp16
 output, bias, activation), fused into the write-back: each warp stores a 16 x 16 tile at a
 time (two ``mma`` fragment tiles, one WMMA tile) to shared memory (one tile per warp:
@@ -16,9 +18,8 @@ time (two ``mma`` fragment tiles, one WMMA tile) to shared memory (one tile per 
 and write the output in 16-byte vectors (8 fp16 or 4 fp32 outputs per store), one kernel in
 all. B's fragments load two ``n8`` tiles per ``ldmatrix.x4``; a weight stored ``(n, k)``
 (``(out, in)``, K in QK^T) stays ``(n, k)`` in shared memory (16-byte fetch) and loads with
-``ldmatrix`` without ``.trans`` (a ``(k, n)`` one with ``.trans``). WMMA takes row-major
-``k x n`` tiles only: there an ``(n, k)`` weight is transposed on its way into shared memory
-(``transform_layout``; scalar fetch).
+``ldmatrix`` without ``.trans`` (a ``(k, n)`` one with ``.trans``); with WMMA it loads into a
+``col_major`` ``matrix_b`` fragment (scope ``wmma.matrix_b_col``), no transpose either.
 
 Extents the tiles do not divide, symbolic ``i`` and ``j`` (a prefill's sequence length)
 included, are padded (``pad_einsum``): the zero-filling copies are inlined into the
@@ -45,6 +46,7 @@ from ...schedule import BlockRV, IndexMap, LoopRV, Schedule
 from ...schedule.analysis import IndexRole, classify_einsum
 from ..common import attempt, block_node, fold_epilogue, loop_extent, loops_below, writes_param
 from ._mm_common import inline_producers
+from ._mm_swizzle import swizzle_shared
 
 _SCOPES = {
     "mma": ("m16n8k16.matrixA", "m16n8k16.matrixB", "m16n8k16.accumulator"),
@@ -60,9 +62,12 @@ STATIC_SHARED = 48 * 1024
 @dataclass(frozen=True)
 class TensorCoreTile:
     """Block tile, warps per block, the shared-memory row padding (elements), the fetch
-    vector (elements), and the ``cp.async`` pipeline (``stages`` shared-memory versions of
-    the operand tiles when ``pipeline``; fewer when ``k`` has fewer block steps); ``elem_bytes``:
-    the operands' element size (1: int8, whose tiles :func:`._mm_int8.int8_tile` makes)."""
+    vector (elements), the ``cp.async`` pipeline (``stages`` shared-memory versions of
+    the operand tiles when ``pipeline``; fewer when ``k`` has fewer block steps), the
+    shared layout: rows padded by ``pad``, or, with ``swizzle`` (``mma`` only: WMMA loads
+    take a pointer and a leading dimension), XOR-swizzled in 16-byte chunks without padding
+    (:mod:`._mm_swizzle`); ``elem_bytes``: the operands' element size (1: int8, whose tiles
+    :func:`._mm_int8.int8_tile` makes)."""
 
     block_m: int = 128
     block_n: int = 128
@@ -74,6 +79,12 @@ class TensorCoreTile:
     pipeline: bool = True
     stages: int = 2
     elem_bytes: int = 2
+    swizzle: bool = False
+
+    @property
+    def row_pad(self) -> int:
+        """Elements after each shared row: ``pad``, none when swizzled."""
+        return 0 if self.swizzle else self.pad
 
     @property
     def sizes(self) -> tuple[int, int, int]:
@@ -83,9 +94,9 @@ class TensorCoreTile:
     def operand_bytes(self, b_nk: bool) -> int:
         """Shared memory of the operand tiles, every pipeline stage, padded rows;
         ``b_nk``: B is kept ``(n, k)`` (rows of ``block_k``)."""
-        a = self.block_m * (self.block_k + self.pad)
-        b = self.block_n * (self.block_k + self.pad) if b_nk else (
-            self.block_k * (self.block_n + self.pad))  # fmt: skip
+        a = self.block_m * (self.block_k + self.row_pad)
+        b = self.block_n * (self.block_k + self.row_pad) if b_nk else (
+            self.block_k * (self.block_n + self.row_pad))  # fmt: skip
         return self.elem_bytes * (a + b) * (self.stages if self.pipeline else 1)
 
 
@@ -168,8 +179,9 @@ def fit_tile(
                     continue
                 stages = min(largest.stages, k // bk)  # S stages need S steps
                 pipeline = largest.pipeline and stages >= 2
-                return TensorCoreTile(bm, bn, bk, warps_m, warps_n, largest.pad, largest.vector,
-                                      pipeline, max(stages, 2), largest.elem_bytes)  # fmt: skip
+                return replace(largest, block_m=bm, block_n=bn, block_k=bk, warps_m=warps_m,
+                               warps_n=warps_n, pipeline=pipeline, stages=max(stages, 2),
+                               swizzle=largest.swizzle and kind == "mma")  # fmt: skip
     return None
 
 
@@ -228,6 +240,8 @@ def schedule_tensor_core(
     threads = 32 * tile.warps_m * tile.warps_n
     # Step 2. Accumulators in warp fragments, stored back per warp tile.
     scopes = _SCOPES[kind]
+    if kind == "wmma" and operands[2]:  # an (n, k) B loads into a col_major fragment
+        scopes = (scopes[0], "wmma.matrix_b_col", scopes[2])
     acc, (smi, sni, pair, s16) = _accumulators(sch, main, bx, tile, (tn, scopes[2]))
     staged_n = tn * _pair(wn, tn)  # the columns a warp stages at a time
     # Step 2b. The epilogue (cast, bias, activation) fused into the write-back: each warp
@@ -236,14 +250,17 @@ def schedule_tensor_core(
     staged = fuse_epilogue_at(sch, acc, sni, 16 * staged_n)
     # Step 3. Operands: global -> shared (per ko) -> warp fragments (per 16-wide k).
     b_transposed = operands[2]
-    b_nk = (operands[2] and kind == "mma") or kind == "mma_s8"  # B kept (n, k) in shared
-    scope = "shared.dyn" if tile.operand_bytes(b_nk) > STATIC_SHARED else "shared"
+    # B kept (n, k) in shared memory: an (n, k) B as it is (mma loads it with ldmatrix
+    # without .trans, WMMA into a col_major fragment), and every int8 B
+    b_nk = b_transposed or kind == "mma_s8"
+    # a (k, n) int8 B is transposed on its way in (ldmatrix cannot transpose 8-bit elements)
+    through = kind == "mma_s8" and not b_transposed
+    # static shared memory holds the tiles only if the epilogue's staging fits beside them
+    # (three swizzled 128 x 128 x 32 stages are exactly 48 KiB)
+    staging = tile.warps_m * tile.warps_n * 16 * staged_n * 4 if staged else 0
+    scope = "shared.dyn" if tile.operand_bytes(b_nk) + staging > STATIC_SHARED else "shared"
     frag_loads, frag_tiles, shared, b_width = _stage(sch, main, kk, (*scopes, scope), tn,
                                                      operands)  # fmt: skip
-    # an (n, k) B is transposed on its way into shared memory for WMMA only (mma loads it
-    # with ldmatrix without .trans); a (k, n) int8 B for mma_s8 (ldmatrix cannot transpose
-    # 8-bit elements)
-    through = b_transposed != (kind == "mma_s8") and kind != "mma"
     b_cols = tile.block_k if b_nk else tile.block_n
     for sh, cols, transposed in zip(shared, (tile.block_k, b_cols),
                                     (False, through), strict=True):  # fmt: skip
@@ -362,8 +379,10 @@ def _intrinsics(
         return (f"mma_load_a_16x16_{short}", load_b,
                 f"mma_m16n8k16_{short}{short}{acc}", f"mma_fill_16x8_{acc}",
                 f"mma_store_16x8_{acc}_{store}")  # fmt: skip
-    return ("wmma_load_a_16x16_f16", "wmma_load_b_16x16_f16", "wmma_16x16x16_f16f16f32",
-            "wmma_fill_16x16_f32", f"wmma_store_16x16_f32_{store}")  # fmt: skip
+    col = b_load[0]  # an (n, k) B: a col_major fragment
+    return ("wmma_load_a_16x16_f16", f"wmma_load_b_{'nk_' if col else ''}16x16_f16",
+            f"wmma_16x16x16_f16f16f32{'_bcol' if col else ''}", "wmma_fill_16x16_f32",
+            f"wmma_store_16x16_f32_{store}")  # fmt: skip
 
 
 def _stage(
@@ -389,16 +408,13 @@ def _stage(
             ndim = len(block_node(sch, sh).writes[0].buffer.shape)
             swap = IndexMap.from_func(lambda *i: (*i[:-2], i[-1], i[-2]), ndim=ndim)
             sch.transform_layout(frag, ("write", 0), swap)
-            if not _is_mma(scopes):  # WMMA loads k x n tiles: transposed into shared memory
-                sch.transform_layout(sh, ("write", 0), swap)
-                sch.transform_block_layout(frag, swap)  # iterate (k, n) as the intrinsic does
         shared.append(sh)
         sch.compute_at(frag, kk)
         f0, f1 = sch.get_loops(frag)[-2:]
         if which == 0:
             t, r = sch.split(f0, [None, 16])
             loads.append(r)
-        elif (b_transposed or _is_mma_s8(scopes)) and _is_mma(scopes):  # iterating (n, k)
+        elif b_transposed or _is_mma_s8(scopes):  # iterating (n, k) as the nk intrinsics do
             width = _b_width(sch, f0, tn, scopes)
             t, r = sch.split(f0, [None, width])
             loads.append(r)
@@ -438,7 +454,7 @@ def _fetch(
     sch: Schedule, block: BlockRV, threads: int, tile: TensorCoreTile, cols: int, vector: int
 ) -> None:
     """Cooperative fetch of a shared tile by all threads, ``vector`` elements per step, rows
-    padded by ``tile.pad`` elements."""
+    padded by ``tile.pad`` elements or swizzled (:func:`._mm_swizzle.swizzle_shared`)."""
     fused = sch.fuse(*sch.get_loops(block)[-2:])
     if vector > 1:
         _, ty, tx, vec = sch.split(fused, [None, threads // 32, 32, vector])
@@ -447,6 +463,8 @@ def _fetch(
         _, ty, tx = sch.split(fused, [None, threads // 32, 32])
     sch.bind(ty, "threadIdx.y")
     sch.bind(tx, "threadIdx.x")
-    if tile.pad:
+    if tile.swizzle:
+        swizzle_shared(sch, block)
+    elif tile.pad:
         ndim = len(block_node(sch, block).writes[0].buffer.shape)
         sch.storage_align(block, 0, ndim - 2, cols, tile.pad)

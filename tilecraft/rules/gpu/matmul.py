@@ -35,11 +35,12 @@ the other ``I``/``J`` iterators), fused onto ``blockIdx.z``. The SIMT schedule (
 On a target with tensor cores (``MatmulConfig.tensor_cores``), an einsum of fp16 (or, with
 ``mma.sync``, bf16) operands accumulated in fp32 with a constant reduction extent gets the
 tensor-core schedule instead (:mod:`._mm_tensor_core`: ``mma.sync``
-+ ``ldmatrix`` + ``cp.async`` on sm_80+, WMMA on sm_70/75; extents padded to whole tiles);
-a symbolic reduction gets the SIMT schedule, padded. int8 operands accumulated in int32 (a
-quantized linear layer, dequantized in the epilogue; :mod:`._mm_int8`) get ``mma.sync``
-m16n8k32 on sm_80+ and the SIMT schedule elsewhere (sm_70 has no int8 tensor cores; sm_75's
-int8 WMMA is not used).
++ ``ldmatrix`` + ``cp.async`` on sm_80+, the operand tiles XOR-swizzled in shared memory
+(:mod:`._mm_swizzle`; rows padded instead with ``TensorCoreTile(swizzle=False)``), WMMA on
+sm_70/75, rows padded; extents padded to whole tiles); a symbolic reduction gets the SIMT
+schedule, padded. int8 operands accumulated in int32 (a quantized linear layer, dequantized
+in the epilogue; :mod:`._mm_int8`) get ``mma.sync`` m16n8k32 on sm_80+, rows padded, and the
+SIMT schedule elsewhere (sm_70 has no int8 tensor cores; sm_75's int8 WMMA is not used).
 """
 
 from __future__ import annotations
@@ -119,11 +120,14 @@ class MatmulConfig:
 
     @staticmethod
     def for_target(target: Target) -> MatmulConfig:
-        """The configuration for a CUDA target (sm_70 ... sm_90; ``sm_90a`` is sm_90)."""
+        """The configuration for a CUDA target (sm_70 ... sm_90; ``sm_90a`` is sm_90): with
+        ``mma`` (sm_80+) the operand tiles are swizzled, not padded (:mod:`._mm_swizzle`)."""
         facts = gpu_facts(target)
+        tile = tcs.TensorCoreTile(swizzle=facts.tensor_cores == "mma")
         return MatmulConfig(shared_bytes=facts.shared_bytes,
                             shared_optin_bytes=facts.shared_optin_bytes,
-                            tensor_cores=facts.tensor_cores)  # fmt: skip
+                            tensor_cores=facts.tensor_cores,
+                            tensor_core_tile=tile)  # fmt: skip
 
 
 @dataclass
@@ -488,7 +492,7 @@ def _tensor_core(
     index = {r.buffer.name: n for n, r in enumerate(reads)}
     b_transposed = [r for r in einsum.rhs.roles if r is not IndexRole.CONST][-1] is IndexRole.REDUCE
     operands = (index[einsum.lhs.buffer.name], index[einsum.rhs.buffer.name], b_transposed)
-    b_nk = (b_transposed and kind == "mma") or kind == "mma_s8"
+    b_nk = b_transposed or kind == "mma_s8"  # B kept (n, k) in shared memory
     tile = tcs.fit_stages(tile, b_nk, cfg.shared_optin_bytes)
 
     def build() -> None:

@@ -9,7 +9,8 @@ bind, annotate, unannotate), ``sampling`` (sample_perfect_tile, sample_categoric
 sample_compute_location), ``query`` (get_block, get_loops, get_child_blocks, get_producers,
 get_consumers and the enter_postproc marker), ``compute_location`` (compute_at,
 reverse_compute_at, compute_inline, reverse_compute_inline), ``cache`` (cache_read,
-cache_write), ``layout`` (set_scope, storage_align, transform_layout, reindex), ``reduction``
-(rfactor, decompose_reduction), ``guard`` and the block-shape, tensorize and padding families.
+cache_write), ``layout`` (set_scope, storage_align, storage_swizzle, transform_layout,
+reindex), ``reduction`` (rfactor, decompose_reduction), ``guard`` and the block-shape,
+tensorize and padding families.
 ``index_map`` holds :class:`IndexMap`.
 """

@@ -140,6 +140,37 @@ def storage_align(
     state.commit(_tree.replace_stmt(func, realize, realize.update(block=new_blk)))
 
 
+@primitive("storage_swizzle", inputs=("block",))
+def storage_swizzle(state: ScheduleState, block: BlockRV, buffer_index: int) -> None:
+    """Ask lowering to store a written buffer's rows XOR-swizzled in 16-byte chunks.
+
+    Requires: (1) the block is not the root; (2) the index selects one of its writes; (3) the
+    buffer is an intermediate of two dimensions or more. (Lowering requires the allocated
+    rows, the last axis, to be a power-of-two number of 16-byte chunks.)
+
+    Rewrite: the block gains (or extends) annotation ``buffer_swizzle`` with ``buffer_index``;
+    lowering stores chunk ``c`` of row ``r`` at chunk ``c ^ f(r)``
+    (:mod:`tilecraft.lower.swizzle_layout`). Meaning is unchanged, only the layout.
+    """
+    func = state.func
+    realize, _ = block_of(state, block)
+    blk = realize.block
+    buf = check_buffer_index(state, blk, buffer_index, write=True)
+    check_intermediate(state, func, blk, buf)
+    if buf.ndim < 2:
+        raise state.error(
+            f'buffer "{buf.name}" has {buf.ndim} dimension(s); a swizzle permutes the chunks '
+            "of rows: it needs two or more",
+            requires="ndim >= 2",
+            locations=[blk.name],
+        )
+    old = blk.annotations.get("buffer_swizzle", ())
+    assert isinstance(old, tuple)
+    entries = tuple(sorted({*(i for i in old if type(i) is int), buffer_index}))
+    new_blk = blk.update(annotations=blk.annotations.with_item("buffer_swizzle", entries))
+    state.commit(_tree.replace_stmt(func, realize, realize.update(block=new_blk)))
+
+
 # ------------------------------------------------------------------------------------------
 
 
