@@ -8,7 +8,6 @@ included, runs under the ``slow`` marker (about 50 s on a loaded 2-core machine)
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+from bench_import import benchmark_module
 
 import tilecraft as tc
 
@@ -26,18 +26,9 @@ pytest.importorskip("scipy_openblas32")
 
 @pytest.fixture(scope="module")
 def bench() -> Iterator[ModuleType]:
-    """``dispatch_bench`` imported with this process's environment left as it was (the
-    benchmark sets its thread variables when imported)."""
-    saved = dict(os.environ)
-    sys.path.insert(0, str(BENCH))
-    try:
-        import dispatch_bench
-
-        yield dispatch_bench
-    finally:
-        sys.path.remove(str(BENCH))
-        os.environ.clear()
-        os.environ.update(saved)
+    """``dispatch_bench`` imported with this process's environment left as it was."""
+    with benchmark_module("dispatch_bench") as module:
+        yield module
 
 
 def test_measures_the_issues_workloads(bench: ModuleType) -> None:

@@ -5,11 +5,24 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/tune has no __init__.py
+
+from tilecraft import tune as ms
+
+
+@pytest.fixture(scope="module")
+def workers() -> Iterator[tuple[ms.LocalBuilder, ms.LocalRunner]]:
+    """A local builder and a one-thread runner shared by a module's tuning runs."""
+    builder = ms.LocalBuilder(max_workers=2, recycle_after=None)
+    runner = ms.LocalRunner(timeout_s=20.0, num_threads=1, number=1, repeat=2)
+    yield builder, runner
+    builder.close()
+    runner.close()
 
 
 def _gpu_available() -> bool:

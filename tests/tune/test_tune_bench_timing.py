@@ -11,14 +11,13 @@ of the same library once came out 0.68x of itself.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
+from bench_import import benchmark_module
 
 import tilecraft as tc
 from tilecraft.tune._defaults import rules_candidate
@@ -28,18 +27,9 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 @pytest.fixture(scope="module")
 def bench() -> Iterator[ModuleType]:
-    """``tune_bench`` imported with this process's environment left as it was (the
-    benchmark sets its thread variables when imported)."""
-    saved = dict(os.environ)
-    sys.path.insert(0, str(BENCH))
-    try:
-        import tune_bench
-
-        yield tune_bench
-    finally:
-        sys.path.remove(str(BENCH))
-        os.environ.clear()
-        os.environ.update(saved)
+    """``tune_bench`` imported with this process's environment left as it was."""
+    with benchmark_module("tune_bench") as module:
+        yield module
 
 
 class FakeClock:

@@ -45,15 +45,6 @@ def _reference(x: np.ndarray, p: dict[str, np.ndarray]) -> np.ndarray:
     return h @ p["fc2.weight"].T + p["fc2.bias"]
 
 
-@pytest.fixture(scope="module")
-def workers() -> tuple[ms.LocalBuilder, ms.LocalRunner]:
-    builder = ms.LocalBuilder(max_workers=2, recycle_after=None)
-    runner = ms.LocalRunner(timeout_s=20.0, num_threads=1, number=1, repeat=2)
-    yield builder, runner
-    builder.close()
-    runner.close()
-
-
 def test_tune_tir_and_apply_database_on_the_tutorial_model(
     tmp_path: Path, workers: tuple[ms.LocalBuilder, ms.LocalRunner]
 ) -> None:

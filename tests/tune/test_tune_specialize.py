@@ -35,15 +35,6 @@ def _reference(x: np.ndarray, p: dict[str, np.ndarray]) -> np.ndarray:
     return h @ p["fc2.weight"].T + p["fc2.bias"]
 
 
-@pytest.fixture(scope="module")
-def workers() -> tuple[ms.LocalBuilder, ms.LocalRunner]:
-    builder = ms.LocalBuilder(max_workers=2, recycle_after=None)
-    runner = ms.LocalRunner(timeout_s=20.0, num_threads=1, number=1, repeat=1)
-    yield builder, runner
-    builder.close()
-    runner.close()
-
-
 def _lowered() -> tuple[tc.IRModule, dict[str, np.ndarray]]:
     mod, params = MLP().export({"forward": {"x": nn.spec.Tensor(("batch", 32), "float32")}})
     with CPU:
