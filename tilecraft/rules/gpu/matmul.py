@@ -80,6 +80,7 @@ from ._mm_common import (
     match_single_reduction,
     stage_implicit_gemm,
 )
+from ._mm_conv_tc import is_implicit_gemm, normalize_conv
 from ._mm_int8 import int8_dtypes, tensor_core_kind, why_not_int8_einsum
 
 
@@ -466,6 +467,12 @@ def _tensor_core(
     if not cfg.tensor_cores:
         return None
     sch = Schedule(func)
+    if is_implicit_gemm(sch, name):  # C[o, (n h w)] += W[o, (c r q)] * X[(n h w), (c r q)]
+        normalized = sch.try_(normalize_conv, sch, name)
+        if not normalized or normalized.value is not None:
+            return None
+        ivs = block_node(sch, sch.get_block(name)).iter_vars
+        roles, doms = _Roles(0, 1, [2], []), {n: iv.dom.extent for n, iv in enumerate(ivs)}
     main = sch.get_block(name)
     kind, largest = tensor_core_kind(block_node(sch, main), cfg.tensor_cores, cfg.tensor_core_tile)
     if not kind or tcs.why_not_tensor_core(func, main, sch, kind) is not None:
