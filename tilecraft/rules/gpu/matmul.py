@@ -36,7 +36,12 @@ On a target with tensor cores (``MatmulConfig.tensor_cores``), an einsum of fp16
 ``mma.sync``, bf16) operands accumulated in fp32 with a constant reduction extent gets the
 tensor-core schedule instead (:mod:`._mm_tensor_core`: ``mma.sync``
 + ``ldmatrix`` + ``cp.async`` on sm_80+, WMMA on sm_70/75; extents padded to whole tiles);
-a symbolic reduction gets the SIMT schedule, padded. int8 operands accumulated in int32 (a
+a symbolic reduction gets the SIMT schedule, padded. A conv2d of such operands goes there too
+(:mod:`._mm_conv_tc`): normalized to ``C[o, (n h w)] += W[o, (c r q)] * X[(n h w), (c r q)]``
+(one ``i``, ``j`` and ``k``; the im2col gather with its zero halo a guarded load inlined into
+the fetch of ``B``, the epilogue fused into the write-back); symbolic image sizes, grouped and
+depthwise convs, fp32 and (fp16 accumulated in fp16, as ``topi.conv2d`` writes it) WMMA
+targets keep the SIMT implicit GEMM above. int8 operands accumulated in int32 (a
 quantized linear layer, dequantized in the epilogue; :mod:`._mm_int8`) get ``mma.sync``
 m16n8k32 on sm_80+ and the SIMT schedule elsewhere (sm_70 has no int8 tensor cores; sm_75's
 int8 WMMA is not used).
