@@ -70,6 +70,10 @@ def test_conv_on_tensor_cores_equal(case: str, batch: int) -> None:
     text = build_cuda_source(sch.mod, SM80).text
     assert "mma.sync.aligned.m16n8k16" in text
     assert "ldmatrix.sync.aligned" in text
+    # the weight, read w[o, k // 9, k % 9 // 3, k % 3], is contiguous along k: 16-byte
+    # cp.async; the im2col gather is not: guarded scalar loads (1x1: k = 32 is one k step,
+    # no pipeline, so no cp.async)
+    assert ("cp.async.cg.shared.global" in text) == (case != "1x1")
     tc.testing.check_numeric(sch.func, func, emulate_gpu="racecheck", target=SM80)
 
 
