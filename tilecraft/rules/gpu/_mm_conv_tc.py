@@ -16,8 +16,10 @@ seven iterators; the tensor-core schedule wants ``C[i, j] += A[i, k] * B[j, k]``
   folded); a unit dimension is dropped, not fused;
 * then both operands, now read at fused indices, are staged by
   :func:`~._mm_common.stage_implicit_gemm` (``reindex``, the padding inlined): buffers
-  indexed ``(j, k)`` and ``(i, k)`` whose blocks inline into the shared-memory fetch (the
-  gather with its zero halo a guarded scalar load: it is not contiguous along ``k``);
+  indexed ``(j, k)`` and ``(i, k)`` whose blocks inline into the shared-memory fetch: the
+  weight in 16-byte ``cp.async`` copies (``w[o, k // 9, k % 9 // 3, k % 3]`` is contiguous
+  once flattened), the gather with its zero halo in guarded scalar loads (it is not
+  contiguous along ``k``);
 * the epilogue (bias, ReLU, residual) iterates ``(i, j)`` and is fused into the write-back as
   for a GEMM; extents the tiles do not divide are padded as for a GEMM.
 
