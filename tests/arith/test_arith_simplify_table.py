@@ -100,6 +100,10 @@ TABLE: list[tuple[str, ir.Expr, str]] = [
     ("split of split outer", ((i0 * 4 + i1) * 8 + i2) // 32, "i0"),
     ("split recompose", (f // 8) * 8 + f % 8, "f"),
     ("split recompose scaled", (f // 4) * 8 + (f % 4) * 2, "f * 2"),
+    ("split recompose three", f // 9 * 9 + f % 9 // 3 * 3 + f % 3, "f"),
+    ("split recompose low two", f // 3 % 3 * 3 + f % 3, "f % 9"),
+    ("split recompose shifted", (f + 5) % 9 // 3 * 3 + (f + 2) % 3, "(f + 5) % 9"),
+    ("split recompose low two scaled", (f // 3 % 3) * 6 + (f % 3) * 2, "f % 9 * 2"),
     # fuse: fused = i0*32 + i1*8 + i2
     ("fuse then recover i0", fused3 // 32, "i0"),
     ("fuse then recover i1", fused3 // 8 % 4, "i1"),

@@ -50,7 +50,7 @@ def cases(size: str = "small") -> list[ModelCase]:
 
 def gpu_cases(size: str = "small") -> list[ModelCase]:
     """The models the GPU rules are checked on: :func:`cases`, the decoder layer in float16
-    (decode and prefill) and a ViT block."""
+    (decode and prefill), a ViT block and the ResNet-18 blocks in float16."""
     return [gpu_case(name, size) for name in gpu_case_names(size)]
 
 
@@ -72,6 +72,7 @@ def _gpu_builders(size: str) -> dict[str, Callable[[], ModelCase]]:
                                                              resnet.SMALL_DOWNSAMPLE)  # fmt: skip
     for kind, cfg in zip(("block", "downsample"), blocks, strict=True):
         out[f"resnet18_{kind}{suffix}"] = functools.partial(resnet.case, cfg)
+        out[f"resnet18_{kind}{suffix}_fp16"] = functools.partial(resnet.case, resnet.fp16(cfg))
     for m in ("reference", "metaschedule"):
         for b in (1, 64):
             out[f"tutorial_{m}_b{b}"] = functools.partial(tutorial.case, m, b)

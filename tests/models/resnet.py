@@ -11,7 +11,7 @@ match torchvision's state dict below ``layerN.M.`` (``downsample.0`` / ``downsam
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -23,13 +23,14 @@ from .common import ModelCase, export_case, f64
 
 @dataclass(frozen=True)
 class BlockConfig:
-    """Channels, stride and input size of one block (batch 1, NCHW)."""
+    """Channels, stride, input size and dtype of one block (batch 1, NCHW)."""
 
     in_channels: int = 64
     channels: int = 64
     stride: int = 1
     size: int = 56
     eps: float = 1e-5
+    dtype: str = "float32"
 
 
 BLOCK = BlockConfig()
@@ -40,20 +41,26 @@ SMALL_BLOCK = BlockConfig(in_channels=8, channels=8, size=10)
 SMALL_DOWNSAMPLE = BlockConfig(in_channels=8, channels=16, stride=2, size=10)
 
 
+def fp16(cfg: BlockConfig) -> BlockConfig:
+    """``cfg`` with float16 weights and activations."""
+    return replace(cfg, dtype="float16")
+
+
 class BasicBlock(nn.Module):
     """torchvision's BasicBlock in inference mode."""
 
     def __init__(self, cfg: BlockConfig = BLOCK) -> None:
         self.cfg = cfg
-        c = cfg.channels
-        self.conv1 = nn.Conv2d(cfg.in_channels, c, 3, stride=cfg.stride, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(c, cfg.eps)
-        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(c, cfg.eps)
+        c, dt = cfg.channels, cfg.dtype
+        self.conv1 = nn.Conv2d(cfg.in_channels, c, 3, stride=cfg.stride, padding=1, bias=False,
+                               dtype=dt)  # fmt: skip
+        self.bn1 = nn.BatchNorm2d(c, cfg.eps, dtype=dt)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False, dtype=dt)
+        self.bn2 = nn.BatchNorm2d(c, cfg.eps, dtype=dt)
         self.downsample = (
             nn.Sequential(
-                nn.Conv2d(cfg.in_channels, c, 1, stride=cfg.stride, bias=False),
-                nn.BatchNorm2d(c, cfg.eps),
+                nn.Conv2d(cfg.in_channels, c, 1, stride=cfg.stride, bias=False, dtype=dt),
+                nn.BatchNorm2d(c, cfg.eps, dtype=dt),
             )
             if cfg.stride != 1 or cfg.in_channels != c
             else None
@@ -108,14 +115,15 @@ def np_block(x: np.ndarray, p: Mapping[str, np.ndarray], cfg: BlockConfig) -> np
 def case(cfg: BlockConfig = BLOCK, seed: int = 0) -> ModelCase:
     """``forward`` on a (1, C, H, W) input."""
     shape = (1, cfg.in_channels, cfg.size, cfg.size)
-    x = np.random.default_rng(seed + 1).standard_normal(shape).astype(np.float32)
+    x = np.random.default_rng(seed + 1).standard_normal(shape).astype(cfg.dtype)
     kind = "downsample" if cfg.stride != 1 else "block"
-    full = cfg in (BLOCK, DOWNSAMPLE)
+    full = replace(cfg, dtype="float32") in (BLOCK, DOWNSAMPLE)
+    half = "_fp16" if cfg.dtype == "float16" else ""
     return export_case(
-        f"resnet18_{kind}" + ("" if full else "_small"),
+        f"resnet18_{kind}" + ("" if full else "_small") + half,
         BasicBlock(cfg),
         "forward",
-        {"x": nn.spec.Tensor(shape)},
+        {"x": nn.spec.Tensor(shape, cfg.dtype)},
         (x,),
         lambda inputs, p: np_block(inputs[0], p, cfg),
         seed,

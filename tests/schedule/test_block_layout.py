@@ -136,6 +136,21 @@ def test_transform_block_layout_then_split_and_fuse() -> None:
     verify_trace_roundtrip(sch, before)
 
 
+def test_transform_block_layout_unit_iterator_bound_to_zero() -> None:
+    # reindex drops unit loops: the staged block binds its unit iterator to 0, loop-less
+    x = te.placeholder((1, 9), "float32", name="X")
+    k = te.reduce_axis(6, "k")
+    y = te.compute((1, 4), lambda n, i: te.sum(x[n, i + k], axis=[k]), name="Y")
+    before = te.create_prim_func([x, y])
+    sch = Schedule(before)
+    staged = sch.reindex(sch.get_block("Y"), ("read", 0))
+    assert len(sch.get_loops(staged)) == 2  # three iterators
+    sch.transform_block_layout(staged, lambda n, i, k: (n * 4 + i, k))
+    assert len(sch.get_loops(staged)) == 2
+    check_numeric(sch.func, before)
+    verify_trace_roundtrip(sch, before)
+
+
 def test_transform_block_layout_requires_owned_nest() -> None:
     sch = Schedule(_scale())
     blk = sch.get_block("Y")

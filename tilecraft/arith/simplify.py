@@ -7,7 +7,7 @@ Rules (each preserves the value for every assignment; integers are mathematical 
 - ``floor((g*B + s) / c) = floor(B / (c/g))``, ``(g*B + s) % c = (B % (c/g))*g + s``
   when ``g | c`` and ``0 <= s < g``
 - ``floor(floor(x / a) / b) = floor(x / (a*b))`` and ``(x % a) % b = x % b`` when ``b | a``
-- ``floor(x / c)*c + x % c = x``
+- ``floor(x / c)*c + x % c = x`` and ``(floor(x / c) % b)*c + x % c = x % (c*b)``
 - ``floor(x / -c) = floor(-x / c)``, ``x % -c = -((-x) % c)``
 - ``x // 0 = x % 0 = trunc(x / 0) = 0`` (numpy's integer results; C would trap), and constant
   operands fold with wrap-around to the dtype (``MIN // -1 = MIN``, as numpy and the C helpers)
@@ -139,18 +139,44 @@ class Canonicalizer:
         return self.atom("mul", tuple(fs), tuple(fs), dt)
 
     def merge_divmod(self, x: Lin) -> Lin:
-        """Apply ``floor(y/c)*c*k + (y % c)*k = y*k`` to the terms of ``x``."""
+        """Apply ``floor(y/c)*c*k + (y % c)*k = y*k`` and, for an index fused from three or
+        more dimensions, ``(floor(y/c) % b)*c*k + (y % c)*k = floor((y % (c*b))/c)*c*k +
+        (y % c)*k = (y % (c*b))*k`` to the terms of ``x``."""
         for a, k in x.t.items():
             if type(a) is Atom and a.kind == "fm":
                 y, c = a.args
+                rest = dict(x.t)
+                del rest[a]
                 partner = self.atoms.get(("fd", a.dt, (y.key(), c)))  # type: ignore[attr-defined]
                 if partner is not None and x.t.get(partner) == k * c:  # type: ignore[operator]
-                    rest = dict(x.t)
-                    del rest[a]
                     del rest[partner]
                     out = ladd(Lin(x.c, rest, x.dt), lscale(y, k))  # type: ignore[arg-type]
                     return self.merge_divmod(out)
+                for m, km in x.t.items():
+                    wide = self._wider_mod(m, y, c, partner)  # type: ignore[arg-type]
+                    if wide is not None and km == k * c:  # type: ignore[operator]
+                        del rest[m]
+                        return self.merge_divmod(ladd(Lin(x.c, rest, x.dt), lscale(wide, k)))
         return x
+
+    def _wider_mod(self, m: AtomT, y: Lin, c: int, fd_yc: AtomT | None) -> Lin | None:
+        """``y % (c*b)`` when ``m`` is ``floor(y/c) % b``; ``y' % (c*b)`` when it is
+        ``floor((y' % (c*b))/c)`` with ``y' - y`` a multiple of ``c``."""
+        if type(m) is not Atom or len(m.args) != 2:
+            return None
+        inner, d = m.args
+        if not isinstance(inner, Lin) or not isinstance(d, int):
+            return None
+        if m.kind == "fm" and fd_yc is not None and inner.single() is fd_yc:
+            return self.floormod(y, c * d)
+        single = inner.single()
+        if m.kind != "fd" or d != c or type(single) is not Atom or single.kind != "fm":
+            return None
+        base, wide = single.args
+        if not isinstance(wide, int) or wide % c or not isinstance(base, Lin):
+            return None
+        diff = ladd(base, lscale(y, -1))  # y % c is base % c when c divides base - y
+        return inner if not diff.t and diff.c % c == 0 else None
 
     # division ------------------------------------------------------------------------------
     def _floordiv(self, e: Expr) -> Lin:

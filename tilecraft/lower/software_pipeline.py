@@ -189,7 +189,7 @@ def _async_copy_lanes(loop: For) -> bool:
         return False
     ana = Analyzer()
     v = loop.loop_var
-    for idx in (store.indices, load.indices):
+    for idx in (store.indices, _row_major(load.indices, load.buffer.shape)):
         last = idx[-1]
         base = ana.simplify(substitute(last, {v: IntImm(v.dtype, 0)}))
         step = ana.simplify(substitute(last, {v: IntImm(v.dtype, 1)}) - base)
@@ -199,6 +199,18 @@ def _async_copy_lanes(loop: For) -> bool:
         if not divisible(base, lanes):
             return False
     return True
+
+
+def _row_major(indices: tuple[Expr, ...], shape: tuple[Expr, ...]) -> tuple[Expr, ...]:
+    """A global load's indices as one flat offset (global buffers are dense row-major): a
+    weight read ``w[o, k // 9, k % 9 // 3, k % 3]`` is contiguous along ``k`` once flattened.
+    ``indices`` as they are when a dimension is symbolic."""
+    if len(indices) < 2 or not all(isinstance(d, IntImm) for d in shape[1:]):
+        return indices
+    flat = indices[0]
+    for i, d in zip(indices[1:], shape[1:], strict=True):
+        flat = flat * d + i
+    return (Analyzer().simplify(flat),)
 
 
 def _uses(e: Expr, v: Var) -> bool:

@@ -162,11 +162,12 @@ class BufferPrimitives:
         """Re-map ``block``'s iteration space (its iterators and their loops) with
         ``index_map``, an :class:`IndexMap` or a callable such as ``lambda i, j: (j, i)``.
 
-        Requires: the block owns its loop nest (one serial loop per iterator, perfectly
-        nested around the block alone, each binding its iterator directly, from 0; no
-        predicate); no opaque iterator; the map takes one index per iterator and is a
-        bijection (permutations, splits, fusions) onto a 0-based box; each output index uses
-        iterators of one kind. The old loops are replaced (their handles go stale).
+        Requires: the block owns its loop nest (one serial loop per iterator, perfectly nested
+        around the block alone, each binding its iterator directly, from 0; no predicate; an
+        iterator of extent 1 bound to 0 may have none); no opaque iterator; the map takes one
+        index per iterator and is a bijection (permutations, splits, fusions) onto a 0-based
+        box; each output index uses iterators of one kind. The old loops are replaced (their
+        handles go stale).
         Rewrite: ``for i, j: C[vi=i, vj=j]`` -- ``lambda i, j: (i * n + j,)`` -->
         ``for ax0 in range(m * n): C[v0=ax0]`` with ``vi = v0 // n``, ``vj = v0 % n`` inside.
         """

@@ -1,8 +1,8 @@
 """The GPU rules on every kernel of the models (tests/models ``gpu_cases``): a TinyLlama-size
 decoder layer (decode with a KV cache, prefill with a symbolic sequence length; fp32 and
 fp16), a BERT-base encoder layer, a ViT block, ResNet-18 blocks (convolutions as implicit
-GEMMs) and the two tutorial models, through the "zero" pipeline (weights as arguments, either
-layout) and the "default" one (weights bound).
+GEMMs; fp32 and fp16) and the two tutorial models, through the "zero" pipeline (weights as
+arguments, either layout) and the "default" one (weights bound).
 
 * the full list and every rule alone run under ``strict=True`` without an exception: a rule
   alone schedules or declines with a reason; the full list schedules every kernel;
@@ -11,7 +11,7 @@ layout) and the "default" one (weights bound).
 * each kernel at full size compiles with ptxas for sm_80 and sm_90: no spills, no stack,
   within the register and shared-memory limits;
 * decode projections go to GEMV, prefill fp16 projections to Matmul on tensor cores, convs
-  to Matmul.
+  to Matmul (fp16 convs on tensor cores).
 
 The default run takes a few models and kernel kinds; ``-m slow`` takes them all.
 """
@@ -111,6 +111,8 @@ EMULATE_QUICK = [
     ("llama_decode_small_fp16", "default", "fused_matmul4_silu_multiply1"),  # GEMV, fp16
     ("llama_decode_small", "zero", "fused_matmul_add"),  # GEMV, (out, in) weight
     ("resnet18_downsample_small", "default", "fused_conv2d_multiply_add_relu"),  # conv, stride 2
+    # fp16 conv on tensor cores, padded, the 1x1 projection's output as the residual
+    ("resnet18_downsample_small_fp16", "default", "fused_conv2d1_multiply_add_add1_relu"),
 ]
 
 
@@ -213,3 +215,14 @@ def test_resnet_convolutions_go_to_matmul(name: str) -> None:
     for fname, func in convs:
         outcome = dl.try_rules(func, dl.gpu.default_rules(), SM90, strict=True)
         assert outcome.rule == "Matmul", (fname, outcome.declines)
+
+
+@pytest.mark.parametrize("name", ["resnet18_block_fp16", "resnet18_downsample_fp16"])
+def test_resnet_fp16_convolutions_go_to_matmul_on_tensor_cores(name: str) -> None:
+    convs = [(n, f) for n, f in kernels(name, "default", "full").prim_funcs() if "conv" in n]
+    assert convs
+    for fname, func in convs:
+        outcome = dl.try_rules(func, dl.gpu.default_rules(), SM90, strict=True)
+        assert outcome.rule == "Matmul", (fname, outcome.declines)
+        assert outcome.schedule is not None
+        assert on_tensor_cores(outcome.schedule), fname

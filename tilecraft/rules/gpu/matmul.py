@@ -38,9 +38,16 @@ tensor-core schedule instead (:mod:`._mm_tensor_core`: ``mma.sync``
 + ``ldmatrix`` + ``cp.async`` on sm_80+, the operand tiles XOR-swizzled in shared memory
 (:mod:`._mm_swizzle`; rows padded instead with ``TensorCoreTile(swizzle=False)``), WMMA on
 sm_70/75, rows padded; extents padded to whole tiles); a symbolic reduction gets the SIMT
-schedule, padded. int8 operands accumulated in int32 (a quantized linear layer, dequantized
-in the epilogue; :mod:`._mm_int8`) get ``mma.sync`` m16n8k32 on sm_80+, rows padded, and the
-SIMT schedule elsewhere (sm_70 has no int8 tensor cores; sm_75's int8 WMMA is not used).
+schedule, padded. A conv2d of such operands goes there too (:mod:`._mm_conv_tc`):
+normalized to ``C[o, (n h w)] += W[o, (c r q)] * X[(n h w), (c r q)]`` (one ``i``, ``j``
+and ``k``; the weight is ``A``, fetched by ``cp.async``; the im2col gather with its zero
+halo, guarded scalar loads, is ``B``; the epilogue is fused into the write-back; ptxas at
+64 -> 64 channels, 56 x 56, 3 x 3: 80 registers on sm_80, 72 on sm_90, no spills);
+symbolic image sizes, grouped and depthwise convs, fp32 and (fp16 accumulated in fp16, as
+``topi.conv2d`` writes it) WMMA targets keep the SIMT implicit GEMM above. int8 operands
+accumulated in int32 (a quantized linear layer, dequantized in the epilogue;
+:mod:`._mm_int8`) get ``mma.sync`` m16n8k32 on sm_80+, rows padded, and the SIMT schedule
+elsewhere (sm_70 has no int8 tensor cores; sm_75's int8 WMMA is not used).
 """
 
 from __future__ import annotations
@@ -81,6 +88,7 @@ from ._mm_common import (
     match_single_reduction,
     stage_implicit_gemm,
 )
+from ._mm_conv_tc import is_implicit_gemm, normalize_conv
 from ._mm_int8 import int8_dtypes, tensor_core_kind, why_not_int8_einsum
 
 
@@ -470,6 +478,12 @@ def _tensor_core(
     if not cfg.tensor_cores:
         return None
     sch = Schedule(func)
+    if is_implicit_gemm(sch, name):  # C[o, (n h w)] += W[o, (c r q)] * X[(n h w), (c r q)]
+        normalized = sch.try_(normalize_conv, sch, name)
+        if not normalized or normalized.value is not None:
+            return None
+        ivs = block_node(sch, sch.get_block(name)).iter_vars
+        roles, doms = _Roles(0, 1, [2], []), {n: iv.dom.extent for n, iv in enumerate(ivs)}
     main = sch.get_block(name)
     kind, largest = tensor_core_kind(block_node(sch, main), cfg.tensor_cores, cfg.tensor_core_tile)
     if not kind or tcs.why_not_tensor_core(func, main, sch, kind) is not None:

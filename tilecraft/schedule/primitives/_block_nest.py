@@ -31,22 +31,32 @@ def _fail(prim: str, realize: BlockRealize, top: Stmt, short: str) -> ScheduleEr
     )
 
 
-def owned_nest(prim: str, realize: BlockRealize, path: _tree.Path) -> list[For]:
+def owned_nest(
+    prim: str, realize: BlockRealize, path: _tree.Path, *, unit_constants: bool = False
+) -> list[For]:
     """The loops (outermost first) of a block that owns its nest; ``loops[k]`` binds the
-    iterator its variable equals. Raises ScheduleError when the block does not own them."""
+    iterator its variable equals. Raises ScheduleError when the block does not own them.
+    ``unit_constants``: an iterator of domain ``[0, 1)`` bound to the constant 0 (``reindex``
+    and ``cache_write`` drop unit loops) needs no loop of its own."""
     blk = realize.block
     loops = _tree.loops_in_path(path)
     top: Stmt = loops[0] if loops else realize
+    if unit_constants:
+        pairs = [(iv, v) for iv, v in zip(blk.iter_vars, realize.iter_values, strict=True)
+                 if not (is_const(v, 0) and is_const(iv.dom.min, 0)
+                         and is_const(iv.dom.extent, 1))]  # fmt: skip
+    else:
+        pairs = list(zip(blk.iter_vars, realize.iter_values, strict=True))
     if not blk.iter_vars:
         raise _fail(prim, realize, top, f'block "{blk.name}" has no iterators')
     if not _is_true(realize.predicate):
         raise _fail(prim, realize, top, f'block "{blk.name}" has a predicate')
-    if len(loops) != len(blk.iter_vars):
+    if len(loops) != len(pairs):
         raise _fail(
             prim,
             realize,
             top,
-            f'block "{blk.name}" has {len(blk.iter_vars)} iterators under {len(loops)} loops',
+            f'block "{blk.name}" has {len(pairs)} iterators under {len(loops)} loops',
         )
     for outer, inner in zip(loops, [*loops[1:], realize], strict=True):
         if outer.body is not inner:
@@ -58,7 +68,7 @@ def owned_nest(prim: str, realize: BlockRealize, path: _tree.Path) -> list[For]:
             )
     by_var = {id(lp.loop_var): lp for lp in loops}
     seen: set[int] = set()
-    for iv, value in zip(blk.iter_vars, realize.iter_values, strict=True):
+    for iv, value in pairs:
         lp = by_var.get(id(value))
         if lp is None or id(value) in seen:
             raise _fail(

@@ -142,7 +142,7 @@ def build_transform_block_layout(func: PrimFunc, block: str, index_map: IndexMap
     prim = "transform_block_layout"
     realize, path = get_block(func, block, prim)
     blk = realize.block
-    loops = owned_nest(prim, realize, path)
+    loops = owned_nest(prim, realize, path, unit_constants=True)
     inverse, extents = _check_map(prim, blk, index_map)
     kinds = _new_kinds(prim, blk, index_map)
     dt = blk.iter_vars[0].var.dtype
@@ -162,7 +162,7 @@ def build_transform_block_layout(func: PrimFunc, block: str, index_map: IndexMap
     nest: Stmt = BlockRealize(tuple(lvars), const(True, "bool"), new_blk)
     for lv, e in reversed(list(zip(lvars, extents, strict=True))):
         nest = For(lv, IntImm(dt, 0), e, ForKind.SERIAL, nest)
-    return _tree.replace_stmt(func, loops[0], nest)
+    return _tree.replace_stmt(func, loops[0] if loops else realize, nest)
 
 
 def as_block_map(value: object) -> IndexMap:
@@ -206,11 +206,12 @@ def get_output_blocks(state: ScheduleState, scope_block: BlockRV) -> list[BlockR
 def transform_block_layout(state: ScheduleState, block: BlockRV, index_map: IndexMap) -> None:
     """Re-map ``block``'s iterators (and the loops binding them) with ``index_map``.
 
-    Requires: (1) the block owns its loop nest (one serial loop per iterator, perfectly
-    nested around the block alone, each binding its iterator directly, from 0; no
-    predicate); (2) no opaque iterator; (3) the map takes one index per iterator and is a
-    bijection (permutations, splits, fusions) of the iteration domain onto a 0-based box;
-    (4) each output index uses iterators of one kind (spatial or reduction).
+    Requires: (1) the block owns its loop nest (one serial loop per iterator, perfectly nested
+    around the block alone, each binding its iterator directly, from 0; no predicate; an
+    iterator of extent 1 bound to 0 may have none); (2) no opaque iterator; (3) the map takes
+    one index per iterator and is a bijection (permutations, splits, fusions) of the iteration
+    domain onto a 0-based box; (4) each output index uses iterators of one kind (spatial or
+    reduction).
     Rewrite: ``for i, j: C[vi=i, vj=j]`` -- ``lambda i, j: (i * n + j,)`` -->
     ``for ax0 in range(m * n): C[v0=ax0]`` with ``vi = v0 // n``, ``vj = v0 % n`` inside.
     """
