@@ -41,11 +41,18 @@ def stmt_children(stmt: Stmt) -> tuple[Stmt, ...]:
 
 
 def walk(stmt: Stmt, path: Path = ()) -> Iterator[tuple[Stmt, Path]]:
-    """Yield ``(node, path)`` for every statement under ``stmt`` (pre-order, ``stmt`` first)."""
-    yield stmt, path
-    sub = (*path, stmt)
-    for child in stmt_children(stmt):
-        yield from walk(child, sub)
+    """Yield ``(node, path)`` for every statement under ``stmt`` (pre-order, ``stmt`` first).
+
+    An explicit stack, not nested generators: each node is yielded once instead of through
+    every generator above it (rule scheduling walks every function after each primitive)."""
+    stack: list[tuple[Stmt, Path]] = [(stmt, path)]
+    while stack:
+        node, at = stack.pop()
+        yield node, at
+        children = stmt_children(node)
+        if children:
+            sub = (*at, node)
+            stack.extend((child, sub) for child in reversed(children))
 
 
 @dataclass(frozen=True, slots=True)
