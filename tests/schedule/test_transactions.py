@@ -114,10 +114,14 @@ def _deep_nest(depth: int) -> ir.PrimFunc:
 def test_deep_ir_is_a_schedule_error_not_a_crash() -> None:
     sch = Schedule(_deep_nest(1500))
     before = sch.func
-    with pytest.raises(ScheduleError, match=r"^get_block: .*nested too deeply"):
-        sch.get_block("B")
+    # the tree index walks without recursion: queries work at any depth
+    block = sch.get_block("B")
+    assert len(sch.get_loops(block)) == 1502
+    # a primitive whose helpers recurse fails cleanly and leaves the schedule as it was
+    with pytest.raises(ScheduleError, match=r"^cache_read: .*nested too deeply"):
+        sch.cache_read(block, 0, "local")
     assert sch.func is before
-    assert len(sch.trace) == 0
+    assert [i.kind for i in sch.trace.insts] == ["get_block", "get_loops"]
 
 
 def _symbolic_two_stage() -> ir.PrimFunc:
