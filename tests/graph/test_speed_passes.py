@@ -23,6 +23,7 @@ from tilecraft.graph import (
 )
 from tilecraft.graph import script as gscript
 from tilecraft.graph.ir import Binding, CallTIR, Function, OpCall
+from tilecraft.graph.transform.fuse_transpose_matmul import LONG_ROWS
 
 
 def _const_func(values: np.ndarray, dtype: str = "float32") -> Function:
@@ -171,6 +172,24 @@ def test_a_bound_weight_of_a_matmul_of_several_rows_is_transposed_at_compile_tim
     assert [b.value.op for b in fused["main"].bindings if isinstance(b.value, OpCall)] == ["matmul"]
     unbound = FuseTransposeMatmul()(_weighted())
     assert [b.value.op for b in unbound["main"].bindings] == ["matmul", "add"]
+
+
+def test_a_bound_weight_of_long_rows_is_read_as_stored() -> None:
+    # from LONG_ROWS on, the (out, in) layout packs faster than a compile-time transpose
+    k = LONG_ROWS
+    bb = GraphBuilder()
+    x = bb.param("x", ("n", k), "float32")
+    w = bb.param("fc_weight", (3, k), "float32")
+    mod = tc.IRModule(
+        {"main": bb.finish(bb.emit("matmul", [x, bb.emit("permute_dims", [w])]), "main")}
+    )
+    weight = np.random.default_rng(3).standard_normal((3, k)).astype("float32")
+    fused = FuseTransposeMatmul()(BindParams({"fc_weight": weight})(mod))
+    ops = [b.value.op for b in fused["main"].bindings if isinstance(b.value, OpCall)]
+    assert ops == ["matmul"]
+    xv = np.random.default_rng(4).standard_normal((5, k)).astype("float32")
+    got = tc.build(get_pipeline("default", params={"fc_weight": weight})(mod), "cpu")["main"](xv)
+    np.testing.assert_allclose(got, xv @ weight.T, rtol=1e-4, atol=1e-4)
 
 
 def test_transpose_b_type_inference() -> None:
