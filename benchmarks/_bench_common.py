@@ -83,13 +83,18 @@ def cold_compile(mod: tc.IRModule, params: Mapping[str, np.ndarray]) -> tuple[An
 
 
 def per_call(
-    fns: Sequence[Callable[[], object]], rounds: int, budget_s: float = 0.5
+    fns: Sequence[Callable[[], object]],
+    rounds: int,
+    budget_s: float = 0.5,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> list[float]:
     """Median seconds per call of each callable, interleaved over ``rounds`` rounds.
 
     Each round times every callable alone after a settle pause, as many calls as fit in
     ``budget_s`` (at least one; each call timed alone, so preemption on a shared machine
-    shows as outliers the median leaves out).
+    shows as outliers the median leaves out). ``clock``: ``time.thread_time`` times the
+    calling thread's CPU time (one-thread runs only), leaving out the time it waited for a
+    core.
     """
     first = []
     for fn in fns:  # warm-up, and the size of each timing block
@@ -101,9 +106,9 @@ def per_call(
         for i, fn in enumerate(fns):
             time.sleep(SETTLE_S)
             for _ in range(max(1, int(budget_s / max(first[i], 1e-9)))):
-                start = time.perf_counter()
+                start = clock()
                 fn()
-                samples[i].append(time.perf_counter() - start)
+                samples[i].append(clock() - start)
     return [statistics.median(s) for s in samples]
 
 

@@ -24,6 +24,7 @@ os.environ.setdefault("BENCH_THREADS", "1")
 
 import argparse
 import tempfile
+import time
 from typing import Any
 
 import _bench_common as bench  # sets the thread environment before numpy loads
@@ -104,7 +105,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--trials", type=int, default=8, help="tuning trials per workload")
     parser.add_argument("--small", action="store_true", help="tiny products (a quick check)")
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "thread"],
+        default="wall",
+        help="thread: the calling thread's CPU time (one thread only; leaves out waits for a core)",
+    )
     args = parser.parse_args()
+    if args.clock == "thread" and bench.THREADS != 1:
+        parser.error("--clock thread needs one thread (BENCH_THREADS=1)")
+    clock = time.thread_time if args.clock == "thread" else time.perf_counter
     target = tc.Target(f"cpu -num-cores={bench.THREADS}")
     blas = load_blas()
     blas.set_num_threads(bench.THREADS)
@@ -112,6 +122,7 @@ def main() -> None:
     print(f"target: {target}")
     print(f"dispatched BLAS: {blas.config()}")
     print(f"tuning: {args.trials} trials per workload (the rules' schedule first)")
+    print(f"clock: {args.clock}")
     print(f"{'workload':<24}{'rules':>9}{'library':>9}{'tuned':>9}{'choice':>9}{'numpy':>9}"
           f"  (ms)  choice/best  choice took")  # fmt: skip
     for name, shapes in (SMALL if args.small else WORKLOADS).items():
@@ -124,7 +135,7 @@ def main() -> None:
             np.testing.assert_allclose(exe(a, b), a @ b, rtol=1e-3, atol=1e-3)
         fns = (rules, library, tuned_exe, choice, np.matmul)
         calls = [lambda f=f, a=a, b=b: f(a, b) for f in fns]
-        times = bench.per_call(calls, args.rounds)
+        times = bench.per_call(calls, args.rounds, clock=clock)
         best = min(times[:4])
         cells = "".join(f"{t * 1e3:>9.2f}" for t in times)
         print(f"{name:<24}{cells}        {times[3] / best:>5.2f}  {who}")
