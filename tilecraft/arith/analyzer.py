@@ -196,6 +196,8 @@ class Analyzer(BoundMixin):
         """
         if not isinstance(expr, Expr):
             return as_expr(expr)
+        if type(expr) is IntImm:  # a constant is its own canonical form
+            return expr
         hit = self._cache.get(id(expr))
         if hit is not None and hit[0] is expr:
             return hit[1]

@@ -61,13 +61,25 @@ class DataType:
     """A scalar or vector data type, e.g. ``float32`` or ``float16x4``.
 
     Instances are interned: build them with :func:`dtype` and compare with ``==``.
+
+    Attributes
+    ----------
+    is_bool, is_int, is_uint, is_integer, is_float
+        The kind tests: ``bool``; signed integers; unsigned integers; either (not bool);
+        float16/32/64 and bfloat16.
     """
 
     code: TypeCode
     bits: int
     lanes: int = 1
-    # the name, made once: printing, hashing and code generation ask for it constantly
+    # the name and the kind tests, made once: printing, hashing, simplification and code
+    # generation ask for them constantly (a property through the enum cost about 0.5 us)
     _name: str = field(init=False, repr=False, compare=False)
+    is_bool: bool = field(init=False, repr=False, compare=False)
+    is_int: bool = field(init=False, repr=False, compare=False)
+    is_uint: bool = field(init=False, repr=False, compare=False)
+    is_integer: bool = field(init=False, repr=False, compare=False)
+    is_float: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.bits not in _ALLOWED_BITS[self.code]:
@@ -76,37 +88,18 @@ class DataType:
             raise IRError(f"dtype: lanes must be >= 1, got {self.lanes}")
         base = "bool" if self.code is TypeCode.BOOL else f"{self.code.value}{self.bits}"
         object.__setattr__(self, "_name", base if self.lanes == 1 else f"{base}x{self.lanes}")
+        code = self.code
+        object.__setattr__(self, "is_bool", code is TypeCode.BOOL)
+        object.__setattr__(self, "is_int", code is TypeCode.INT)
+        object.__setattr__(self, "is_uint", code is TypeCode.UINT)
+        object.__setattr__(self, "is_integer", code in (TypeCode.INT, TypeCode.UINT))
+        object.__setattr__(self, "is_float", code in (TypeCode.FLOAT, TypeCode.BFLOAT))
 
     def __str__(self) -> str:
         return self._name
 
     def __repr__(self) -> str:
         return f"dtype({str(self)!r})"
-
-    @property
-    def is_bool(self) -> bool:
-        """True for ``bool``."""
-        return self.code is TypeCode.BOOL
-
-    @property
-    def is_int(self) -> bool:
-        """True for signed integer types."""
-        return self.code is TypeCode.INT
-
-    @property
-    def is_uint(self) -> bool:
-        """True for unsigned integer types."""
-        return self.code is TypeCode.UINT
-
-    @property
-    def is_integer(self) -> bool:
-        """True for signed or unsigned integer types (not bool)."""
-        return self.code in (TypeCode.INT, TypeCode.UINT)
-
-    @property
-    def is_float(self) -> bool:
-        """True for float16/32/64 and bfloat16."""
-        return self.code in (TypeCode.FLOAT, TypeCode.BFLOAT)
 
     @property
     def is_scalar(self) -> bool:

@@ -51,6 +51,42 @@ class Snapshot:
     rng_state: tuple[Any, ...]
 
 
+class _Random(random.Random):
+    """``random.Random`` that knows whether it drew since its state was last read.
+
+    Every primitive snapshots the random state so that a failing call can be undone; reading
+    the state copies 625 words. Draws are rare in rule scheduling, so :meth:`state` reads it
+    again only after a draw (``random`` and ``getrandbits`` are what every other method draws
+    through), a seed or a restore.
+    """
+
+    def __init__(self, seed: int | None = None) -> None:
+        self._saved: tuple[Any, ...] | None = None
+        super().__init__(seed)
+
+    def random(self) -> float:
+        self._saved = None
+        return super().random()
+
+    def getrandbits(self, k: int, /) -> int:
+        self._saved = None
+        return super().getrandbits(k)
+
+    def seed(self, a: Any = None, version: int = 2) -> None:
+        self._saved = None
+        super().seed(a, version)
+
+    def setstate(self, state: tuple[Any, ...]) -> None:
+        super().setstate(state)
+        self._saved = state
+
+    def state(self) -> tuple[Any, ...]:
+        """``getstate()``, read again only when the generator moved since the last read."""
+        if self._saved is None:
+            self._saved = self.getstate()
+        return self._saved
+
+
 class ScheduleState:
     """Current function, handle bookkeeping, random state and trace of one schedule.
 
@@ -72,7 +108,7 @@ class ScheduleState:
         self.func = func
         # name -> generation; bumped when a block name disappears so stale handles are caught
         self.block_gen: dict[str, int] = {}
-        self.rng = random.Random(
+        self.rng: random.Random = _Random(
             seed if seed is not None else random.SystemRandom().getrandbits(63)
         )
         self.trace: Trace = Trace()
@@ -164,7 +200,11 @@ class ScheduleState:
     # -- transactions -----------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         """What :meth:`restore` needs to return to the present state."""
-        return Snapshot(self.func, dict(self.block_gen), len(self.trace), self.rng.getstate())
+        return Snapshot(self.func, dict(self.block_gen), len(self.trace), self._rng_state())
+
+    def _rng_state(self) -> tuple[Any, ...]:
+        rng = self.rng
+        return rng.state() if isinstance(rng, _Random) else rng.getstate()
 
     def restore(self, snap: Snapshot) -> None:
         """Return to ``snap``: its function, handle generations, trace prefix, random state."""
@@ -261,8 +301,8 @@ class ScheduleState:
         new = ScheduleState.__new__(ScheduleState)
         new.func = self.func
         new.block_gen = dict(self.block_gen)
-        new.rng = random.Random()
-        new.rng.setstate(self.rng.getstate())
+        new.rng = _Random()
+        new.rng.setstate(self._rng_state())
         new.trace = self.trace.copy()
         new.primitive = "schedule"
         new.depth = 0

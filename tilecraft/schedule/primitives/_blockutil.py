@@ -8,6 +8,7 @@ turned back into :class:`~tilecraft.ir.Range` s at the end.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ...errors import ScheduleError
 from ...ir import (
@@ -239,11 +240,27 @@ def access_indices(stmt: Stmt | Expr, buf: Buffer) -> list[tuple[Expr, ...]]:
 
 # ------------------------------------------------------------------------------------------
 # building
-class BufferReplacer(Mutator):
+class BufferMutator(Mutator):
+    """A Mutator rewriting the uses of some buffers: it leaves alone every statement that
+    mentions none of their names (the names under a statement are remembered, so a rewrite
+    of one buffer does not rebuild the whole function)."""
+
+    def __init__(self, buffers: Sequence[Buffer]) -> None:
+        super().__init__()
+        self._names = frozenset(b.name for b in buffers)
+
+    def visit(self, node: Any) -> Any:
+        """``node`` itself when it is a statement that mentions none of the buffers."""
+        if isinstance(node, Stmt) and self._names.isdisjoint(used_buffer_names(node)):
+            return node
+        return super().visit(node)
+
+
+class BufferReplacer(BufferMutator):
     """Replace buffers by identity everywhere (loads, stores, regions, allocations)."""
 
     def __init__(self, mapping: Mapping[Buffer, Buffer]) -> None:
-        super().__init__()
+        super().__init__(list(mapping))
         for old, new in mapping.items():
             self.buffer_map[id(old)] = new
 
@@ -290,7 +307,7 @@ def nest_for(
     variables only (a symbolic shape ``n``) is the loop's extent as it is."""
     loops: list[tuple[Var, Expr]] = []
     values: list[Expr] = []
-    preds: list[Expr] = []
+    extent_guards: list[Expr | None] = []
     outer = outer or {}
     for k, (iv, rng) in enumerate(zip(block.iter_vars, ranges, strict=False)):
         r = rng if rng is not None else iv.dom
@@ -307,14 +324,22 @@ def nest_for(
             guard, ext = ext, b[1]
             # a loop bounded to one iteration is dropped: its guard is then ``0 < extent``
             unit = const_value(ext) == 1 and not preserve_unit_loops
-            preds.append(LT(IntImm(lv.dtype, 0) if unit else lv, guard))
+            extent_guards.append(LT(IntImm(lv.dtype, 0) if unit else lv, guard))
+        else:
+            extent_guards.append(None)
         if const_value(ext) == 1 and not preserve_unit_loops:
             values.append(simplify_index(r.min))
         else:
             loops.append((lv, ext))
             values.append(simplify_index(Add(r.min, lv)))
-        inner = {v: Range(IntImm(v.dtype, 0), e) for v, e in loops}
-        preds.extend(_domain_guard(values[-1], iv, {**outer, **inner}))
+    # every binding bounded over one domain: a binding uses only the loops made before it
+    inner = {v: Range(IntImm(v.dtype, 0), e) for v, e in loops}
+    bounds = bound_indices(values, {**outer, **inner})
+    preds: list[Expr] = []
+    for iv, value, b, g in zip(block.iter_vars, values, bounds, extent_guards, strict=False):
+        if g is not None:
+            preds.append(g)
+        preds.extend(_domain_guard(value, iv, b))
     pred: Expr = const(True, "bool")
     for p in preds:
         pred = p if isinstance(pred, IntImm) else And(pred, p)
@@ -324,9 +349,8 @@ def nest_for(
     return stmt
 
 
-def _domain_guard(value: Expr, iv: IterVar, dom: Mapping[Var, Range]) -> list[Expr]:
-    """Conditions keeping ``value`` inside ``iv``'s domain unless provable."""
-    b = bound_index(value, dom)
+def _domain_guard(value: Expr, iv: IterVar, b: Bounds | None) -> list[Expr]:
+    """Conditions keeping ``value`` (bounded by ``b``) inside ``iv``'s domain unless provable."""
     lo, hi = iv.dom.min, simplify_index(Add(iv.dom.min, iv.dom.extent))
     out: list[Expr] = []
     if b is None or not _provably_le(lo, b[0]):

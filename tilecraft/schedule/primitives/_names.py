@@ -46,11 +46,17 @@ def _leaf_names(node: Node, memo: dict[int, tuple[Node, Names]]) -> Names:
         return hit[1]
     vs: set[str] = set()
     bs: set[str] = set()
-    for n in walk(node):
+    # a buffer is shared by every region and access of it: its names are remembered once
+    for n in walk(node, prune=lambda n: isinstance(n, Buffer) and n is not node):
         if isinstance(n, Var):
             vs.add(n.name)
         elif isinstance(n, Buffer):
-            bs.add(n.name)
+            if n is node:
+                bs.add(n.name)
+            else:
+                sub = _leaf_names(n, memo)
+                vs |= sub[0]
+                bs |= sub[1]
     out = (frozenset(vs), frozenset(bs))
     memo[id(node)] = (node, out)
     return out

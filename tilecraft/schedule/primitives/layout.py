@@ -38,6 +38,7 @@ from ..arguments import BUFFER_SPEC, NONNEG_INT, POSITIVE_INT, IndexMapArg
 from ..instruction import primitive
 from ..state import BlockRV, ScheduleState
 from ._blockutil import (
+    BufferMutator,
     access_indices,
     add_alloc,
     block_of,
@@ -185,11 +186,11 @@ def _pick_buffer(state: ScheduleState, blk: Block, buffer: tuple[str, int]) -> B
     return check_buffer_index(state, blk, index, write=kind == "write")
 
 
-class _Relayout(Mutator):
+class _Relayout(BufferMutator):
     """Rewrite every access and region of one buffer through an index map."""
 
     def __init__(self, old: Buffer, new: Buffer, imap: IndexMap) -> None:
-        super().__init__()
+        super().__init__([old])
         self.old, self.new, self.imap = old, new, imap
         self.buffer_map[id(old)] = new
 
