@@ -13,6 +13,7 @@ from ..errors import IRError
 AttrValue = Union[bool, int, float, str, None, tuple["AttrValue", ...], "Attrs"]
 
 _N = TypeVar("_N", bound="Node")
+_INIT_FIELDS: dict[type, tuple[str, ...]] = {}  # per class: the fields set at construction
 
 
 class Node:
@@ -28,7 +29,21 @@ class Node:
         """Return a copy with ``changes`` applied, or ``self`` if every value is identical."""
         if all(getattr(self, k) is v for k, v in changes.items()):
             return self
-        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+        cls = type(self)
+        names = _INIT_FIELDS.get(cls)
+        if names is None:
+            names = _INIT_FIELDS[cls] = tuple(
+                f.name
+                for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+                if f.init
+            )
+        # what dataclasses.replace does, without its per-call field scan
+        unknown = changes.keys() - set(names)
+        if unknown:
+            raise IRError(f"{cls.__name__}.update: no field {sorted(unknown)[0]!r}")
+        kwargs = {n: getattr(self, n) for n in names}
+        kwargs.update(changes)
+        return cls(**kwargs)
 
     def script(self) -> str:
         """Render this node as tilecraft script text."""

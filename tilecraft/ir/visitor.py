@@ -32,12 +32,30 @@ def node_fields(cls: type) -> tuple[str, ...]:
     return names
 
 
+# field annotations that never hold a node: traversals skip those fields
+_LEAF_TYPES = frozenset(
+    {"str", "str | None", "int", "float", "bool", "DataType", "ForKind", "IterKind"}
+)
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def child_fields(cls: type) -> tuple[str, ...]:
+    """The :func:`node_fields` of ``cls`` that may hold a node or a tuple of nodes."""
+    names = _CHILD_FIELDS.get(cls)
+    if names is None:
+        names = tuple(
+            f.name for f in dataclasses.fields(cls) if f.init and str(f.type) not in _LEAF_TYPES
+        )
+        _CHILD_FIELDS[cls] = names
+    return names
+
+
 def iter_children(node: Node) -> Iterator[Node]:
     """Direct child nodes of ``node`` in field order (modules: their functions)."""
     if isinstance(node, IRModule):
         yield from node.functions.values()
         return
-    for name in node_fields(type(node)):
+    for name in child_fields(type(node)):
         value = getattr(node, name)
         if isinstance(value, Node):
             yield value
@@ -109,7 +127,7 @@ class Mutator:
             changed = any(funcs[k] is not f for k, f in node.functions.items())
             return IRModule(funcs, node.attrs) if changed else node
         changes: dict[str, Any] = {}
-        for name in node_fields(type(node)):
+        for name in child_fields(type(node)):
             value = getattr(node, name)
             if isinstance(value, Node):
                 new = self.visit(value)
