@@ -96,6 +96,22 @@ def open_schedule(func: PrimFunc) -> tuple[Schedule, list[BlockInfo]] | str:
     return sch, infos
 
 
+def single_reduction(sch: Schedule) -> tuple[BlockInfo, list[BlockInfo]] | str:
+    """The one reduction block of a normalized function and its other blocks (each
+    injective), or why the function is not of that shape."""
+    infos = normalize_prim_func(sch)
+    if infos is None:
+        return f"the function is not normalized: {why_not_normalized(sch)}"
+    reductions = [b for b in infos if b.is_reduction()]
+    if len(reductions) != 1:
+        return f"needs exactly one reduction block, found {len(reductions)}"
+    main = reductions[0]
+    others = [b for b in infos if b is not main]
+    if any(b.is_opaque() or not b.is_injective() for b in others):
+        return "a block other than the reduction is opaque or not injective"
+    return main, others
+
+
 # -- questions about the IR --------------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 from ..ir import Allocate, Block, BlockRealize, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt
 
@@ -81,7 +82,7 @@ def build_index(func: PrimFunc) -> TreeIndex:
 
 
 class IndexCache:
-    """A few :class:`TreeIndex` es, by function identity.
+    """A few :class:`TreeIndex` es, by function identity, and the schedule's name memo.
 
     An entry holds its function, so while it is cached no other object can take its ``id``,
     and a hit is also checked by identity. Every operation is one dict operation (atomic
@@ -94,13 +95,22 @@ class IndexCache:
     size
         Entries kept; when full the cache is emptied (a schedule's working set is its
         current function and the one before).
+
+    Attributes
+    ----------
+    names
+        The memo of :mod:`.primitives._names` while this cache is active: the names under
+        each node of the schedule's functions, dropped with the schedule (a memo outliving
+        its schedule kept every version of every function alive, and the garbage collector
+        scanned them).
     """
 
-    __slots__ = ("_entries", "_size")
+    __slots__ = ("_entries", "_size", "names")
 
     def __init__(self, size: int = 8) -> None:
         self._entries: dict[int, TreeIndex] = {}
         self._size = size
+        self.names: dict[int, Any] = {}
 
     def get(self, func: PrimFunc) -> TreeIndex:
         """The index of ``func`` (built on a miss)."""
@@ -137,6 +147,11 @@ def using_cache(cache: IndexCache) -> Iterator[None]:
         yield
     finally:
         _ACTIVE.reset(token)
+
+
+def active_cache() -> IndexCache | None:
+    """The cache :func:`using_cache` made active (a running schedule's), or None."""
+    return _ACTIVE.get()
 
 
 def index(func: PrimFunc) -> TreeIndex:

@@ -58,10 +58,9 @@ from dataclasses import dataclass
 
 from ...ir import PrimFunc, Var
 from ...schedule import BlockRV, LoopRV, Schedule
-from ...schedule.analysis import normalize_prim_func, why_not_normalized
 from ...target import Target
 from ..base import CPURule, Decline
-from ..common import attempt, block_node, localize_output, vectorize_innermost
+from ..common import attempt, block_node, localize_output, single_reduction, vectorize_innermost
 from ._conv_match import ConvInfo, match_conv
 from ._matmul_parts import vector_registers
 from .matmul import tile_efficiency
@@ -185,18 +184,13 @@ class Conv(CPURule):
         """Schedule ``func`` as a convolution, or decline with the reason."""
         # Step 1. Find the convolution block; everything else is padding or epilogue.
         sch = Schedule(func)
-        infos = normalize_prim_func(sch)
-        if infos is None:
-            return Decline(f"the function is not normalized: {why_not_normalized(sch)}")
-        reductions = [b for b in infos if b.is_reduction()]
-        if len(reductions) != 1:
-            return Decline(f"needs exactly one reduction block, found {len(reductions)}")
-        if any(b.is_opaque() or not b.is_injective() for b in infos if b is not reductions[0]):
-            return Decline("a block other than the reduction is opaque or not injective")
-        conv = match_conv(reductions[0])
+        found = single_reduction(sch)
+        if isinstance(found, str):
+            return Decline(found)
+        conv = match_conv(found[0])
         if isinstance(conv, str):
             return Decline(f"not a convolution: {conv}")
-        main = reductions[0].block_rv
+        main = found[0].block_rv
         # Step 2. Schedule the dense or depthwise nest.
         channel: LoopRV | None = None
         if conv.depthwise:

@@ -40,13 +40,18 @@ from ...schedule.analysis import (
     GEMVInfo,
     IndexRole,
     detect_gemv,
-    normalize_prim_func,
     why_not_gemv,
-    why_not_normalized,
 )
 from ...target import Target
 from ..base import CPURule, Decline
-from ..common import const_int, fold_epilogue, localize_output, pick_tile, vectorize_innermost
+from ..common import (
+    const_int,
+    fold_epilogue,
+    localize_output,
+    pick_tile,
+    single_reduction,
+    vectorize_innermost,
+)
 
 
 @dataclass(frozen=True)
@@ -128,15 +133,10 @@ class GEMV(CPURule):
 
 def _match(sch: Schedule) -> tuple[BlockInfo, GEMVInfo] | Decline:
     """The GEMV block, or why the rule does not apply."""
-    infos = normalize_prim_func(sch)
-    if infos is None:
-        return Decline(f"the function is not normalized: {why_not_normalized(sch)}")
-    reductions = [b for b in infos if b.is_reduction()]
-    if len(reductions) != 1:
-        return Decline(f"needs exactly one reduction block, found {len(reductions)}")
-    main = reductions[0]
-    if any(b.is_opaque() or not b.is_injective() for b in infos if b is not main):
-        return Decline("a block other than the reduction is opaque or not injective")
+    found = single_reduction(sch)
+    if isinstance(found, str):
+        return Decline(found)
+    main = found[0]
     gemv = detect_gemv(main)
     if gemv is None:
         return Decline(f"not a GEMV: {why_not_gemv(main)}")

@@ -62,10 +62,8 @@ from ...schedule.analysis import (
     classify_einsum,
     detect_gemv,
     is_multiply_accumulate,
-    normalize_prim_func,
     why_not_einsum,
     why_not_gemv,
-    why_not_normalized,
 )
 from ...target import Target
 from ..base import CPURule, Decline
@@ -78,6 +76,7 @@ from ..common import (
     loop_extent,
     pick_tile,
     product,
+    single_reduction,
     vectorize_innermost,
     writes_param,
 )
@@ -135,16 +134,10 @@ class Matmul(CPURule):
 
 def _match(sch: Schedule) -> Plan | Decline:
     """The einsum block and its loops, or why the rule does not apply."""
-    infos = normalize_prim_func(sch)
-    if infos is None:
-        return Decline(f"the function is not normalized: {why_not_normalized(sch)}")
-    reductions = [b for b in infos if b.is_reduction()]
-    if len(reductions) != 1:
-        return Decline(f"needs exactly one reduction block, found {len(reductions)}")
-    main = reductions[0]
-    others = [b for b in infos if b is not main]
-    if any(b.is_opaque() or not b.is_injective() for b in others):
-        return Decline("a block other than the reduction is opaque or not injective")
+    found = single_reduction(sch)
+    if isinstance(found, str):
+        return Decline(found)
+    main = found[0]
     stages: dict[int, BlockRV] = {}
     if classify_einsum(main) is None and is_multiply_accumulate(main.block):
         staged = _stage_computed_reads(sch, main)

@@ -11,12 +11,17 @@ from ...schedule.analysis import (
     BlockInfo,
     classify_einsum,
     is_multiply_accumulate,
-    normalize_prim_func,
-    why_not_normalized,
 )
 from ...target import Target
 from ..base import Decline
-from ..common import attempt, block_node, loads_of, localize_output, loop_extent
+from ..common import (
+    attempt,
+    block_node,
+    loads_of,
+    localize_output,
+    loop_extent,
+    single_reduction,
+)
 from .config import gpu_arch
 
 SPATIAL_THREADS = 256
@@ -68,17 +73,8 @@ def gpu_facts(target: Target) -> GPUFacts:
 
 def match_single_reduction(sch: Schedule) -> tuple[BlockInfo, list[BlockInfo]] | Decline:
     """The one reduction block and the other (injective) blocks, or why not."""
-    infos = normalize_prim_func(sch)
-    if infos is None:
-        return Decline(f"the function is not normalized: {why_not_normalized(sch)}")
-    reductions = [b for b in infos if b.is_reduction()]
-    if len(reductions) != 1:
-        return Decline(f"needs exactly one reduction block, found {len(reductions)}")
-    main = reductions[0]
-    others = [b for b in infos if b is not main]
-    if any(b.is_opaque() or not b.is_injective() for b in others):
-        return Decline("a block other than the reduction is opaque or not injective")
-    return main, others
+    found = single_reduction(sch)
+    return Decline(found) if isinstance(found, str) else found
 
 
 def stage_implicit_gemm(sch: Schedule, main: BlockInfo) -> Decline | None:

@@ -6,7 +6,8 @@ rule scheduling. A schedule rebuilds only the statements on the path to what it 
 the names under each statement (and under each expression, region or buffer a statement
 holds directly) are remembered by identity, the node held by its entry so that no other
 object can take its ``id``: a later function reuses the entries of the nodes it shares with
-the one before. Each thread has its own memo.
+the one before. Inside a primitive the memo is the running schedule's (it goes with the
+schedule); elsewhere each thread has its own.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 
 from ...ir import Buffer, Node, Stmt, Var
 from ...ir.visitor import iter_children, walk
+from .._index import active_cache
 
 Names = tuple[frozenset[str], frozenset[str]]  # (variable names, buffer names)
 _LIMIT = 100_000  # entries kept; when full the memo is emptied
@@ -22,6 +24,11 @@ _THREAD = threading.local()
 
 
 def _memo() -> dict[int, tuple[Node, Names]]:
+    cache = active_cache()
+    if cache is not None:
+        if len(cache.names) >= _LIMIT:
+            cache.names.clear()
+        return cache.names
     memo: dict[int, tuple[Node, Names]] | None = getattr(_THREAD, "memo", None)
     if memo is None or len(memo) >= _LIMIT:
         memo = {}
