@@ -12,6 +12,7 @@ import pytest
 from test_gpu_matmul_int8 import cuda_text, emulate_equal, quantized_linear
 
 import tilecraft as tc
+from tilecraft.ir import Var
 from tilecraft.rules.gpu import MatmulConfig
 from tilecraft.rules.gpu._mm_tensor_core import why_not_tensor_core
 from tilecraft.runtime.cuda_compile import ptxas_info
@@ -38,6 +39,16 @@ def test_int8_on_wmma_equal(shape: tuple[int, int, int], weight_nk: bool) -> Non
     text = emulate_equal(quantized_linear(*shape, weight_nk=weight_nk), "sm_75")
     assert_int8_wmma(text, weight_nk)
     assert "main_kernel1" not in text  # the dequantizing epilogue fused into the write-back
+
+
+def test_int8_on_wmma_symbolic_rows_equal() -> None:
+    # a prefill's symbolic sequence length: padded to whole tiles, guarded copy-back
+    func = quantized_linear(Var("m"), 80, 96)  # type: ignore[arg-type]
+    target = tc.Target("cuda -arch=sm_75")
+    sch, text = cuda_text(func, "sm_75")
+    assert_int8_wmma(text, True)
+    tc.testing.check_numeric(sch.func, func, emulate_gpu="racecheck", target=target,
+                             shape_vars={"m": 37})  # fmt: skip
 
 
 def test_int32_output_on_wmma_equal() -> None:
