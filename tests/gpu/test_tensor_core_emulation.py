@@ -184,6 +184,19 @@ def test_wmma_load_mma_store_match_numpy():
     assert (out[:, 16:] == 0).all()
 
 
+def test_wmma_s8_mma_matches_numpy_and_wraps():
+    lib = library()
+    rng = np.random.default_rng(3)
+    a = rng.integers(-128, 128, (16, 16), dtype=np.int8)
+    b = rng.integers(-128, 128, (16, 16), dtype=np.int8)
+    c = rng.integers(-(2**31), 2**31, (16, 16), dtype=np.int64).astype(np.int32)
+    c[0, 0] = 2**31 - 1  # int32 accumulation wraps, as the hardware's
+    d = np.zeros((16, 16), np.int32)
+    lib.tc_emu_wmma_mma_s8(_ptr(d), _ptr(a), _ptr(b), _ptr(c))
+    ref = a.astype(np.int64) @ b.astype(np.int64) + c.astype(np.int64)
+    np.testing.assert_array_equal(d, ((ref + 2**31) % 2**32 - 2**31).astype(np.int32))
+
+
 class _AsyncState(ctypes.Structure):
     _fields_ = [
         ("dst", ctypes.c_void_p * 256),

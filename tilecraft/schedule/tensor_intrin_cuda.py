@@ -1,5 +1,5 @@
 """Built-in CUDA tensor intrinsics: ``mma.sync`` m16n8k16 (and m16n8k32 for int8) with
-``ldmatrix`` (sm_80+) and WMMA 16x16x16 (sm_70+).
+``ldmatrix`` (sm_80+) and WMMA 16x16x16 (sm_70+; int8 sm_72+).
 
 Every intrinsic works on one warp's tiles. ``mma.sync`` m16n8k16 (fp16 or bf16 in, fp32
 accumulate; or fp16 in and accumulate): operand A is a 16x16 ``m16n8k16.matrixA`` tile
@@ -38,6 +38,10 @@ Names (the ``{dt}`` part is ``f16`` or ``bf16``):
 ``wmma_16x16x16_f16f16f32_bcol``  as above, B a ``wmma.matrix_b_col`` tile
 ``wmma_fill_16x16_f32``         accumulator tile <- 0
 ``wmma_store_16x16_f32_{scope}``  global / shared tile <- accumulator tile
+``wmma_16x16x16_s8s8s32[_bcol]``  C[16x16] += A[16x16] @ B[16x16], int8 in, int32 accumulate
+``wmma_load_{a,b,b_nk}_16x16_s8``  int8 matrix_a / matrix_b / matrix_b_col tile <- shared tile
+``wmma_fill_16x16_s32``         int32 accumulator tile <- 0
+``wmma_store_16x16_s32_{scope}``  global / shared tile <- int32 accumulator tile
 ==============================  ==========================================================
 """
 
@@ -175,12 +179,12 @@ for i, j in T.grid({src[0]}, {src[1]}):
     register_tensor_intrin(name, desc, impl)
 
 
-def _load_b_col(name: str) -> None:
-    """Register a ``wmma.matrix_b_col`` tile ``D[k, n] = S[n, k]`` (iterated over the
+def _load_b_col(name: str, dt: str = "float16") -> None:
+    """Register a ``wmma.matrix_b_col`` tile ``D[k, n] = S[n, k]`` of ``dt`` (iterated over the
     source's ``(n, k)``, as a cache of an ``(n, k)`` operand iterates) from a shared tile
     stored ``n x k``: ``load_matrix_sync`` into a ``col_major`` fragment, no transpose."""
-    params = f"{_buf('S', (16, 16), 'float16', 'shared')}, "
-    params += _buf("D", (16, 16), "float16", "wmma.matrix_b_col")
+    params = f"{_buf('S', (16, 16), dt, 'shared')}, "
+    params += _buf("D", (16, 16), dt, "wmma.matrix_b_col")
     desc = _func(
         params,
         _whole("S", (16, 16)),
@@ -233,6 +237,20 @@ def _register_int8() -> None:
         _copy(f"mma_store_16x8_s32_{scope}", (16, 8), "int32", acc, scope, "mma_store")
 
 
+def _register_int8_wmma() -> None:
+    """The int8 WMMA 16x16x16 intrinsics (int32 accumulator; sm_72+)."""
+    for b_col in (False, True):
+        _matmul("wmma", (16, 16), (16, 16), "int8", "wmma_sync", acc="int32", b_col=b_col)
+    for use in ("a", "b"):
+        _copy(f"wmma_load_{use}_16x16_s8", (16, 16), "int8", "shared", f"wmma.matrix_{use}",
+              "wmma_load_matrix")  # fmt: skip
+    _load_b_col("wmma_load_b_nk_16x16_s8", "int8")
+    _fill("wmma_fill_16x16_s32", (16, 16), "wmma.accumulator", "wmma_fill", "int32")
+    for scope in ("global", "shared"):
+        _copy(f"wmma_store_16x16_s32_{scope}", (16, 16), "int32", "wmma.accumulator", scope,
+              "wmma_store")  # fmt: skip
+
+
 def register_cuda_intrinsics() -> None:
     """Register every built-in CUDA tensor intrinsic (see the module docstring)."""
     for short, dt in MMA_DTYPES.items():
@@ -265,6 +283,7 @@ def register_cuda_intrinsics() -> None:
     _matmul("wmma", (16, 16), (16, 16), "float16", "wmma_sync", b_col=True)
     _load_b_col("wmma_load_b_nk_16x16_f16")
     _fill("wmma_fill_16x16_f32", (16, 16), "wmma.accumulator", "wmma_fill")
+    _register_int8_wmma()
     for scope in ("global", "shared"):
         _copy(
             f"mma_store_16x8_f32_{scope}",

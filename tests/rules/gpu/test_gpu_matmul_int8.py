@@ -2,8 +2,9 @@
 ``int32(x[i, k]) * int32(w[j, k])`` and the ``(k, n)`` weight form, dequantized by a scale and a
 bias into fp16 in the write-back): ``mma.sync`` m16n8k32 ``.s32.s8.s8.s32`` + ``ldmatrix`` on
 int8 rows + ``cp.async`` on sm_80 / sm_90 (a ``(k, n)`` weight transposed into ``(n, k)`` on
-its way into shared memory), the SIMT schedule on sm_75 / sm_70; equal under the race-checking
-emulator at reduced sizes (ragged ones padded); ptxas at 4096^3 without spills."""
+its way into shared memory); equal under the race-checking emulator at reduced sizes (ragged ones
+padded); ptxas at 4096^3 without spills. int8 WMMA on sm_75 and the SIMT schedule on sm_70:
+``test_gpu_matmul_int8_wmma.py``."""
 
 from __future__ import annotations
 
@@ -80,14 +81,6 @@ def test_int32_output_without_epilogue_equal() -> None:
     text = emulate_equal(quantized_linear(64, 128, 128, dequantize=False), "sm_80")
     assert INT8_MMA in text
     assert "cp.async.cg.shared.global" in text  # two k steps: the pipeline
-
-
-@pytest.mark.parametrize("arch", ["sm_75", "sm_70"])
-def test_int8_without_int8_mma_takes_simt(arch: str) -> None:
-    # sm_70 has no int8 tensor cores; sm_75's int8 WMMA is not used: the SIMT schedule
-    text = emulate_equal(quantized_linear(48, 80, 96), arch)
-    assert "mma" not in text
-    assert "ldmatrix" not in text
 
 
 def test_mixed_integer_einsum_declines() -> None:

@@ -13,12 +13,13 @@ extension point (:mod:`.intrinsics`); the arithmetic is the C reference of
   read).
 * ``ptx_ldmatrix_b8_x{2,4}`` / ``ptx_mma_m16n8k32`` — the int8 forms (rows of 16 int8, four
   per register; an int32 accumulator), as above.
-* WMMA — CUDA leaves the distribution of a fragment over the lanes unspecified; the emulator
-  chooses one: lane ``l`` holds row ``l // 2``, columns ``8 (l % 2) .. 8 (l % 2) + 7`` of each
-  16x16 fragment in its own storage (:func:`~.intrinsics.register_fragment_scope`: 8
-  values per fragment and lane), and ``load_matrix_sync`` / ``store_matrix_sync`` move exactly
-  that lane's 8 elements of the memory tile (regions: bounds- and race-checked per lane).
-  ``mma_sync`` gathers the 32 lanes' parts into tiles, runs the reference and scatters ``d``.
+* WMMA (fp16 into fp32; int8 into int32) — CUDA leaves the distribution of a fragment over
+  the lanes unspecified; the emulator chooses one: lane ``l`` holds row ``l // 2``, columns
+  ``8 (l % 2) .. 8 (l % 2) + 7`` of each 16x16 fragment in its own storage
+  (:func:`~.intrinsics.register_fragment_scope`: 8 values per fragment and lane), and
+  ``load_matrix_sync`` / ``store_matrix_sync`` move exactly that lane's 8 elements of the
+  memory tile (regions: bounds- and race-checked per lane). ``mma_sync`` gathers the 32
+  lanes' parts into tiles, runs the reference and scatters ``d``.
 * ``cp.async`` — a loop annotated ``tc.async_copy`` that CUDA codegen issues as one 16-byte
   ``cp.async`` (:func:`~..cuda_tensor_core.async_copy_of`: the same decision) is queued per
   thread; ``ptx_cp_async_commit`` / ``ptx_cp_async_wait(n)`` close a group / complete all but
@@ -150,14 +151,40 @@ static void tc_emu_tc_wmma_copy(tc_emu_warp_call* c) {  /* op 0 <- op 1, this la
   for (int l = 0; l < 32; ++l) memcpy(TC_EMU_OP(l, 0), TC_EMU_OP(l, 1), (size_t)c->sizes[0]);
 }
 
-static void tc_emu_tc_wmma_fill(tc_emu_warp_call* c) {  /* op 0 (float) = op 1 */
+static void tc_emu_tc_wmma_fill(tc_emu_warp_call* c) {  /* op 0 (float; int32: imm 0) = op 1 */
   if (!tc_emu_tc_whole_warp(c, "wmma::fill_fragment needs all 32 lanes of the warp")) return;
   for (int l = 0; l < 32; ++l)
-    for (int e = 0; e < 8; ++e) ((float*)TC_EMU_OP(l, 0))[e] = *(const float*)TC_EMU_OP(l, 1);
+    for (int e = 0; e < 8; ++e) {
+      float v = *(const float*)TC_EMU_OP(l, 1);
+      if (c->imm[0]) ((int32_t*)TC_EMU_OP(l, 0))[e] = (int32_t)v;
+      else ((float*)TC_EMU_OP(l, 0))[e] = v;
+    }
+}
+
+/* int8 WMMA: ops d, a, b (int8), c (int32); imm 0: B a col_major fragment. */
+static void tc_emu_tc_wmma_mma_s8(tc_emu_warp_call* c) {
+  int8_t a[16][16], b[16][16];
+  int32_t acc[16][16], d[16][16];
+  for (int l = 0; l < 32; ++l)
+    for (int e = 0; e < 8; ++e) {
+      int i = l / 2, j = 8 * (l % 2) + e;
+      a[i][j] = ((const int8_t*)TC_EMU_OP(l, 1))[e];
+      int8_t bv = ((const int8_t*)TC_EMU_OP(l, 2))[e];
+      if (c->imm[0]) b[j][i] = bv; else b[i][j] = bv;
+      acc[i][j] = ((const int32_t*)TC_EMU_OP(l, 3))[e];
+    }
+  tc_emu_wmma_mma_s8(d, (const int8_t(*)[16])a, (const int8_t(*)[16])b,
+                     (const int32_t(*)[16])acc);
+  for (int l = 0; l < 32; ++l)
+    for (int e = 0; e < 8; ++e) ((int32_t*)TC_EMU_OP(l, 0))[e] = d[l / 2][8 * (l % 2) + e];
 }
 
 static void tc_emu_tc_wmma_mma(tc_emu_warp_call* c) {  /* ops: d, a, b (fp16), c (float) */
   if (!tc_emu_tc_whole_warp(c, "wmma::mma_sync needs all 32 lanes of the warp")) return;
+  if (c->imm[1]) {
+    tc_emu_tc_wmma_mma_s8(c);
+    return;
+  }
   float a[16][16], b[16][16], acc[16][16], d[16][16];
   for (int l = 0; l < 32; ++l)
     for (int e = 0; e < 8; ++e) {
@@ -283,29 +310,30 @@ def _describe_wmma(s: Stmt) -> CollectiveCall:
     assert call is not None
     args = call.args
     if call.op == "wmma_load_sync":
-        _dtype(args[1], ("float16",), "wmma::load_matrix_sync memory")
+        _dtype(args[1], ("float16", "int8"), "wmma::load_matrix_sync memory")
         if str(args[0].dtype) != str(args[1].dtype):
             raise CodegenError("emulator codegen: wmma::load_matrix_sync converts dtypes")
         frag = _fragment(args[0], Access.WRITE, "wmma::load_matrix_sync fragment")
         return CollectiveCall((frag, _tile_part(args[1], args[3], Access.READ, call.op)))
     if call.op == "wmma_store_sync":
-        _dtype(args[0], ("float32",), "wmma::store_matrix_sync memory")
-        _dtype(args[3], ("float32",), "wmma::store_matrix_sync fragment")
+        acc = _dtype(args[3], ("float32", "int32"), "wmma::store_matrix_sync fragment")
+        _dtype(args[0], (acc,), "wmma::store_matrix_sync memory")
         frag = _fragment(args[3], Access.READ, "wmma::store_matrix_sync fragment")
         return CollectiveCall((_tile_part(args[0], args[2], Access.WRITE, call.op), frag))
     if call.op == "wmma_fill_fragment":
-        _dtype(args[0], ("float32",), "wmma::fill_fragment fragment")
+        acc = _dtype(args[0], ("float32", "int32"), "wmma::fill_fragment fragment")
         frag = _fragment(args[0], Access.WRITE, "wmma::fill_fragment fragment")
-        return CollectiveCall((frag, LaneValue(cast(args[1], "float32"))))
-    _dtype(args[1], ("float16",), "wmma::mma_sync A")
-    _dtype(args[2], ("float16",), "wmma::mma_sync B")
-    _dtype(args[3], ("float32",), "wmma::mma_sync C")
-    _dtype(args[0], ("float32",), "wmma::mma_sync D")
+        value = LaneValue(cast(args[1], "float32"))
+        return CollectiveCall((frag, value), immediates=(int(acc == "int32"),))
+    ab = _dtype(args[1], ("float16", "int8"), "wmma::mma_sync A")
+    _dtype(args[2], (ab,), "wmma::mma_sync B")
+    acc = _dtype(args[3], ("float32",) if ab == "float16" else ("int32",), "wmma::mma_sync C")
+    _dtype(args[0], (acc,), "wmma::mma_sync D")
     ops = (Access.WRITE, Access.READ, Access.READ, Access.READ)
     b_col = _address(args[2], "wmma::mma_sync B").buffer.scope == "wmma.matrix_b_col"
     return CollectiveCall(
         tuple(_fragment(x, a, "wmma::mma_sync operand") for x, a in zip(args, ops, strict=True)),
-        immediates=(int(b_col),),
+        immediates=(int(b_col), int(ab == "int8")),
     )
 
 

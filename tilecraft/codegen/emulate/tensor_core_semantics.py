@@ -197,6 +197,19 @@ void tc_emu_wmma_mma(float d[16][16], const float a[16][16], const float b[16][1
   memcpy(d, out, sizeof out);
 }
 
+/* int8 WMMA (sm_72+): int8 operands, int32 accumulator (wrapping, as mma.sync's). */
+void tc_emu_wmma_mma_s8(int32_t d[16][16], const int8_t a[16][16], const int8_t b[16][16],
+                        const int32_t c[16][16]) {
+  int32_t out[16][16];
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      uint32_t acc = (uint32_t)c[i][j];
+      for (int k = 0; k < 16; ++k) acc += (uint32_t)((int32_t)a[i][k] * (int32_t)b[k][j]);
+      out[i][j] = (int32_t)acc;
+    }
+  memcpy(d, out, sizeof out);
+}
+
 void tc_emu_wmma_store_f32(float *ptr, int64_t ldm, const float tile[16][16]) {
   for (int i = 0; i < 16; ++i)
     for (int j = 0; j < 16; ++j) ptr[i * ldm + j] = tile[i][j];
@@ -317,6 +330,12 @@ WARP_INTRINSICS: dict[str, WarpIntrinsic] = {
         ),
         WarpIntrinsic("wmma_fill_fragment", "tc_emu_wmma_fill", True, "tile of arg0, arg1"),
         WarpIntrinsic("wmma_mma_sync", "tc_emu_wmma_mma", True, "tiles of args 0, 1, 2, 3"),
+        WarpIntrinsic(
+            "wmma_mma_sync (int8)",
+            "tc_emu_wmma_mma_s8",
+            True,
+            "tiles of args 0, 1, 2, 3: int32 d, int8 a and b, int32 c",
+        ),
         WarpIntrinsic(
             "wmma_store_sync",
             "tc_emu_wmma_store_f32",

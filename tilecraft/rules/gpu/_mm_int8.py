@@ -12,6 +12,8 @@ from ._mm_tensor_core import TensorCoreTile
 
 INT8_DTYPES = ("int8", "int32", "float16", "bfloat16", "float32")
 """Buffer dtypes of an int8 GEMM function: the operands, the accumulator, the epilogue's."""
+INT8_WMMA_SM = 72
+"""The oldest compute capability whose WMMA takes int8 operands (sm_70's takes fp16 only)."""
 
 
 def int8_dtypes(func: PrimFunc) -> str | None:
@@ -46,16 +48,34 @@ def int8_tile(tile: TensorCoreTile) -> TensorCoreTile:
                    warps_m=2 * tile.warps_m, elem_bytes=1, swizzle=False)  # fmt: skip
 
 
+def int8_wmma_tile(tile: TensorCoreTile) -> TensorCoreTile:
+    """The int8 form of a WMMA tile: the same bytes per shared row (64 int8 per k step for
+    32 fp16), 16 int8 per 16-byte fetch, rows not padded (the tiles are laid out in planes of
+    16 columns: :mod:`._mm_int8_wmma`), twice the warps along ``m``: with 64 x 64 warp tiles
+    the dequantizing epilogue (a scale and a bias per column, unrolled over 16 fragments)
+    takes ptxas to 255 registers at 4096^3 on sm_75, and a ``(k, n)`` weight (a row-major
+    int8 ``matrix_b``) spills; with 32 x 64 it reports 190 (``(n, k)``) and 241 (``(k, n)``),
+    no spills."""
+    return replace(tile, block_k=2 * tile.block_k, pad=0, vector=2 * tile.vector,
+                   warps_m=2 * tile.warps_m, elem_bytes=1, swizzle=False)  # fmt: skip
+
+
 def tensor_core_kind(
-    block: Block, kinds: str, largest: TensorCoreTile
+    block: Block, kinds: str, largest: TensorCoreTile, int8_wmma: bool = False
 ) -> tuple[str, TensorCoreTile]:
-    """The tensor-core schedule (``"mma"``, ``"mma_s8"``, ``"wmma"``; ``""``: none) of an einsum
-    ``block`` on a target with ``kinds`` tensor cores, and the largest tile to try: int8
-    operands take ``mma.sync`` m16n8k32 (sm_80+); on WMMA targets they go to the SIMT schedule
-    (sm_70 has no int8 tensor cores; sm_75's int8 WMMA is not used)."""
+    """The tensor-core schedule (``"mma"``, ``"mma_s8"``, ``"wmma"``, ``"wmma_s8"``; ``""``:
+    none) of an einsum ``block`` on a target with ``kinds`` tensor cores, and the largest tile
+    to try: int8 operands take ``mma.sync`` m16n8k32 (sm_80+), or int8 WMMA 16x16x16 where
+    ``int8_wmma`` (sm_72+ without ``mma``: the sm_75 preset); elsewhere (sm_70) they keep
+    ``kinds``, and :func:`._mm_tensor_core.why_not_tensor_core` says why it does not fit
+    (the SIMT schedule takes them)."""
     einsum = classify_einsum(block)
     if einsum is None or str(einsum.lhs.buffer.dtype) != "int8":
         return kinds, largest
-    if why_not_int8_einsum(einsum) is not None or kinds != "mma":
+    if why_not_int8_einsum(einsum) is not None:
         return "", largest
-    return "mma_s8", int8_tile(largest)
+    if kinds == "mma":
+        return "mma_s8", int8_tile(largest)
+    if kinds == "wmma" and int8_wmma:
+        return "wmma_s8", int8_wmma_tile(largest)
+    return kinds, largest

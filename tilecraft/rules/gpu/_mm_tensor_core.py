@@ -34,7 +34,11 @@ int8 operands accumulated in int32 (kind ``"mma_s8"``, tile from :func:`._mm_int
 so B is always ``(n, k)`` in shared memory: an ``(n, k)`` weight (a quantized linear layer's)
 is fetched as it is (16-byte ``cp.async``), a ``(k, n)`` one is transposed on its way in
 (``transform_layout``; scalar fetch). The epilogue (the dequantizing scale, bias, cast)
-is fused into the write-back through an int32 staging tile, as for fp16.
+is fused into the write-back through an int32 staging tile, as for fp16. On WMMA targets with
+int8 WMMA (kind ``"wmma_s8"``, sm_75; tile from :func:`._mm_int8.int8_wmma_tile`): WMMA
+16x16x16 ``s8``/``s32`` fragments, B loaded as it is stored (``col_major`` for ``(n, k)``), the
+shared tiles in 16-column planes so that every 16 x 16 tile is 32-byte aligned
+(:mod:`._mm_int8_wmma`).
 """
 
 from __future__ import annotations
@@ -46,13 +50,16 @@ from ...schedule import BlockRV, IndexMap, LoopRV, Schedule
 from ...schedule.analysis import IndexRole, classify_einsum
 from ..common import attempt, block_node, fold_epilogue, loop_extent, loops_below, writes_param
 from ._mm_common import inline_producers
+from ._mm_int8_wmma import k16_planes
 from ._mm_swizzle import swizzle_shared
 
 _SCOPES = {
     "mma": ("m16n8k16.matrixA", "m16n8k16.matrixB", "m16n8k16.accumulator"),
     "mma_s8": ("m16n8k32.matrixA", "m16n8k32.matrixB", "m16n8k32.accumulator"),
     "wmma": ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator"),
+    "wmma_s8": ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator"),
 }
+_WMMA = ("wmma", "wmma_s8")
 
 
 STATIC_SHARED = 48 * 1024
@@ -118,10 +125,12 @@ def why_not_tensor_core(func: PrimFunc, main: BlockRV, sch: Schedule, kind: str)
     if einsum is None:
         return "not an einsum"
     dts = {str(einsum.lhs.buffer.dtype), str(einsum.rhs.buffer.dtype)}
-    if kind == "mma_s8":  # int8 operands accumulated in int32 (the caller checked the dtypes)
+    if kind in ("mma_s8", "wmma_s8"):  # int8 into int32 (the caller checked the dtypes)
         return None if _last_role(einsum.lhs.roles) is IndexRole.REDUCE else (
             "the left operand is not contiguous along the reduction")  # fmt: skip
     allowed = {"float16", "bfloat16"} if kind == "mma" else {"float16"}
+    if "int8" in dts and kind == "wmma":
+        return "int8 operands: this target's WMMA takes float16 only (int8 WMMA needs sm_72+)"
     if len(dts) != 1 or not dts <= allowed:
         return f"operands {sorted(dts)}: tensor cores take {sorted(allowed)}"
     out = str(einsum.output.buffer.dtype)
@@ -175,7 +184,7 @@ def fit_tile(
                 warps_n = min(largest.warps_n, bn // 32)
                 if m % bm or n % bn or k % bk:
                     continue
-                if kind == "wmma" and (bn // warps_n) % 16:
+                if kind in _WMMA and (bn // warps_n) % 16:
                     continue
                 stages = min(largest.stages, k // bk)  # S stages need S steps
                 pipeline = largest.pipeline and stages >= 2
@@ -219,8 +228,8 @@ def schedule_tensor_core(
     ``operands``: the read indices of A and B, and whether B is stored ``(n, k)``. A refusing
     primitive raises ScheduleError: the caller runs this under ``Schedule.try_``."""
     outer, i, j, k = loops
-    tn = 16 if kind == "wmma" else 8
-    tk = 32 if kind == "mma_s8" else 16  # the k of one mma: 32 int8, 16 fp16
+    tn = 16 if kind in _WMMA else 8
+    tk = 32 if kind == "mma_s8" else 16  # the k of one mma: 32 int8, 16 fp16 (WMMA: 16)
     wm, wn = tile.block_m // tile.warps_m, tile.block_n // tile.warps_n
     node = block_node(sch, main)
     short = "f16" if str(node.reads[0].buffer.dtype) == "float16" else "bf16"
@@ -240,7 +249,7 @@ def schedule_tensor_core(
     threads = 32 * tile.warps_m * tile.warps_n
     # Step 2. Accumulators in warp fragments, stored back per warp tile.
     scopes = _SCOPES[kind]
-    if kind == "wmma" and operands[2]:  # an (n, k) B loads into a col_major fragment
+    if kind in _WMMA and operands[2]:  # an (n, k) B loads into a col_major fragment
         scopes = (scopes[0], "wmma.matrix_b_col", scopes[2])
     acc, (smi, sni, pair, s16) = _accumulators(sch, main, bx, tile, (tn, scopes[2]))
     staged_n = tn * _pair(wn, tn)  # the columns a warp stages at a time
@@ -282,6 +291,9 @@ def schedule_tensor_core(
         sch.transform_layout(stage, ("write", 0), _per_warp_tiles(sch, stage, frag))
     sch.tensorize(frag_loads[0], names[0])
     sch.tensorize(frag_loads[1], names[1])
+    if kind == "wmma_s8":  # 32-byte aligned 16 x 16 int8 tiles (:mod:`._mm_int8_wmma`)
+        for sh in shared:
+            k16_planes(sch, sh)
     sch.tensorize(i16, names[2])
     # Step 5. Unroll the per-warp loops so fragments are indexed by constants; pipeline.
     for loop in (kk, mi, ni, smi, sni, pair, *init_loops[:2], *frag_tiles):
@@ -380,9 +392,10 @@ def _intrinsics(
                 f"mma_m16n8k16_{short}{short}{acc}", f"mma_fill_16x8_{acc}",
                 f"mma_store_16x8_{acc}_{store}")  # fmt: skip
     col = b_load[0]  # an (n, k) B: a col_major fragment
-    return ("wmma_load_a_16x16_f16", f"wmma_load_b_{'nk_' if col else ''}16x16_f16",
-            f"wmma_16x16x16_f16f16f32{'_bcol' if col else ''}", "wmma_fill_16x16_f32",
-            f"wmma_store_16x16_f32_{store}")  # fmt: skip
+    dt, out = ("s8", "s32") if kind == "wmma_s8" else ("f16", "f32")
+    return (f"wmma_load_a_16x16_{dt}", f"wmma_load_b_{'nk_' if col else ''}16x16_{dt}",
+            f"wmma_16x16x16_{dt}{dt}{out}{'_bcol' if col else ''}", f"wmma_fill_16x16_{out}",
+            f"wmma_store_16x16_{out}_{store}")  # fmt: skip
 
 
 def _stage(

@@ -46,8 +46,9 @@ halo, guarded scalar loads, is ``B``; the epilogue is fused into the write-back;
 symbolic image sizes, grouped and depthwise convs, fp32 and (fp16 accumulated in fp16, as
 ``topi.conv2d`` writes it) WMMA targets keep the SIMT implicit GEMM above. int8 operands
 accumulated in int32 (a quantized linear layer, dequantized in the epilogue;
-:mod:`._mm_int8`) get ``mma.sync`` m16n8k32 on sm_80+, rows padded, and the SIMT schedule
-elsewhere (sm_70 has no int8 tensor cores; sm_75's int8 WMMA is not used).
+:mod:`._mm_int8`) get ``mma.sync`` m16n8k32 on sm_80+, rows padded, int8 WMMA 16x16x16 on
+sm_75 (tiles in 16-column planes: :mod:`._mm_int8_wmma`), and the SIMT schedule on sm_70
+(no int8 tensor cores; ``why_not_tensor_core`` says so).
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ from ._mm_common import (
     stage_implicit_gemm,
 )
 from ._mm_conv_tc import is_implicit_gemm, normalize_conv
-from ._mm_int8 import int8_dtypes, tensor_core_kind, why_not_int8_einsum
+from ._mm_int8 import INT8_WMMA_SM, int8_dtypes, tensor_core_kind, why_not_int8_einsum
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,8 @@ class MatmulConfig:
         ``"mma"``, ``"wmma"`` or ``""``: the tensor-core schedule to use (``""``: SIMT only).
     tensor_core_tile
         The largest tensor-core tile (smaller ones are tried when it does not divide).
+    int8_wmma
+        Whether WMMA takes int8 operands (sm_72+; ``mma.sync`` always does).
     """
 
     threads: tuple[int, int] = (8, 16)
@@ -125,6 +128,7 @@ class MatmulConfig:
     shared_optin_bytes: int = 48 * 1024
     tensor_cores: str = ""
     tensor_core_tile: tcs.TensorCoreTile = field(default_factory=tcs.TensorCoreTile)
+    int8_wmma: bool = False
 
     @staticmethod
     def for_target(target: Target) -> MatmulConfig:
@@ -135,7 +139,8 @@ class MatmulConfig:
         return MatmulConfig(shared_bytes=facts.shared_bytes,
                             shared_optin_bytes=facts.shared_optin_bytes,
                             tensor_cores=facts.tensor_cores,
-                            tensor_core_tile=tile)  # fmt: skip
+                            tensor_core_tile=tile,
+                            int8_wmma=facts.sm >= INT8_WMMA_SM)  # fmt: skip
 
 
 @dataclass
@@ -485,7 +490,9 @@ def _tensor_core(
         ivs = block_node(sch, sch.get_block(name)).iter_vars
         roles, doms = _Roles(0, 1, [2], []), {n: iv.dom.extent for n, iv in enumerate(ivs)}
     main = sch.get_block(name)
-    kind, largest = tensor_core_kind(block_node(sch, main), cfg.tensor_cores, cfg.tensor_core_tile)
+    kind, largest = tensor_core_kind(
+        block_node(sch, main), cfg.tensor_cores, cfg.tensor_core_tile, cfg.int8_wmma
+    )
     if not kind or tcs.why_not_tensor_core(func, main, sch, kind) is not None:
         return None
     if len(roles.k) != 1 or not tcs.tile_matrices_innermost(
