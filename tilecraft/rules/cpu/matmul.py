@@ -46,6 +46,10 @@ The schedule (numbers from :class:`MatmulConfig`, per target):
   write-back and computed per register tile (``compute_inline`` + ``reverse_compute_at``);
   when that fails they stay after the nest, reading the whole intermediate;
 * the init is hoisted out of the ``K`` loops (``decompose_reduction``);
+* ``tunable=True`` (a design space of the tuner) samples two numbers the machine decides
+  better than the reasoning above: the count of ``m`` blocks (when ``m`` is blocked) and the
+  ``K`` unroll, each a ``sample_perfect_tile`` the rule's own choice is a value of
+  (:func:`m_block_factors`, :func:`sample_k_unroll`); the untuned schedule is unchanged;
 * extents that cannot be padded (``pad_einsum`` declines) are split with a guard. tilecraft's
   ``decompose_reduction`` rejects a guarded block (its one-to-one check does not take a
   predicate with an outer offset), so a guarded kernel keeps its init inside: correct, slower.
