@@ -202,3 +202,20 @@ def test_rule_variants_keep_the_matmul_samples(preset: str) -> None:
     sketches = RuleVariants().generate(func, tc.Target(preset), 0)
     assert sketches
     assert all(len(_samples(s.trace)) >= 1 for s in sketches)
+
+
+def test_the_knob_benchmark_replays_the_rules_pair() -> None:
+    """``benchmarks/matmul_knobs.py`` times pairs of the sampled values: the rules' own pair
+    replays to the untuned schedule, another pair to another one."""
+    from bench_import import benchmark_module
+
+    func = _matmul(512, 512, 512)
+    target = tc.Target("avx512")
+    untuned = Matmul().apply(func, target, False)
+    assert isinstance(untuned, Schedule)
+    blocks, unroll = _rules_factors(untuned.trace)
+    with benchmark_module("matmul_knobs") as bench:
+        same = bench.pair_schedule(func, target, blocks, unroll)
+        other = bench.pair_schedule(func, target, blocks, unroll * 2)
+    assert structural_hash(same.func) == structural_hash(untuned.func)
+    assert structural_hash(other.func) != structural_hash(untuned.func)
