@@ -120,9 +120,9 @@ def sample_k_unroll(sch: Schedule, loop: LoopRV, extent: int) -> bool:
     of one step.
 
     :func:`k_unroll`'s choice is not always the fastest: gcc's code for a given unroll
-    depends on the tile and the registers left (AVX-512's 8 x 2 tile at 512^3, one thread:
-    unrolled by 4, 1.05-1.19x its time unrolled by 2, where the rule's reasoning on register
-    pressure picks 2, measured faster on 128 x 2048 x 5632).
+    depends on the tile and the registers left (AVX-512's 8 x 2 tile at 512^3, one thread
+    on a shared Cascade Lake: unrolled by 4, 0.99-1.19x the speed unrolled by 2 from run to
+    run, where the rule picks 2, measured faster on 128 x 2048 x 5632).
     """
     if extent <= 1:
         return False
@@ -140,8 +140,8 @@ def m_block_factors(
 
     The rule sizes a block to half the L2; how much of the L2 really is free (a sibling
     hyperthread shares it) and what streaming the blocks from L3 costs vary by machine:
-    AVX-512 1024^3, one thread on a Cascade Lake, 2 blocks of 512 rows ran 1.11-1.13x
-    faster than the rule's 8 blocks of 128 (an ``m`` block twice the L2).
+    1024^3, one thread on a Cascade Lake, 2 blocks of 512 rows (each twice the L2) ran
+    1.04-1.13x the speed of the rule's 8 on AVX-512, and 2 or 4 blocks 1.14x its 16 on AVX2.
     """
     if not tunable:
         return [blocks, None]
