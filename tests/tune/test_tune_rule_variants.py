@@ -63,14 +63,27 @@ def test_the_default_space_holds_the_rule_variants() -> None:
     assert variants < found  # and the search rules' sketches besides
 
 
+class FixedMatmul(cpu_rules.Matmul):
+    """The CPU Matmul rule with nothing sampled (its ``tunable`` path samples the ``m``
+    blocks and the ``K`` unroll): its variants are fixed sketches."""
+
+    def schedule(
+        self, func: tc.ir.PrimFunc, target: tc.Target, cfg: cpu_rules.MatmulConfig, tunable: bool
+    ) -> object:
+        del tunable
+        return super().schedule(func, target, cfg, False)
+
+
 def _mixed_space() -> UnionSpace:
     """Tiled matmuls (sampled) and the rule variants (fixed sketches)."""
-    return UnionSpace([ScheduleFnSpace(tile_matmul), RuleVariants()])
+    return UnionSpace([ScheduleFnSpace(tile_matmul), RuleVariants([FixedMatmul()])])
 
 
 def test_replay_trace_draws_each_fixed_sketch_once_and_goes_on_sampling() -> None:
     func = matmul(32, 32, 32)
-    variants = {structural_hash(s.func) for s in RuleVariants().generate(func, CPU, 0)}
+    variants = {
+        structural_hash(s.func) for s in RuleVariants([FixedMatmul()]).generate(func, CPU, 0)
+    }
     db = ms.tune_tir(func, CPU, max_trials_global=12, space=_mixed_space(), builder=HashBuilder(),
                      runner=TableRunner(), seed_with_rules=False, progress=False)  # fmt: skip
     keys = [r.func_hash for r in db.get_all_tuning_records()]
@@ -80,7 +93,9 @@ def test_replay_trace_draws_each_fixed_sketch_once_and_goes_on_sampling() -> Non
 
 def test_evolutionary_search_puts_the_fixed_sketches_in_its_first_round() -> None:
     func = matmul(32, 32, 32)
-    variants = {structural_hash(s.func) for s in RuleVariants().generate(func, CPU, 0)}
+    variants = {
+        structural_hash(s.func) for s in RuleVariants([FixedMatmul()]).generate(func, CPU, 0)
+    }
     db = ms.tune_tir(func, CPU, max_trials_global=8, space=_mixed_space(), builder=HashBuilder(),
                      runner=TableRunner(), seed_with_rules=False, strategy="evolutionary",
                      cost_model="random", num_trials_per_iter=8, progress=False)  # fmt: skip

@@ -46,6 +46,10 @@ The schedule (numbers from :class:`MatmulConfig`, per target):
   write-back and computed per register tile (``compute_inline`` + ``reverse_compute_at``);
   when that fails they stay after the nest, reading the whole intermediate;
 * the init is hoisted out of the ``K`` loops (``decompose_reduction``);
+* ``tunable=True`` (a design space of the tuner) samples two numbers the machine decides
+  better than the reasoning above: the count of ``m`` blocks (when ``m`` is blocked) and the
+  ``K`` unroll, each a ``sample_perfect_tile`` the rule's own choice is a value of
+  (:func:`m_block_factors`, :func:`sample_k_unroll`); the untuned schedule is unchanged;
 * extents that cannot be padded (``pad_einsum`` declines) are split with a guard. tilecraft's
   ``decompose_reduction`` rejects a guarded block (its one-to-one check does not take a
   predicate with an outer offset), so a guarded kernel keeps its init inside: correct, slower.
@@ -81,7 +85,16 @@ from ..common import (
     writes_param,
 )
 from ._matmul_copies import localize_padded, pack, pack_mode, place_pads
-from ._matmul_parts import FMA_CHAINS, MatmulConfig, Plan, Tiles, k_unroll, reduce_extent
+from ._matmul_parts import (
+    FMA_CHAINS,
+    MatmulConfig,
+    Plan,
+    Tiles,
+    k_unroll,
+    m_block_factors,
+    reduce_extent,
+    sample_k_unroll,
+)
 
 
 class Matmul(CPURule):
@@ -116,7 +129,7 @@ class Matmul(CPURule):
         direct = writes_param(probe, plan.main) and not attempt(
             probe, probe.cache_write, plan.main, 0, "local"
         )
-        tiles = _tile(sch, plan, cfg, direct)
+        tiles = _tile(sch, plan, cfg, direct, tunable)
         # Step 4. Accumulate in a local tile; fold the epilogue into its write-back.
         if plan.padded:
             localize_padded(sch, plan, tiles)
@@ -128,7 +141,7 @@ class Matmul(CPURule):
         place_pads(sch, plan, tiles)
         # Step 6. Parallel outer loops, unrolled rows, vectorized columns.
         _annotate(sch, plan, tiles)
-        _unroll_k(sch, plan, tiles, cfg)
+        _unroll_k(sch, plan, tiles, cfg, tunable)
         return sch
 
 
@@ -352,13 +365,14 @@ def _blocks_near(tiles: int, want: int) -> int:
     return max(b for b in range(1, want + 1) if tiles % b == 0)
 
 
-def _tile(sch: Schedule, plan: Plan, cfg: MatmulConfig, direct: bool) -> Tiles:
+def _tile(sch: Schedule, plan: Plan, cfg: MatmulConfig, direct: bool, tunable: bool) -> Tiles:
     """Split n and m into register tiles and order the loops (see the module docstring).
 
     ``direct``: the output is accumulated in place (no local tile can be made), where only a
     one-row tile stays in registers: ``mr = 1`` and a twice wider ``nr``. A batched GEMM whose
     operands are copied (:func:`_per_batch`) runs its batch loop alone in parallel, the copies
-    made under it.
+    made under it. ``tunable``: the number of ``m`` blocks, when ``m`` is blocked, is sampled
+    (:func:`m_block_factors`).
     """
     mr, nr = _tile_sizes(plan, cfg, direct)
     n_ext = const_int(plan.doms[id(plan.n)])
@@ -376,7 +390,8 @@ def _tile(sch: Schedule, plan: Plan, cfg: MatmulConfig, direct: bool) -> Tiles:
     blocks = _m_blocks(plan, cfg, mr, par)
     outer_m: list[LoopRV] = []
     if blocks > 1:
-        m_oo, m_o = sch.split(m_o, factors=[blocks, None])
+        least = -(-cfg.num_cores // max(par, 1)) if par is not None else 1
+        m_oo, m_o = sch.split(m_o, factors=m_block_factors(sch, m_o, blocks, least, tunable))
         outer_m = [m_oo]
     parallel = [*batch, *outer_m, *(loops[id(v)] for v in plan.v_other), n_o]
     # symbolic extents outermost: fusing divides the fused index by the inner extents, and a
@@ -428,12 +443,15 @@ def _constant_loop(sch: Schedule, loop: LoopRV) -> bool:
     return isinstance(node.extent, IntImm)
 
 
-def _unroll_k(sch: Schedule, plan: Plan, tiles: Tiles, cfg: MatmulConfig) -> None:
+def _unroll_k(sch: Schedule, plan: Plan, tiles: Tiles, cfg: MatmulConfig, tunable: bool) -> None:
     """Unroll the micro-kernel's innermost ``K`` loop by the largest power of two up to
     :func:`k_unroll` that divides its extent (no guard): its steps then share one loop's
-    increments and branch."""
+    increments and branch. ``tunable``: by a sampled divisor of the extent
+    (:func:`sample_k_unroll`)."""
     extent = loop_extent(sch, tiles.k[-1])
     if extent is None:
+        return
+    if tunable and sample_k_unroll(sch, tiles.k[-1], extent):
         return
     mr = loop_extent(sch, tiles.m_i) or 1
     vectors = max(tiles.nr // cfg.lanes(plan.einsum.output.buffer.dtype), 1)
