@@ -115,7 +115,7 @@ def test_warp_reduction_uses_shuffles_and_block_reduction_uses_shared_memory():
     assert "__shared__" not in warp
     block = cuda_source(make_softmax()[0], GPU)
     assert "__shfl_down_sync" in block
-    assert "__shared__ __align__(16) float red_buf0[4];" in block
+    assert "__shared__ __align__(32) float red_buf0[4];" in block
 
 
 def test_reduction_over_threadidx_y_uses_a_shared_tree():
@@ -128,7 +128,7 @@ def test_reduction_over_threadidx_y_uses_a_shared_tree():
 def test_per_thread_and_per_block_dimensions_are_compacted():
     src = cuda_source(make_matmul()[0], GPU)
     assert "float C_loc[4];" in src
-    assert "__shared__ __align__(16) float A_sh[512];" in src
+    assert "__shared__ __align__(32) float A_sh[512];" in src
 
 
 def test_vectorized_loop_uses_float4_when_aligned():
@@ -361,7 +361,7 @@ def test_dynamic_shared_memory_is_carved_from_one_extern_array():
     (k,) = lower_gpu(func, GPU).kernels
     assert [b.shape[0].value for b in k.dyn_shared] == [32 * 33]
     src = cuda_source(func, GPU)
-    assert "extern __shared__ __align__(16) unsigned char tc_dyn_smem[];" in src
+    assert "extern __shared__ __align__(32) unsigned char tc_dyn_smem[];" in src
     assert "float* tile = (float*)(tc_dyn_smem + 0);" in src
     assert src.count("__syncthreads();") == 1
     check_numeric(func, ref, emulate_gpu=True, target=GPU)

@@ -114,7 +114,7 @@ def test_cooperative_fetch_binds_the_same_thread_axes_inside() -> None:
     check_numeric(sch.func, func, emulate_gpu=True, target=GPU)
     verify_trace_roundtrip(sch, func)
     src = tc.codegen.cuda_source(sch.mod, GPU)
-    assert "__shared__ __align__(16) float A_shared[256];" in src  # 32 x 8, compacted
+    assert "__shared__ __align__(32) float A_shared[256];" in src  # 32 x 8, compacted
 
 
 def test_bind_nested_same_axis_requires_independence() -> None:

@@ -238,7 +238,7 @@ class _KernelEmitter(NativeHalf):
         self.out.emit("    " + (",\n    ".join(args) if args else "") + ") {")
         self.out.level += 1
         if self.k.dyn_shared:
-            self.out.emit("extern __shared__ __align__(16) unsigned char tc_dyn_smem[];")
+            self.out.emit("extern __shared__ __align__(32) unsigned char tc_dyn_smem[];")
         for line in self.prologue:
             self.out.emit(line)
         self.stmt(self.k.body)
@@ -386,7 +386,7 @@ class _KernelEmitter(NativeHalf):
                 "'shared.dyn' for shared memory of run-time size"
             )
         elif buf.scope == "shared":
-            self.out.emit(f"__shared__ __align__(16) {ctype} {name}[{max(size.value, 1)}];")
+            self.out.emit(f"__shared__ __align__(32) {ctype} {name}[{max(size.value, 1)}];")
         elif buf.scope == "local":
             self.out.emit(f"{ctype} {name}[{max(size.value, 1)}];")
         elif buf.scope.startswith("wmma."):

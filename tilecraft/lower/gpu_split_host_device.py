@@ -277,14 +277,18 @@ def split_host_device(func: PrimFunc) -> GPUProgram:
 
 
 def dyn_shared_layout(buffers: tuple[Buffer, ...]) -> tuple[list[Expr], Expr]:
-    """Byte offsets of ``shared.dyn`` buffers laid out in order (16-byte aligned) and the total."""
+    """Byte offsets of ``shared.dyn`` buffers laid out in order and the total.
+
+    Each buffer starts 32-byte aligned (the base is declared so): WMMA fragment loads and
+    stores need 256-bit aligned addresses; ``cp.async``, ``ldmatrix`` and vector accesses
+    16-byte ones."""
     offsets: list[Expr] = []
     total: Expr = IntImm(int32, 0)
     for b in buffers:
         offsets.append(total)
         size = b.shape[0] if b.shape else IntImm(int32, 1)
         nbytes = size * b.dtype.itemsize
-        padded = (nbytes + 15) // 16 * 16
+        padded = (nbytes + 31) // 32 * 32
         if isinstance(total, IntImm) and total.value == 0:
             total = padded
         else:

@@ -40,8 +40,8 @@ extern "C" __global__ void __launch_bounds__(128) softmax_kernel0(
     const float* __restrict__ A,
     float* __restrict__ B) {
   const int bx = (int)blockIdx.x;
-  __shared__ __align__(16) float A_max[1];
-  __shared__ __align__(16) float red_buf0[4];
+  __shared__ __align__(32) float A_max[1];
+  __shared__ __align__(32) float red_buf0[4];
   const int tx = (int)threadIdx.x;
   float red_in0[1];
   float red_out0[1];
@@ -84,8 +84,8 @@ extern "C" __global__ void __launch_bounds__(128) softmax_kernel0(
     A_max[0] = red_out0[0];
   }
   __syncthreads();
-  __shared__ __align__(16) float A_sum[1];
-  __shared__ __align__(16) float red_buf1[4];
+  __shared__ __align__(32) float A_sum[1];
+  __shared__ __align__(32) float red_buf1[4];
   const int tx_1 = (int)threadIdx.x;
   float red_in1[1];
   float red_out1[1];

@@ -68,8 +68,8 @@ extern "C" __global__ void __launch_bounds__(128) main_kernel0(
       matmul_m16n8k16_accumulator[(((i0_2_init * 32) + (i1_2_init * 4)) + 3)] = 0.0f;
     }
   }
-  __shared__ __align__(16) __half A_shared[10240];
-  __shared__ __align__(16) __half B_shared[8704];
+  __shared__ __align__(32) __half A_shared[10240];
+  __shared__ __align__(32) __half B_shared[8704];
   for (int ax0_2_ax1_3_fused_0 = 0; ax0_2_ax1_3_fused_0 < 4; ++ax0_2_ax1_3_fused_0) {
     const int ax0_2_ax1_3_fused_1 = (int)threadIdx.y;
     const int ax0_2_ax1_3_fused_2 = (int)threadIdx.x;

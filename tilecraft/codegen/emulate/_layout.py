@@ -64,7 +64,8 @@ class KernelOptions:
 
 
 def static_layout(shared: tuple[Buffer, ...]) -> tuple[dict[int, int], int]:
-    """Byte offsets of the static shared buffers (16-byte aligned) and their total."""
+    """Byte offsets of the static shared buffers (32-byte aligned, as the CUDA code declares
+    them) and their total."""
     offsets: dict[int, int] = {}
     total = 0
     for b in shared:
@@ -75,7 +76,7 @@ def static_layout(shared: tuple[Buffer, ...]) -> tuple[dict[int, int], int]:
                 "'shared.dyn' for shared memory of run-time size"
             )
         offsets[id(b)] = total
-        total += (size.value * b.dtype.itemsize + 15) // 16 * 16
+        total += (size.value * b.dtype.itemsize + 31) // 32 * 32
     return offsets, total
 
 
