@@ -184,7 +184,7 @@ class IntImm(Expr):
     value: int
 
     def __post_init__(self) -> None:
-        dt = dtype(self.dtype)
+        dt = self.dtype if type(self.dtype) is DataType else dtype(self.dtype)
         object.__setattr__(self, "dtype", dt)
         if not (dt.is_integer or dt.is_bool) or dt.lanes != 1:
             raise IRError(f"IntImm: dtype must be a scalar integer or bool, got {dt}")
@@ -195,7 +195,7 @@ class IntImm(Expr):
                 object.__setattr__(self, "value", int(self.value))
             else:
                 raise IRError(f"IntImm: value must be an int, got {self.value!r}")
-        lo, hi = _INT_RANGES[str(dt)]
+        lo, hi = _INT_RANGES[dt._name]
         if not lo <= self.value <= hi:
             raise IRError(f"IntImm: {self.value} does not fit in {dt} [{lo}, {hi}]")
 
@@ -238,16 +238,17 @@ class BinaryOp(Expr):
     integer_only: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        name = type(self).__name__
-        if not isinstance(self.a, Expr) or not isinstance(self.b, Expr):
-            raise IRError(f"{name}: operands must be expressions, got {self.a!r}, {self.b!r}")
-        if self.a.dtype != self.b.dtype:
-            raise IRError(f"{name}: operand dtypes differ: {self.a.dtype} vs {self.b.dtype}")
-        if self.a.dtype.is_bool:
-            raise IRError(f"{name}: arithmetic on bool operands; cast them first")
-        if self.integer_only and not self.a.dtype.is_integer:
-            raise IRError(f"{name}: needs integer operands, got {self.a.dtype}")
-        object.__setattr__(self, "dtype", self.a.dtype)
+        a, b = self.a, self.b
+        if not isinstance(a, Expr) or not isinstance(b, Expr):
+            raise IRError(f"{type(self).__name__}: operands must be expressions, got {a!r}, {b!r}")
+        dt = a.dtype
+        if dt is not b.dtype and dt != b.dtype:  # dtypes are interned: identity first
+            raise IRError(f"{type(self).__name__}: operand dtypes differ: {dt} vs {b.dtype}")
+        if dt.is_bool:
+            raise IRError(f"{type(self).__name__}: arithmetic on bool operands; cast them first")
+        if self.integer_only and not dt.is_integer:
+            raise IRError(f"{type(self).__name__}: needs integer operands, got {dt}")
+        object.__setattr__(self, "dtype", dt)
 
     __hash__ = object.__hash__
 

@@ -65,13 +65,26 @@ def iter_children(node: Node) -> Iterator[Node]:
                     yield item
 
 
+# (visitor class, node class) -> the unbound method handling it: traversals are made per call
+# (a substitution, a buffer rewrite), so each would otherwise search the classes again
+_METHODS: dict[tuple[type, type], Callable[..., Any]] = {}
+
+
 def _lookup(obj: object, cls: type, default: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """``visit_<Name>`` for ``cls`` or its nearest base class that has one."""
-    for base in cls.__mro__:
-        fn = getattr(obj, "visit_" + base.__name__, None)
-        if fn is not None:
-            return fn  # type: ignore[no-any-return]
-    return default
+    """``visit_<Name>`` for ``cls`` or its nearest base class that has one (else ``default``,
+    a bound method of ``obj``), bound to ``obj``."""
+    key = (type(obj), cls)
+    fn = _METHODS.get(key)
+    if fn is None:
+        owner = type(obj)
+        for base in cls.__mro__:
+            fn = getattr(owner, "visit_" + base.__name__, None)
+            if fn is not None:
+                break
+        else:
+            fn = getattr(owner, default.__name__)
+        _METHODS[key] = fn
+    return fn.__get__(obj)  # type: ignore[no-any-return]
 
 
 class Visitor:

@@ -67,17 +67,32 @@ class TreeIndex:
 
 
 def build_index(func: PrimFunc) -> TreeIndex:
-    """A fresh :class:`TreeIndex` of ``func`` (one walk of its body)."""
+    """A fresh :class:`TreeIndex` of ``func`` (one walk of its body, the :func:`walk` loop
+    written out: it runs after every primitive that changes the function)."""
     blocks: dict[str, tuple[BlockRealize, Path]] = {}
     loops: dict[int, tuple[For, Path]] = {}
     parents: dict[int, Stmt] = {}
-    for node, path in walk(func.body):
+    stack: list[tuple[Stmt, Path]] = [(func.body, ())]
+    pop, push = stack.pop, stack.extend
+    while stack:
+        node, path = pop()
+        kind = type(node)
         if path:
             parents[id(node)] = path[-1]
-        if isinstance(node, BlockRealize):
-            blocks[node.block.name] = (node, path)
-        elif isinstance(node, For):
-            loops[id(node.loop_var)] = (node, path)
+        if kind is BlockRealize:
+            blocks[node.block.name] = (node, path)  # type: ignore[attr-defined]
+            sub = (*path, node)
+            push(((node.block, sub),))  # type: ignore[attr-defined]
+            continue
+        if kind is For:
+            loops[id(node.loop_var)] = (node, path)  # type: ignore[attr-defined]
+            sub = (*path, node)
+            push(((node.body, sub),))  # type: ignore[attr-defined]
+            continue
+        children = stmt_children(node)
+        if children:
+            sub = (*path, node)
+            push((child, sub) for child in reversed(children))
     return TreeIndex(func, blocks, loops, parents)
 
 
