@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -183,6 +184,30 @@ def test_evaluator_settings_are_validated_and_used() -> None:
         lambda: calls.append(1), ms.EvaluatorConfig(number=1, repeat=1, warmup=0, min_repeat_ms=5.0)
     )
     assert len(calls) > 1  # number raised until a repeat lasts 5 ms
+
+
+def test_thread_clock_counts_only_the_calling_threads_work(builder: ms.LocalBuilder) -> None:
+    with pytest.raises(TuneError, match="clock must be one of"):
+        ms.EvaluatorConfig(clock="cycles")
+    cfg = ms.EvaluatorConfig(number=1, repeat=2, warmup=0, clock="thread")
+    assert ms.EvaluatorConfig.from_dict(cfg.as_dict()) == cfg
+
+    def nap() -> None:  # elapsed time, almost no CPU time
+        time.sleep(0.02)
+
+    assert min(time_calls(nap, dataclasses.replace(cfg, clock="wall"))) >= 0.02
+    assert max(time_calls(nap, cfg)) < 0.01
+    for threads in (2, 4):
+        with pytest.raises(TuneError, match="needs num_threads=1"):
+            ms.LocalRunner(num_threads=threads, clock="thread")
+    func = add_one()
+    (res,) = builder.build([ms.BuilderInput(_split(func, "B", 8), CPU)])
+    with ms.LocalRunner(num_threads=1, evaluator=cfg) as runner:
+        (out,) = runner.run([ms.RunnerInput(res.artifact, ms.args_info(func), func)])  # type: ignore[arg-type]
+    assert out.error is None
+    assert out.run_secs is not None
+    assert len(out.run_secs) == 2
+    assert all(s >= 0 for s in out.run_secs)
 
 
 def test_cache_flush_and_cooldown_run_in_the_worker(builder: ms.LocalBuilder) -> None:

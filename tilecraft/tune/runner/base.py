@@ -13,6 +13,8 @@ from ...ir import PrimFunc
 from ..arg_info import ArgInfo
 from ..builder.base import BuildArtifact
 
+CLOCKS = ("wall", "thread")
+
 
 @dataclass(frozen=True)
 class EvaluatorConfig:
@@ -33,6 +35,11 @@ class EvaluatorConfig:
         repeat starts cold; use with ``number=1`` to time cold calls only.
     cooldown_s
         Pause between repeats (lets clocks and temperature settle).
+    clock
+        ``"wall"``: elapsed time. ``"thread"``: the CPU time of the calling thread, which a
+        machine shared with other work inflates far less (time spent descheduled is not
+        counted); it sees only work done on that thread, so it is for one-thread kernels
+        (CPU only; the runners refuse it with more threads).
     """
 
     number: int = 3
@@ -41,6 +48,7 @@ class EvaluatorConfig:
     warmup: int = 1
     cache_flush: bool = False
     cooldown_s: float = 0.0
+    clock: str = "wall"
 
     def __post_init__(self) -> None:
         ints = {"number": 1, "repeat": 1, "warmup": 0}
@@ -52,6 +60,10 @@ class EvaluatorConfig:
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or not value >= 0:
                 raise TuneError(f"EvaluatorConfig: {name} must be a number >= 0, got {value!r}")
+        if self.clock not in CLOCKS:
+            raise TuneError(
+                f"EvaluatorConfig: clock must be one of {', '.join(CLOCKS)}, got {self.clock!r}"
+            )
         if not isinstance(self.cache_flush, bool):
             raise TuneError(
                 f"EvaluatorConfig: cache_flush must be a bool, got {self.cache_flush!r}"

@@ -44,8 +44,9 @@ class LocalRunner(Runner):
     ----------
     timeout_s
         Deadline of one candidate (correctness check and timing), in seconds.
-    number, repeat, min_repeat_ms, warmup, cache_flush, cooldown_s
+    number, repeat, min_repeat_ms, warmup, cache_flush, cooldown_s, clock
         Timing settings (see :class:`EvaluatorConfig`); or pass ``evaluator=``.
+        ``clock="thread"`` (one thread only) keeps measurements steady on a shared machine.
     num_threads
         ``OMP_NUM_THREADS`` of the worker, fixed for every run (default: the threads this
         process's kernels run on, :func:`tilecraft.runtime.threads.kernel_threads`:
@@ -77,6 +78,7 @@ class LocalRunner(Runner):
         warmup: int = 1,
         cache_flush: bool = False,
         cooldown_s: float = 0.0,
+        clock: str = "wall",
         num_threads: int | None = None,
         check_correctness: bool = True,
         rtol: float | None = None,
@@ -90,11 +92,16 @@ class LocalRunner(Runner):
             raise TuneError(f"{type(self).__name__}: timeout_s must be > 0, got {timeout_s}")
         self.timeout_s = timeout_s
         self.evaluator = evaluator or EvaluatorConfig(
-            number, repeat, min_repeat_ms, warmup, cache_flush, cooldown_s
+            number, repeat, min_repeat_ms, warmup, cache_flush, cooldown_s, clock
         )
         threads = kernel_threads() if num_threads is None else num_threads
         if threads < 1:
             raise TuneError(f"{type(self).__name__}: num_threads must be >= 1, got {threads}")
+        if self.evaluator.clock == "thread" and threads != 1:
+            raise TuneError(
+                f"{type(self).__name__}: clock='thread' times the calling thread only, so it "
+                f"needs num_threads=1 (got {threads} threads)"
+            )
         self.num_threads = threads
         self.check: dict[str, Any] = {
             "enabled": check_correctness,

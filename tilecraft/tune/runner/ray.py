@@ -80,6 +80,11 @@ class RayRunner(Runner):
         self.num_cpus = num_cpus
         self.num_threads = num_threads
         self.evaluator = evaluator or EvaluatorConfig()
+        if self.evaluator.clock == "thread" and num_threads != 1:
+            raise TuneError(
+                "RayRunner: clock='thread' times the calling thread only, so it needs "
+                f"num_threads=1 (got {num_threads})"
+            )
         self.check: dict[str, Any] = {
             "enabled": check_correctness,
             "seed": seed,
