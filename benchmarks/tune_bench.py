@@ -12,7 +12,8 @@ On one thread for both sides (``BENCH_THREADS`` defaults to 1; ``OPENBLAS_CORETY
   counted as trials);
 * evolutionary search (XGBoost model) against ``ReplayTrace`` over the same space at 64
   trials on matmul 1024^3, neither seeded with the rules' schedule: the best time of each,
-  median over seeds (three; one with ``--quick``).
+  median over seeds (three; one with ``--quick``); the same on four workloads, and the
+  search's 512-trial tuning curves, in ``benchmarks/tune_search_bench.py``.
 
 Every time is measured in this process after tuning, numpy, tuned and rules timed in turn
 round by round, each round calling a side for about 20 ms (kernels through bound calls, as
