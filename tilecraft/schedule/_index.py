@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ..ir import Allocate, Block, BlockRealize, For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt
 
@@ -80,14 +80,14 @@ def build_index(func: PrimFunc) -> TreeIndex:
         if path:
             parents[id(node)] = path[-1]
         if kind is BlockRealize:
-            blocks[node.block.name] = (node, path)  # type: ignore[attr-defined]
-            sub = (*path, node)
-            push(((node.block, sub),))  # type: ignore[attr-defined]
+            realize = cast(BlockRealize, node)
+            blocks[realize.block.name] = (realize, path)
+            push(((realize.block, (*path, node)),))
             continue
         if kind is For:
-            loops[id(node.loop_var)] = (node, path)  # type: ignore[attr-defined]
-            sub = (*path, node)
-            push(((node.body, sub),))  # type: ignore[attr-defined]
+            loop = cast(For, node)
+            loops[id(loop.loop_var)] = (loop, path)
+            push(((loop.body, (*path, node)),))
             continue
         children = stmt_children(node)
         if children:
