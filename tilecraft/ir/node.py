@@ -13,7 +13,8 @@ from ..errors import IRError
 AttrValue = Union[bool, int, float, str, None, tuple["AttrValue", ...], "Attrs"]
 
 _N = TypeVar("_N", bound="Node")
-_INIT_FIELDS: dict[type, tuple[str, ...]] = {}  # per class: the fields set at construction
+# per class: the fields set at construction, in order and as a set
+_INIT_FIELDS: dict[type, tuple[tuple[str, ...], frozenset[str]]] = {}
 
 
 class Node:
@@ -30,17 +31,15 @@ class Node:
         if all(getattr(self, k) is v for k, v in changes.items()):
             return self
         cls = type(self)
-        names = _INIT_FIELDS.get(cls)
-        if names is None:
-            names = _INIT_FIELDS[cls] = tuple(
-                f.name
-                for f in dataclasses.fields(cls)  # type: ignore[arg-type]
-                if f.init
-            )
+        known = _INIT_FIELDS.get(cls)
+        if known is None:
+            init = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+            known = _INIT_FIELDS[cls] = (tuple(init), frozenset(init))
+        names, name_set = known
         # what dataclasses.replace does, without its per-call field scan
-        unknown = changes.keys() - set(names)
-        if unknown:
-            raise IRError(f"{cls.__name__}.update: no field {sorted(unknown)[0]!r}")
+        if not changes.keys() <= name_set:
+            unknown = sorted(changes.keys() - name_set)
+            raise IRError(f"{cls.__name__}.update: no field {unknown[0]!r}")
         kwargs = {n: getattr(self, n) for n in names}
         kwargs.update(changes)
         return cls(**kwargs)

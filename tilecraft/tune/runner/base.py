@@ -82,6 +82,15 @@ class EvaluatorConfig:
         return EvaluatorConfig(**dict(data))
 
 
+def check_clock(evaluator: EvaluatorConfig, threads: int | None, who: str) -> None:
+    """TuneError when ``evaluator`` asks for the thread clock with other than one thread."""
+    if evaluator.clock == "thread" and threads != 1:
+        raise TuneError(
+            f"{who}: clock='thread' times the calling thread only, so it needs num_threads=1 "
+            f"(got {threads})"
+        )
+
+
 @dataclass(frozen=True)
 class RunnerInput:
     """One built candidate to measure.

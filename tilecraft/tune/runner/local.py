@@ -12,7 +12,15 @@ from ...runtime.compiler import flag_probe
 from ...runtime.cuda_driver import why_no_device
 from ...runtime.threads import kernel_threads
 from .._proc import WorkerPool
-from .base import EvaluatorConfig, Runner, RunnerInput, RunnerResult, result_of_reply, run_request
+from .base import (
+    EvaluatorConfig,
+    Runner,
+    RunnerInput,
+    RunnerResult,
+    check_clock,
+    result_of_reply,
+    run_request,
+)
 
 
 class ReferenceCache:
@@ -97,11 +105,7 @@ class LocalRunner(Runner):
         threads = kernel_threads() if num_threads is None else num_threads
         if threads < 1:
             raise TuneError(f"{type(self).__name__}: num_threads must be >= 1, got {threads}")
-        if self.evaluator.clock == "thread" and threads != 1:
-            raise TuneError(
-                f"{type(self).__name__}: clock='thread' times the calling thread only, so it "
-                f"needs num_threads=1 (got {threads} threads)"
-            )
+        check_clock(self.evaluator, threads, type(self).__name__)
         self.num_threads = threads
         self.check: dict[str, Any] = {
             "enabled": check_correctness,

@@ -7,7 +7,15 @@ from typing import Any
 
 from ...errors import TuneError
 from .._ray import STARTUP_TIMEOUT_S, require_ray, run_windowed, task_options
-from .base import EvaluatorConfig, Runner, RunnerInput, RunnerResult, result_of_reply, run_request
+from .base import (
+    EvaluatorConfig,
+    Runner,
+    RunnerInput,
+    RunnerResult,
+    check_clock,
+    result_of_reply,
+    run_request,
+)
 from .local import ReferenceCache
 
 DEFAULT_RESOURCE = "tilecraft_device"
@@ -80,11 +88,7 @@ class RayRunner(Runner):
         self.num_cpus = num_cpus
         self.num_threads = num_threads
         self.evaluator = evaluator or EvaluatorConfig()
-        if self.evaluator.clock == "thread" and num_threads != 1:
-            raise TuneError(
-                "RayRunner: clock='thread' times the calling thread only, so it needs "
-                f"num_threads=1 (got {num_threads})"
-            )
+        check_clock(self.evaluator, num_threads, "RayRunner")
         self.check: dict[str, Any] = {
             "enabled": check_correctness,
             "seed": seed,
